@@ -1,0 +1,66 @@
+"""pitstop's exception family.
+
+Every error a user can meet is a :class:`PitstopError`. Messages name the job, snapshot, stage or
+mapping they are about and say what to do next. SQL errors also carry a position (1-based line and
+column in the script) and render the offending line with a caret under the mistake.
+"""
+
+from __future__ import annotations
+
+
+class PitstopError(Exception):
+    """Root of every error pitstop reports to users."""
+
+
+class SqlError(PitstopError):
+    """A statement that cannot be parsed or planned, with its position in the script."""
+
+    def __init__(
+        self,
+        message: str,
+        line: int | None = None,
+        col: int | None = None,
+        source_line: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.col = col
+        self.source_line = source_line
+        self.file = file
+
+    def at(self, line: int, col: int, source_line: str | None = None) -> SqlError:
+        """Return a copy positioned at ``line``/``col`` (used to map statement offsets to a script)."""
+        return type(self)(self.message, line, col, source_line, self.file)
+
+    def __str__(self) -> str:
+        where = ""
+        if self.line is not None:
+            where = f" at line {self.line}, col {self.col}"
+            if self.file:
+                where = f" in {self.file}{where}"
+        text = f"ERROR{where}: {self.message}"
+        if self.source_line is not None and self.col is not None:
+            text += f"\n  {self.source_line}\n  {' ' * max(self.col - 1, 0)}^"
+        return text
+
+
+class CatalogError(PitstopError):
+    """Unknown or duplicate mapping, job or snapshot; a catalog that cannot be opened."""
+
+
+class PlanError(PitstopError):
+    """A job query that pitstop cannot run as a streaming job."""
+
+
+class CompatibilityError(PitstopError):
+    """A snapshot whose state cannot be restored into the new job."""
+
+
+class JobFailedError(PitstopError):
+    """A job's Spark query failed; the message carries Spark's reason."""
+
+
+class AwaitTimeoutError(PitstopError):
+    """``AWAIT JOB`` did not see the job catch up within its timeout."""
