@@ -1,0 +1,103 @@
+"""Catalog rows: what the catalog stores about mappings, jobs, runs and snapshots."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    type: str  # Spark SQL type text, e.g. "DECIMAL(12,2)", "TIMESTAMP"
+
+
+@dataclass(frozen=True)
+class WatermarkDef:
+    column: str
+    delay_micros: int
+
+
+@dataclass(frozen=True)
+class Mapping:
+    name: str
+    type: str  # file | duckdb | generator | console (lower case)
+    columns: tuple[ColumnDef, ...]
+    watermark: WatermarkDef | None
+    options: dict[str, str] = field(default_factory=dict)
+    sql: str = ""
+
+    def column(self, name: str) -> ColumnDef | None:
+        for c in self.columns:
+            if c.name.lower() == name.lower():
+                return c
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "columns": [[c.name, c.type] for c in self.columns],
+            "watermark": None
+            if self.watermark is None
+            else [self.watermark.column, self.watermark.delay_micros],
+            "options": self.options,
+            "sql": self.sql,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Mapping:
+        wm = d.get("watermark")
+        return cls(
+            name=d["name"],
+            type=d["type"],
+            columns=tuple(ColumnDef(n, t) for n, t in d["columns"]),
+            watermark=None if wm is None else WatermarkDef(wm[0], int(wm[1])),
+            options=dict(d.get("options") or {}),
+            sql=d.get("sql", ""),
+        )
+
+
+# Job status values shown by SHOW JOBS.
+RUNNING = "RUNNING"
+STOPPED = "STOPPED"  # the pitstop process that ran it exited; resumes from its checkpoints
+FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    sql: str
+    status: str
+    detail: str
+    run_id: str
+    snapshot: str | None
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    job: str
+    folder: str
+    plan: dict[str, Any]  # JobPlan.to_json()
+    restore: dict[str, Any] | None  # what this run restored: snapshot name, positions, seeds
+    started: datetime
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    name: str
+    job: str
+    created: datetime
+    path: str
+    size_bytes: int
+    rows: int
+    manifest: dict[str, Any]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,257 @@
+"""The DuckDB catalog of a pitstop home: mappings, jobs, runs, snapshots and sink bookkeeping.
+
+Catalog tables live in the ``pitstop`` schema of ``<home>/catalog.duckdb``; DuckDB sink tables live
+in its ``main`` schema, so that a sink's rows and its bookkeeping commit in one transaction.
+One DuckDB database object is shared by the process; each thread works through its own cursor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pitstop.catalog.rows import Job, Mapping, Run, Snapshot, dumps
+from pitstop.errors import CatalogError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE SCHEMA IF NOT EXISTS pitstop",
+        "CREATE TABLE pitstop.meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+        """CREATE TABLE pitstop.mappings (
+            name VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, definition JSON NOT NULL,
+            created TIMESTAMP NOT NULL)""",
+        """CREATE TABLE pitstop.jobs (
+            name VARCHAR PRIMARY KEY, sql VARCHAR NOT NULL, status VARCHAR NOT NULL,
+            detail VARCHAR NOT NULL, run_id VARCHAR NOT NULL, snapshot VARCHAR,
+            created TIMESTAMP NOT NULL, updated TIMESTAMP NOT NULL)""",
+        """CREATE TABLE pitstop.runs (
+            run_id VARCHAR PRIMARY KEY, job VARCHAR NOT NULL, folder VARCHAR NOT NULL,
+            plan JSON NOT NULL, restore JSON, started TIMESTAMP NOT NULL)""",
+        """CREATE TABLE pitstop.snapshots (
+            name VARCHAR PRIMARY KEY, job VARCHAR NOT NULL, created TIMESTAMP NOT NULL,
+            path VARCHAR NOT NULL, size_bytes BIGINT NOT NULL, rows BIGINT NOT NULL,
+            manifest JSON NOT NULL)""",
+        """CREATE TABLE pitstop.sink_batches (
+            job VARCHAR NOT NULL, run_id VARCHAR NOT NULL, branch INTEGER NOT NULL,
+            batch_id BIGINT NOT NULL, rows BIGINT NOT NULL, committed TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, branch, batch_id))""",
+    ],
+}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Catalog:
+    """Typed access to ``catalog.duckdb``. Safe to use from several threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            raise CatalogError(
+                f"cannot open the pitstop home {path.parent}: {exc}. Another pitstop process may "
+                "be using it; stop that process or choose another home with --home."
+            ) from exc
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._write_lock = threading.RLock()
+        self._migrate()
+
+    # -- connections ---------------------------------------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._db.cursor()
+            self._local.cursor = cur
+            with self._write_lock:
+                self._cursors.append(cur)
+        return cur
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One DuckDB transaction on this thread's cursor; rolled back on any exception."""
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._write_lock:
+            for cur in self._cursors:
+                cur.close()
+            self._cursors.clear()
+        self._db.close()
+
+    def _migrate(self) -> None:
+        cur = self.cursor()
+        exists = cur.execute(
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_schema = 'pitstop' AND table_name = 'meta'"
+        ).fetchone()
+        version = 0
+        if exists and exists[0]:
+            row = cur.execute("SELECT value FROM pitstop.meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise CatalogError(
+                f"{self.path} was written by a newer pitstop (catalog version {version}); "
+                "upgrade pitstop to open it."
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction() as tx:
+                for statement in _MIGRATIONS[target]:
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT OR REPLACE INTO pitstop.meta VALUES ('schema_version', ?)", [str(target)]
+                )
+
+    # -- mappings ------------------------------------------------------------------------------
+    def get_mapping(self, name: str) -> Mapping | None:
+        row = self.cursor().execute(
+            "SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name]
+        ).fetchone()
+        return None if row is None else Mapping.from_json(json.loads(row[0]))
+
+    def mappings(self) -> list[Mapping]:
+        rows = self.cursor().execute(
+            "SELECT definition FROM pitstop.mappings ORDER BY name"
+        ).fetchall()
+        return [Mapping.from_json(json.loads(r[0])) for r in rows]
+
+    def put_mapping(self, mapping: Mapping, replace: bool = False) -> None:
+        with self.transaction() as tx:
+            if replace:
+                tx.execute("DELETE FROM pitstop.mappings WHERE lower(name) = lower(?)", [mapping.name])
+            tx.execute(
+                "INSERT INTO pitstop.mappings VALUES (?, ?, ?, ?)",
+                [mapping.name, mapping.type, dumps(mapping.to_json()), _now()],
+            )
+
+    def drop_mapping(self, name: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
+
+    # -- jobs and runs ---------------------------------------------------------------------------
+    _JOB_COLUMNS = "name, sql, status, detail, run_id, snapshot, created, updated"
+
+    def get_job(self, name: str) -> Job | None:
+        row = self.cursor().execute(
+            f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs WHERE lower(name) = lower(?)", [name]
+        ).fetchone()
+        return None if row is None else Job(*row)
+
+    def jobs(self) -> list[Job]:
+        rows = self.cursor().execute(
+            f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs ORDER BY created, name"
+        ).fetchall()
+        return [Job(*r) for r in rows]
+
+    def create_job(self, job: Job, run: Run) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO pitstop.runs VALUES (?, ?, ?, ?, ?, ?)",
+                [run.run_id, run.job, run.folder, dumps(run.plan),
+                 None if run.restore is None else dumps(run.restore), run.started],
+            )
+            tx.execute(
+                f"INSERT INTO pitstop.jobs ({self._JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [job.name, job.sql, job.status, job.detail, job.run_id, job.snapshot,
+                 job.created, job.updated],
+            )
+
+    def set_job_status(self, name: str, status: str, detail: str = "") -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "UPDATE pitstop.jobs SET status = ?, detail = ?, updated = ? "
+                "WHERE lower(name) = lower(?)",
+                [status, detail, _now(), name],
+            )
+
+    def delete_job(self, name: str, tx: duckdb.DuckDBPyConnection | None = None) -> None:
+        if tx is not None:
+            tx.execute("DELETE FROM pitstop.jobs WHERE lower(name) = lower(?)", [name])
+            return
+        with self.transaction() as own:
+            own.execute("DELETE FROM pitstop.jobs WHERE lower(name) = lower(?)", [name])
+
+    def get_run(self, run_id: str) -> Run:
+        row = self.cursor().execute(
+            "SELECT run_id, job, folder, plan, restore, started FROM pitstop.runs WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+        if row is None:
+            raise CatalogError(f"run '{run_id}' is missing from the catalog {self.path}")
+        return Run(row[0], row[1], row[2], json.loads(row[3]),
+                   None if row[4] is None else json.loads(row[4]), row[5])
+
+    # -- snapshots -------------------------------------------------------------------------------
+    _SNAPSHOT_COLUMNS = "name, job, created, path, size_bytes, rows, manifest"
+
+    def get_snapshot(self, name: str) -> Snapshot | None:
+        row = self.cursor().execute(
+            f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots WHERE lower(name) = lower(?)",
+            [name],
+        ).fetchone()
+        return None if row is None else _snapshot(row)
+
+    def snapshots(self) -> list[Snapshot]:
+        rows = self.cursor().execute(
+            f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots ORDER BY created, name"
+        ).fetchall()
+        return [_snapshot(r) for r in rows]
+
+    def add_snapshot(self, snap: Snapshot, tx: duckdb.DuckDBPyConnection) -> None:
+        tx.execute(
+            f"INSERT INTO pitstop.snapshots ({self._SNAPSHOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [snap.name, snap.job, snap.created, snap.path, snap.size_bytes, snap.rows,
+             dumps(snap.manifest)],
+        )
+
+    def drop_snapshot(self, name: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM pitstop.snapshots WHERE lower(name) = lower(?)", [name])
+
+    # -- sink bookkeeping ------------------------------------------------------------------------
+    def last_sink_batch(self, run_id: str, branch: int) -> int | None:
+        row = self.cursor().execute(
+            "SELECT max(batch_id) FROM pitstop.sink_batches WHERE run_id = ? AND branch = ?",
+            [run_id, branch],
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run an ad-hoc read-only query; returns column names and rows."""
+        cur = self.cursor()
+        rel = cur.execute(sql)
+        columns = [d[0] for d in rel.description] if rel.description else []
+        return columns, rel.fetchall()
+
+
+def _snapshot(row: tuple[Any, ...]) -> Snapshot:
+    return Snapshot(row[0], row[1], row[2], row[3], int(row[4]), int(row[5]), json.loads(row[6]))
+
+
+def now() -> datetime:
+    """The catalog's clock: naive UTC."""
+    return _now()

@@ -1,0 +1,158 @@
+"""The ``pitstop`` command: thin; parses arguments, runs statements, prints results and errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pitstop.errors import PitstopError, SqlError
+from pitstop.executor import Executor, Result
+from pitstop.settings import Settings
+
+FORMATS = ("table", "csv", "json")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, Decimal):
+        return str(value)
+    return str(value)
+
+
+def render(result: Result, fmt: str) -> str:
+    if not result.has_rows:
+        return result.message
+    if fmt == "json":
+        return "\n".join(
+            json.dumps(dict(zip(result.columns, row, strict=True)), default=_json_default)
+            for row in result.rows
+        )
+    from cli_helpers.tabular_output import TabularOutputFormatter
+
+    formatter = TabularOutputFormatter(format_name="csv" if fmt == "csv" else "psql")
+    rows = [[_cell(v) for v in row] for row in result.rows]
+    text = "\n".join(formatter.format_output(rows, list(result.columns)))
+    if fmt == "table":
+        text += f"\n({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})"
+    return text
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    return value
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--home", envvar="PITSTOP_HOME", type=click.Path(file_okay=False),
+              help="pitstop home folder (catalog, sink tables, checkpoints, snapshots). "
+                   "Default: $PITSTOP_HOME or ./pitstop-home")
+@click.option("--master", envvar="PITSTOP_SPARK_MASTER", help="Spark master URL (default local[*])")
+@click.option("--verbose", "-V", is_flag=True, help="log what pitstop does")
+@click.version_option(package_name="pitstop")
+@click.pass_context
+def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool) -> None:
+    """pitstop: streaming jobs on Spark, updated from SQL without losing their state."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = Settings.resolve(home, master)
+    if ctx.invoked_subcommand is None:
+        if sys.stdin.isatty():
+            click.echo(ctx.get_help())
+        else:
+            ctx.invoke(run, file="-")
+
+
+@main.command()
+@click.argument("file", required=False)
+@click.option("-c", "--command", "command", help="run this SQL instead of a file")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="how result sets are printed")
+@click.pass_obj
+def run(settings: Settings, file: str | None, command: str | None, fmt: str = "table") -> None:
+    """Run the statements of FILE (or - for stdin, or -c SQL) in order; stop at the first error."""
+    if command is not None and file is not None:
+        raise click.UsageError("give a FILE or -c SQL, not both")
+    if command is None and file is None:
+        raise click.UsageError("give a FILE (or - for stdin) or -c SQL")
+    if command is not None:
+        text, label = command, None
+    elif file == "-":
+        text, label = sys.stdin.read(), None
+    else:
+        path = Path(file or "")
+        if not path.is_file():
+            raise click.UsageError(f"no such file: {file}")
+        text, label = path.read_text(), str(path)
+    signal.signal(signal.SIGTERM, _terminate)
+    from pitstop.engine.manager import Manager
+
+    try:
+        manager = Manager(settings)
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        sys.exit(1)
+    failed = False
+    try:
+        executor = Executor(manager)
+        for _stmt, result in executor.run_script(text, label):
+            click.echo(render(result, fmt))
+    except SqlError as err:
+        click.echo(str(err), err=True)
+        failed = True
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        failed = True
+    finally:
+        manager.close()
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True)
+@click.pass_obj
+def check(settings: Settings, files: tuple[str, ...]) -> None:
+    """Parse and plan FILES against the home's catalog, without running or changing anything."""
+    from pitstop.catalog.store import Catalog
+
+    catalog = None
+    db = settings.home / "catalog.duckdb"
+    if db.exists():
+        catalog = Catalog(db)
+    errors = 0
+    for file in files:
+        path = Path(file)
+        if not path.is_file():
+            click.echo(f"ERROR: no such file: {file}", err=True)
+            errors += 1
+            continue
+        executor = Executor(None, catalog)
+        count = 0
+        try:
+            for _stmt, _result in executor.run_script(path.read_text(), str(path)):
+                count += 1
+        except PitstopError as err:
+            click.echo(str(err), err=True)
+            errors += 1
+            continue
+        click.echo(f"{file}: {count} statement(s) OK")
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Sinks: where a branch's micro-batches go, exactly once across failures and across runs.
+
+- DuckDB: the batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit in one DuckDB
+  transaction; a batch that Spark replays after a failure is found in the bookkeeping and skipped.
+- File: one file per ``(run, branch, batch)``, written to a hidden temp file and renamed, so a
+  replayed batch replaces its own file and readers never see half a file.
+- Console: prints each batch (at-least-once; for demos).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from pitstop.catalog.rows import Mapping
+from pitstop.catalog.store import Catalog, now
+from pitstop.errors import PlanError
+
+log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    def prepare(self, schema: list[tuple[str, str]]) -> None: ...
+
+    def write(self, table: pa.Table, batch_id: int) -> None: ...
+
+
+def duckdb_type(spark_simple: str) -> str:
+    """DuckDB column type for a Spark ``simpleString`` type."""
+    t = spark_simple.lower()
+    return {"string": "VARCHAR", "float": "FLOAT", "int": "INTEGER"}.get(t, t.upper())
+
+
+def _naive_utc(table: pa.Table) -> pa.Table:
+    """Spark timestamps arrive as UTC instants; sinks store them as naive UTC timestamps."""
+    columns = []
+    for col in table.columns:
+        if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+            col = col.cast(pa.timestamp(col.type.unit))
+        columns.append(col)
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def table_name(mapping: Mapping) -> str:
+    return mapping.options.get("table", mapping.name)
+
+
+class DuckDBSink:
+    def __init__(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> None:
+        self.catalog = catalog
+        self.mapping = mapping
+        self.table = table_name(mapping)
+        self.job = job
+        self.run_id = run_id
+        self.branch = branch
+
+    def prepare(self, schema: list[tuple[str, str]]) -> None:
+        quoted = '"' + self.table.replace('"', '""') + '"'
+        cols = ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in schema)
+        with self.catalog.transaction() as tx:
+            tx.execute(f"CREATE TABLE IF NOT EXISTS main.{quoted} ({cols})")
+            existing = {
+                r[0].lower()
+                for r in tx.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = 'main' AND table_name = ?",
+                    [self.table],
+                ).fetchall()
+            }
+        missing = [n for n, _ in schema if n.lower() not in existing]
+        if missing:
+            raise PlanError(
+                f"sink table '{self.table}' (mapping '{self.mapping.name}') has no column(s) "
+                f"{', '.join(missing)}; alias the job's columns to the table's, or write to a new mapping"
+            )
+
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        quoted = '"' + self.table.replace('"', '""') + '"'
+        batch = _naive_utc(table)
+        with self.catalog.transaction() as tx:
+            done = tx.execute(
+                "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
+                [self.run_id, self.branch, batch_id],
+            ).fetchone()
+            if done:
+                log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
+                return
+            if batch.num_rows:
+                tx.register("__pitstop_batch", batch)
+                try:
+                    tx.execute(f"INSERT INTO main.{quoted} BY NAME SELECT * FROM __pitstop_batch")
+                finally:
+                    tx.unregister("__pitstop_batch")
+            tx.execute(
+                "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
+                [self.job, self.run_id, self.branch, batch_id, batch.num_rows, now()],
+            )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value) if value != value.to_integral_value() else int(value)
+    return str(value)
+
+
+class FileSink:
+    def __init__(self, mapping: Mapping, run_id: str, branch: int) -> None:
+        self.folder = Path(mapping.options["path"])
+        self.format = mapping.options.get("format", "json").lower()
+        self.run_id = run_id
+        self.branch = branch
+
+    def prepare(self, schema: list[tuple[str, str]]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        if table.num_rows == 0:
+            return
+        name = f"part-{self.run_id}-{self.branch}-{batch_id:06d}.{self.format}"
+        tmp = self.folder / f".{name}.tmp"
+        table = _naive_utc(table)
+        if self.format == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+        elif self.format == "csv":
+            import pyarrow.csv as pc
+
+            pc.write_csv(table, tmp)
+        else:
+            with open(tmp, "w") as handle:
+                for row in table.to_pylist():
+                    handle.write(json.dumps(row, default=_json_value) + "\n")
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.folder / name)
+
+
+class ConsoleSink:
+    def __init__(self, mapping: Mapping, job: str) -> None:
+        self.label = f"{job} -> {mapping.name}"
+
+    def prepare(self, schema: list[tuple[str, str]]) -> None:
+        return None
+
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        if table.num_rows == 0:
+            return
+        rows = table.to_pylist()
+        out = [f"-- {self.label}, batch {batch_id}: {len(rows)} row(s)"]
+        out += ["  " + ", ".join(f"{k}={v}" for k, v in r.items()) for r in rows]
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
+
+
+def make_sink(catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    if mapping.type == "duckdb":
+        return DuckDBSink(catalog, mapping, job, run_id, branch)
+    if mapping.type == "file":
+        return FileSink(mapping, run_id, branch)
+    if mapping.type == "console":
+        return ConsoleSink(mapping, job)
+    raise PlanError(f"mapping '{mapping.name}' of type {mapping.type} cannot be a sink")

@@ -1,0 +1,207 @@
+"""The manager: one per process. It owns the catalog, the Spark session (started lazily) and the
+runs of the jobs this process is running.
+
+Jobs outlive the process: at exit, running jobs stop at a batch boundary and are marked STOPPED;
+the next process that starts Spark on the same home resumes them from their checkpoints. A job
+found RUNNING when a process opens the home was running in a process that died; it is resumed
+the same way (its sinks skip the batches they already hold).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, Job, Mapping, Run, Snapshot
+from pitstop.catalog.store import Catalog, now
+from pitstop.engine.runs import ActiveRun
+from pitstop.engine.session import spark_session
+from pitstop.errors import CatalogError, JobFailedError, PitstopError
+from pitstop.planner.plan import JobPlan
+from pitstop.settings import Settings
+from pitstop.snapshots import export as snapshot_export
+from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+STOP_TIMEOUT_S = 600.0
+
+
+class Manager:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.home = settings.home
+        self.catalog = Catalog(self.home / "catalog.duckdb")
+        self.runs: dict[str, ActiveRun] = {}
+        self._spark: SparkSession | None = None
+        self._lock = threading.RLock()
+
+    # -- Spark -----------------------------------------------------------------------------------
+    @property
+    def spark_started(self) -> bool:
+        return self._spark is not None
+
+    def spark(self) -> SparkSession:
+        """The Spark session; the first call starts it and resumes this home's stopped jobs."""
+        with self._lock:
+            if self._spark is None:
+                self._spark = spark_session(self.settings)
+                self._resume_jobs()
+            return self._spark
+
+    def _resume_jobs(self) -> None:
+        for job in self.catalog.jobs():
+            if job.status in (RUNNING, STOPPED) and job.name.lower() not in self.runs:
+                log.info("resuming job '%s' from its checkpoints", job.name)
+                try:
+                    self._start(job.name, self.catalog.get_run(job.run_id))
+                    self.catalog.set_job_status(job.name, RUNNING, "")
+                except Exception as exc:  # a job that cannot resume must not block the others
+                    log.error("job '%s' could not resume: %s", job.name, exc)
+                    self.catalog.set_job_status(job.name, FAILED, f"could not resume: {exc}")
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def _mappings_of(self, plan: JobPlan) -> dict[str, Mapping]:
+        out: dict[str, Mapping] = {}
+        for b in plan.branches:
+            for name in (b.source, b.sink):
+                m = self.catalog.get_mapping(name)
+                if m is None:
+                    raise CatalogError(f"mapping '{name}' used by job '{plan.job}' no longer exists")
+                out[name] = m
+        return out
+
+    def _start(self, job: str, run: Run) -> ActiveRun:
+        plan = JobPlan.from_json(run.plan)
+        start, seeds = seeds_from_json(run.restore)
+        active = ActiveRun(job, run, plan, self._mappings_of(plan), Path(run.folder), start, seeds)
+        spark = self.spark()
+        try:
+            active.start(spark, self.catalog, self.settings.trigger_ms, self.settings.shuffle_partitions)
+        except BaseException:
+            active.stop()
+            raise
+        self.runs[job.lower()] = active
+        return active
+
+    def create_job(self, name: str, sql: str, plan: JobPlan, restore: Restore | None) -> ActiveRun:
+        run_id = f"{name}-{uuid.uuid4().hex[:8]}"
+        folder = self.home / "runs" / run_id
+        folder.mkdir(parents=True)
+        if restore is not None:
+            prepare_run_folder(folder, restore)
+        run = Run(run_id, name, str(folder), plan.to_json(),
+                  None if restore is None else restore.to_json(), now())
+        self.spark()
+        with self._lock:
+            try:
+                active = self._start(name, run)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            job = Job(name, sql, RUNNING, "", run_id,
+                      None if restore is None else restore.snapshot, now(), now())
+            try:
+                self.catalog.create_job(job, run)
+            except BaseException:
+                active.stop()
+                self.runs.pop(name.lower(), None)
+                raise
+            return active
+
+    def active(self, name: str) -> ActiveRun:
+        job = self.catalog.get_job(name)
+        if job is None:
+            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+        if job.status == FAILED:
+            raise JobFailedError(f"job '{job.name}' has failed: {job.detail}")
+        self.spark()  # resumes the job if it was stopped
+        run = self.runs.get(name.lower())
+        if run is None:
+            raise PitstopError(f"job '{job.name}' is {job.status} and could not be resumed: {job.detail}")
+        return run
+
+    def await_job(self, name: str, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> None:
+        run = self.active(name)
+        try:
+            run.await_input(timeout_s, cancelled)
+        except JobFailedError as exc:
+            self._fail(run, str(exc))
+            raise
+
+    def _fail(self, run: ActiveRun, reason: str) -> None:
+        run.stop()
+        self.runs.pop(run.job.lower(), None)
+        self.catalog.set_job_status(run.job, FAILED, reason)
+
+    def drop_job(self, name: str, snapshot: str | None) -> Snapshot | None:
+        job = self.catalog.get_job(name)
+        if job is None:
+            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+        if snapshot is None:
+            run = self.runs.pop(job.name.lower(), None)
+            if run is not None:
+                run.stop()
+            self.catalog.delete_job(job.name)
+            return None
+        if self.catalog.get_snapshot(snapshot) is not None:
+            raise CatalogError(
+                f"snapshot '{snapshot}' already exists; choose another name or DROP SNAPSHOT {snapshot} "
+                f"first. Job '{job.name}' is still running."
+            )
+        run = self.active(job.name)
+        try:
+            cut = run.stop_at_cut(STOP_TIMEOUT_S)
+        except JobFailedError as exc:
+            self._fail(run, str(exc))
+            raise
+        self.runs.pop(job.name.lower(), None)
+        try:
+            snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
+            with self.catalog.transaction() as tx:
+                self.catalog.add_snapshot(snap, tx)
+                self.catalog.delete_job(job.name, tx)
+        except BaseException:
+            # Nothing is lost: the job resumes from its checkpoints, which hold the cut.
+            log.exception("snapshot '%s' of job '%s' failed; resuming the job", snapshot, job.name)
+            self._start(job.name, run.run)
+            raise
+        return snap
+
+    def drop_snapshot(self, name: str) -> None:
+        snap = self.catalog.get_snapshot(name)
+        if snap is None:
+            raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
+        self.catalog.drop_snapshot(snap.name)
+        shutil.rmtree(snap.path, ignore_errors=True)
+
+    def refresh_failures(self) -> None:
+        """Record jobs whose Spark query failed since we last looked."""
+        for run in list(self.runs.values()):
+            reason = run.failure()
+            if reason is not None:
+                self._fail(run, reason)
+
+    # -- shutdown --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop running jobs at a batch boundary and mark them STOPPED; they resume next time."""
+        with self._lock:
+            for key, run in list(self.runs.items()):
+                try:
+                    run.stop()
+                    self.catalog.set_job_status(
+                        run.job, STOPPED,
+                        f"stopped when pitstop exited at {now():%Y-%m-%d %H:%M:%S} UTC; resumes from its "
+                        "checkpoints when pitstop next starts Spark on this home",
+                    )
+                except Exception:
+                    log.exception("stopping job '%s'", run.job)
+                self.runs.pop(key, None)
+            self.catalog.close()

@@ -1,0 +1,263 @@
+"""A job run: one Spark streaming query per branch, each with its own checkpoint in the run folder.
+
+Run folder layout::
+
+    <home>/runs/<run_id>/branches/<i>/checkpoint    Spark checkpoint of branch i
+    <home>/runs/<run_id>/sources/<source>/          discovery log and fence (connectors.positions)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pitstop.catalog.rows import Mapping, Run
+from pitstop.catalog.store import Catalog
+from pitstop.connectors import positions
+from pitstop.connectors.generator import generator_available
+from pitstop.connectors.sinks import Sink, make_sink
+from pitstop.engine import checkpoint
+from pitstop.engine.frames import StageSeed, branch_frame
+from pitstop.errors import AwaitTimeoutError, JobFailedError, PitstopError
+from pitstop.planner.plan import Branch, JobPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+POLL_S = 0.05
+
+
+class StopRequested(Exception):
+    """Raised by a sink before it writes anything, once the run is stopping."""
+
+
+class Gate:
+    """Lets batches through to the sink until the run stops; counts batches being written."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.refusing = False
+        self.inflight = 0
+
+    def enter(self, batch_id: int) -> None:
+        with self._cond:
+            if self.refusing:
+                raise StopRequested(f"batch {batch_id} refused: the job is stopping")
+            self.inflight += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self.inflight -= 1
+            self._cond.notify_all()
+
+    def refuse(self, timeout: float = 60.0) -> None:
+        with self._cond:
+            self.refusing = True
+            self._cond.wait_for(lambda: self.inflight == 0, timeout)
+
+
+@dataclass
+class BranchQuery:
+    branch: Branch
+    checkpoint: Path
+    gate: Gate
+    sink: Sink
+    query: StreamingQuery | None = None
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a stopped run stands: the same positions in every branch, one committed batch each."""
+
+    positions: dict[str, int]
+    batches: dict[int, int | None]  # branch index -> last committed batch id
+    watermarks_ms: dict[int, int]  # branch index -> watermark after that batch
+
+
+@dataclass
+class ActiveRun:
+    job: str
+    run: Run
+    plan: JobPlan
+    mappings: dict[str, Mapping]
+    folder: Path
+    start_positions: dict[str, int]
+    seeds: dict[str, StageSeed] = field(default_factory=dict)
+    branches: list[BranchQuery] = field(default_factory=list)
+
+    # -- starting --------------------------------------------------------------------------------
+    def start(self, spark: SparkSession, catalog: Catalog, trigger_ms: int, parallelism: int) -> None:
+        for src in self.plan.sources:
+            positions.clear_fence(positions.source_dir(self.folder, src))
+        for branch in self.plan.branches:
+            ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
+            sink = make_sink(catalog, self.mappings[branch.sink], self.job, self.run.run_id, branch.index)
+            bq = BranchQuery(branch, ckpt, Gate(), sink)
+            seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
+            df = branch_frame(
+                spark, branch, self.mappings[branch.source], str(self.folder),
+                self.start_positions.get(branch.source, 0), parallelism, seed,
+            )
+            sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields])
+            self.branches.append(bq)
+            bq.query = self._start_query(df, bq, trigger_ms)
+
+    def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:
+        gate, sink = bq.gate, bq.sink
+
+        def write_batch(batch: DataFrame, batch_id: int) -> None:
+            gate.enter(batch_id)
+            try:
+                sink.write(batch.toArrow(), batch_id)
+            finally:
+                gate.leave()
+
+        return (
+            df.writeStream.queryName(f"{self.job}#{bq.branch.index}@{self.run.run_id}")
+            .foreachBatch(write_batch)
+            .option("checkpointLocation", str(bq.checkpoint))
+            .outputMode("append")
+            .trigger(processingTime=f"{trigger_ms} milliseconds")
+            .start()
+        )
+
+    # -- watching ---------------------------------------------------------------------------------
+    def failure(self) -> str | None:
+        """Spark's reason if a branch's query failed (not counting pitstop's own stop)."""
+        for bq in self.branches:
+            q = bq.query
+            if q is None or bq.gate.refusing:
+                continue
+            exc = q.exception()
+            if exc is not None:
+                return f"INSERT INTO {bq.branch.sink} failed: {_reason(exc)}"
+            if not q.isActive:
+                return f"INSERT INTO {bq.branch.sink} stopped unexpectedly"
+        return None
+
+    def available(self) -> dict[str, int]:
+        """Each source's position once all input available now is read."""
+        out: dict[str, int] = {}
+        for src in self.plan.sources:
+            mapping = self.mappings[src]
+            directory = positions.source_dir(self.folder, src)
+            if mapping.type == "file":
+                out[src] = positions.discover(directory, Path(mapping.options["path"]))
+            else:
+                out[src] = generator_available(
+                    self.folder, src, mapping.options, self.start_positions.get(src, 0)
+                )
+            fence = positions.read_fence(directory)
+            if fence is not None:
+                out[src] = min(out[src], fence)
+        return out
+
+    def caught_up(self, targets: dict[str, int]) -> bool:
+        for bq in self.branches:
+            p = checkpoint.progress(bq.checkpoint, self.start_positions)
+            if p.committed is None and bq.branch.stage is not None and bq.branch.stage.name in self.seeds:
+                return False  # the seeds' batch has not run yet
+            if p.positions.get(bq.branch.source, 0) < targets.get(bq.branch.source, 0):
+                return False
+            if not p.settled:
+                return False
+        return True
+
+    def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str,
+             cancelled: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            failure = self.failure()
+            if failure is not None:
+                raise JobFailedError(f"job '{self.job}' failed: {failure}")
+            if predicate():
+                return
+            if cancelled is not None and cancelled():
+                raise PitstopError(f"{what} cancelled")
+            if time.monotonic() > deadline:
+                raise AwaitTimeoutError(
+                    f"job '{self.job}' did not {what} within {timeout_s:g} s; it is still running. "
+                    "Wait longer with AWAIT JOB ... TIMEOUT INTERVAL 'n' SECOND, or look at SHOW JOBS."
+                )
+            time.sleep(POLL_S)
+
+    def await_input(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> dict[str, int]:
+        targets = self.available()
+        self.wait(lambda: self.caught_up(targets), timeout_s, "catch up with its input", cancelled)
+        return targets
+
+    # -- stopping --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop every branch at a batch boundary: no sink write is cut in half."""
+        for bq in self.branches:
+            bq.gate.refuse()
+        for bq in self.branches:
+            if bq.query is not None and bq.query.isActive:
+                bq.query.stop()
+
+    def stop_at_cut(self, timeout_s: float) -> Cut:
+        """Stop with every branch at the same source positions, nothing processed after the cut.
+
+        1. Fence each source at the furthest position any branch has planned.
+        2. Wait until every branch has committed up to the fence and has no batch pending
+           (windows that the input closes are emitted). If a branch planned a batch past the
+           fence while it was being set, raise the fence to that position and wait again.
+        3. Refuse further batches at the sinks and stop the queries.
+        4. Read the cut from the checkpoints and check it against the sinks' bookkeeping.
+        """
+        # Step 1. Fence every source.
+        fence: dict[str, int] = dict(self.start_positions)
+        for bq in self.branches:
+            planned = checkpoint.latest_planned(bq.checkpoint)
+            if planned is not None:
+                offsets = checkpoint.read_offsets(bq.checkpoint, planned)
+                if offsets is not None:
+                    for src, pos in offsets.positions.items():
+                        fence[src] = max(fence.get(src, 0), pos)
+        for src in self.plan.sources:
+            fence.setdefault(src, 0)
+        # Step 2. Drain to the fence; raise it if a branch went past it.
+        while True:
+            for src, pos in fence.items():
+                if src in self.plan.sources:
+                    positions.write_fence(positions.source_dir(self.folder, src), pos)
+            self.wait(lambda: self.caught_up(fence), timeout_s, "reach a clean cut")
+            beyond = dict(fence)
+            for bq in self.branches:
+                p = checkpoint.progress(bq.checkpoint, self.start_positions)
+                for src, pos in p.positions.items():
+                    beyond[src] = max(beyond.get(src, 0), pos)
+            if beyond == fence:
+                break
+            fence = beyond
+        # Step 3. Stop.
+        self.stop()
+        # Step 4. The cut.
+        batches: dict[int, int | None] = {}
+        watermarks: dict[int, int] = {}
+        for bq in self.branches:
+            p = checkpoint.progress(bq.checkpoint, self.start_positions)
+            if p.positions.get(bq.branch.source, 0) != fence.get(bq.branch.source, 0):
+                raise PitstopError(
+                    f"job '{self.job}': branch INSERT INTO {bq.branch.sink} stopped at position "
+                    f"{p.positions} instead of {fence}; the job was stopped without a snapshot"
+                )
+            batches[bq.branch.index] = p.committed
+            watermarks[bq.branch.index] = p.watermark_ms
+        return Cut({s: fence[s] for s in self.plan.sources}, batches, watermarks)
+
+
+def _reason(exc: Any) -> str:
+    text = getattr(exc, "desc", None) or str(exc)
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    for ln in lines:
+        if "Error" in ln or "Exception" in ln:
+            return ln.strip()[:500]
+    return (lines[0] if lines else "unknown error")[:500]

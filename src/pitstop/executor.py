@@ -1,0 +1,324 @@
+"""One statement in, one result out: the single execution path of the CLI, shell and server."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlglot import exp
+
+from pitstop.catalog.rows import ColumnDef, Mapping, WatermarkDef
+from pitstop.errors import CatalogError, PitstopError, PlanError, SqlError
+from pitstop.planner.build import plan_job
+from pitstop.planner.plan import JobPlan
+from pitstop.planner.types import spark_type
+from pitstop.snapshots.restore import plan_restore
+from pitstop.sql import nodes
+from pitstop.sql.intervals import interval_micros
+from pitstop.sql.parser import ParsedStatement, name_of, option_dict, parse_script
+
+log = logging.getLogger(__name__)
+
+MAPPING_TYPES = {"file": "File", "duckdb": "DuckDB", "generator": "Generator", "console": "Console"}
+FILE_FORMATS = ("json", "csv", "parquet")
+# Hazelcast's job options; pitstop acts on the ones with a meaning here and accepts the others.
+JOB_OPTIONS = {
+    "initialSnapshotName": "start from this snapshot (same as FROM SNAPSHOT)",
+    "strictRestore": "refuse to start if a snapshot stage has no stage in the new job",
+    "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
+    "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
+    "suspendOnFailure": "accepted; a failed job is marked FAILED",
+    "autoScaling": "accepted and ignored",
+    "metricsEnabled": "accepted and ignored",
+    "storeMetricsAfterJobCompletion": "accepted and ignored",
+    "maxProcessorAccumulatedRecords": "accepted and ignored",
+    "splitBrainProtectionEnabled": "accepted and ignored",
+}
+DEFAULT_AWAIT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Result:
+    message: str = "OK"
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
+
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.columns)
+
+
+def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None) -> SqlError:
+    """An error at the statement's position (syntax errors keep their own, finer one)."""
+    if isinstance(err, SqlError) and err.line is not None:
+        return err
+    first = stmt.text.split("\n", 1)[0]
+    return SqlError(str(err), stmt.line, stmt.col, None if "\n" in str(err) else first, file)
+
+
+class Executor:
+    """Runs statements against a manager (``manager=None``: plan and check only, change nothing)."""
+
+    def __init__(self, manager: Any | None, catalog: Any | None = None) -> None:
+        self.manager = manager
+        self.catalog = manager.catalog if manager is not None else catalog
+        self._overlay: dict[str, Mapping | None] = {}  # check mode: mappings made earlier in the file
+        self.cancelled: Callable[[], bool] | None = None
+
+    # -- scripts -----------------------------------------------------------------------------------
+    def run_script(self, text: str, file: str | None = None) -> Iterator[tuple[ParsedStatement, Result]]:
+        """Parse the whole script first (a malformed script changes nothing), then run in order."""
+        for stmt in parse_script(text, file):
+            try:
+                yield stmt, self.execute(stmt)
+            except PitstopError as err:
+                raise positioned(err, stmt, file) from err
+
+    def execute(self, stmt: ParsedStatement) -> Result:
+        handler = self._HANDLERS.get(type(stmt.node))
+        if handler is None:
+            raise PlanError(f"statement {type(stmt.node).__name__} is not supported yet")
+        return handler(self, stmt.node, stmt)
+
+    # -- mappings ----------------------------------------------------------------------------------
+    def _lookup(self, name: str) -> Mapping | None:
+        key = name.lower()
+        if key in self._overlay:
+            return self._overlay[key]
+        return None if self.catalog is None else self.catalog.get_mapping(name)
+
+    def _create_mapping(self, node: nodes.CreateMapping, stmt: ParsedStatement) -> Result:
+        mapping = mapping_from_node(node, stmt.text)
+        exists = self._lookup(mapping.name) is not None
+        if exists and node.args.get("exists"):
+            return Result(f"mapping '{mapping.name}' already exists; left as it is")
+        if exists and not node.args.get("replace"):
+            raise CatalogError(
+                f"mapping '{mapping.name}' already exists; use CREATE OR REPLACE MAPPING to change it"
+            )
+        if self.manager is None:
+            self._overlay[mapping.name.lower()] = mapping
+            return Result("OK")
+        self.catalog.put_mapping(mapping, replace=exists)
+        if mapping.type == "file" and "path" in mapping.options:
+            Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
+        return Result(f"mapping '{mapping.name}' {'replaced' if exists else 'created'}")
+
+    def _drop_mapping(self, node: nodes.DropMapping, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        mapping = self._lookup(name)
+        if mapping is None:
+            if node.args.get("exists"):
+                return Result(f"mapping '{name}' does not exist; nothing dropped")
+            raise CatalogError(f"unknown mapping '{name}'; SHOW MAPPINGS lists the mappings")
+        if self.manager is None:
+            self._overlay[name.lower()] = None
+            return Result("OK")
+        for job in self.catalog.jobs():
+            plan = JobPlan.from_json(self.catalog.get_run(job.run_id).plan)
+            used = {b.source.lower() for b in plan.branches} | {b.sink.lower() for b in plan.branches}
+            if name.lower() in used:
+                raise CatalogError(f"mapping '{mapping.name}' is used by job '{job.name}'; drop the job first")
+        self.catalog.drop_mapping(mapping.name)
+        return Result(f"mapping '{mapping.name}' dropped")
+
+    def _show_mappings(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        rows = []
+        for m in self.catalog.mappings() if self.catalog is not None else []:
+            cols = ", ".join(f"{c.name} {c.type}" for c in m.columns)
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(m.options.items()))
+            rows.append((m.name, MAPPING_TYPES.get(m.type, m.type), cols, opts))
+        return Result(f"{len(rows)} mapping(s)", ("name", "type", "columns", "options"), tuple(rows))
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        options = option_dict(node.args.get("options"))
+        for key in options:
+            if key not in JOB_OPTIONS:
+                raise PlanError(
+                    f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
+                )
+        snapshot_name = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
+        initial = options.get("initialSnapshotName")
+        if initial and snapshot_name and initial.lower() != snapshot_name.lower():
+            raise PlanError(
+                f"FROM SNAPSHOT {snapshot_name} and 'initialSnapshotName'='{initial}' disagree; give one"
+            )
+        snapshot_name = snapshot_name or initial
+        if self.catalog is not None and self.catalog.get_job(name) is not None:
+            if node.args.get("exists"):
+                return Result(f"job '{name}' already exists; left as it is")
+            raise CatalogError(
+                f"job '{name}' already exists; DROP JOB {name} first (WITH SNAPSHOT s to keep its state)"
+            )
+        plan = plan_job(name, list(node.args["body"]), self._lookup)
+        self._check_sinks(plan)
+        restore = None
+        if snapshot_name is not None:
+            snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
+            if snap is None:
+                raise CatalogError(f"unknown snapshot '{snapshot_name}'; SHOW SNAPSHOTS lists the snapshots")
+            strict = options.get("strictRestore", "false").lower() == "true"
+            restore = plan_restore(snap, plan, strict)
+        if self.manager is None:
+            return Result("OK")
+        self.manager.create_job(name, stmt.text, plan, restore)
+        lines = [f"job '{name}' started"]
+        if restore is not None:
+            lines[0] += f" from snapshot '{restore.snapshot}'"
+            lines += ["  " + v.text() for v in restore.verdicts]
+        return Result("\n".join(lines))
+
+    def _check_sinks(self, plan: JobPlan) -> None:
+        for b in plan.branches:
+            sink = self._lookup(b.sink)
+            if sink is None or not sink.columns:
+                continue
+            declared = {c.name.lower() for c in sink.columns}
+            missing = [c.name for c in b.output if c.name.lower() not in declared]
+            if missing:
+                raise PlanError(
+                    f"INSERT INTO {sink.name}: the mapping has no column(s) {', '.join(missing)}; its "
+                    f"columns are {', '.join(c.name for c in sink.columns)}"
+                )
+
+    def _drop_job(self, node: nodes.DropJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        snapshot = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
+        job = self.catalog.get_job(name) if self.catalog is not None else None
+        if job is None:
+            if node.args.get("exists"):
+                return Result(f"job '{name}' does not exist; nothing dropped")
+            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+        if self.manager is None:
+            return Result("OK")
+        snap = self.manager.drop_job(job.name, snapshot)
+        if snap is None:
+            return Result(f"job '{job.name}' dropped")
+        return Result(
+            f"job '{job.name}' dropped with snapshot '{snap.name}' ({snap.rows} state rows, "
+            f"{snap.size_bytes:,} bytes)"
+        )
+
+    def _show_jobs(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        if self.manager is not None and self.manager.spark_started:
+            self.manager.refresh_failures()
+        rows = tuple(
+            (j.name, j.status, j.snapshot, j.created, j.detail)
+            for j in (self.catalog.jobs() if self.catalog is not None else [])
+        )
+        return Result(f"{len(rows)} job(s)", ("name", "status", "from_snapshot", "created", "detail"), rows)
+
+    def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        timeout = node.args.get("timeout")
+        seconds = interval_micros(timeout) / 1e6 if timeout is not None else DEFAULT_AWAIT_S
+        if self.manager is None:
+            return Result("OK")
+        self.manager.await_job(name, seconds, self.cancelled)
+        return Result(f"job '{name}' has caught up with its input")
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def _show_snapshots(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        rows = tuple(
+            (s.created, s.size_bytes, s.job, s.name, s.rows)
+            for s in (self.catalog.snapshots() if self.catalog is not None else [])
+        )
+        return Result(
+            f"{len(rows)} snapshot(s)", ("time", "size_bytes", "job_name", "snapshot_name", "state_rows"), rows
+        )
+
+    def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        snap = self.catalog.get_snapshot(name) if self.catalog is not None else None
+        if snap is None:
+            if node.args.get("exists"):
+                return Result(f"snapshot '{name}' does not exist; nothing dropped")
+            raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
+        if self.manager is None:
+            return Result("OK")
+        self.manager.drop_snapshot(snap.name)
+        return Result(f"snapshot '{snap.name}' dropped")
+
+    # -- ad-hoc queries ----------------------------------------------------------------------------
+    def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        if self.manager is None:
+            return Result("OK")
+        import duckdb
+
+        try:
+            columns, rows = self.catalog.query(stmt.text)
+        except duckdb.Error as exc:
+            raise PlanError(f"query failed in DuckDB: {exc}") from exc
+        return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))
+
+    _HANDLERS: dict[type, Callable[[Executor, Any, ParsedStatement], Result]] = {
+        nodes.CreateMapping: _create_mapping,
+        nodes.DropMapping: _drop_mapping,
+        nodes.ShowMappings: _show_mappings,
+        nodes.CreateJob: _create_job,
+        nodes.DropJob: _drop_job,
+        nodes.ShowJobs: _show_jobs,
+        nodes.AwaitJob: _await_job,
+        nodes.ShowSnapshots: _show_snapshots,
+        nodes.DropSnapshot: _drop_snapshot,
+        exp.Select: _select,
+        exp.Union: _select,
+    }
+
+
+def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
+    name = name_of(node.this)
+    kind_text = name_of(node.args["kind"])
+    kind = kind_text.lower()
+    if kind not in MAPPING_TYPES:
+        raise PlanError(
+            f"mapping '{name}': unknown TYPE {kind_text}; known types: {', '.join(MAPPING_TYPES.values())}"
+        )
+    options = option_dict(node.args.get("options"))
+    columns: list[ColumnDef] = []
+    for cd in node.args.get("columns") or []:
+        type_sql = cd.args["kind"].sql("spark")
+        try:
+            spark_type(type_sql)
+        except Exception as exc:  # noqa: BLE001 - sqlglot raises several types
+            raise PlanError(f"mapping '{name}': unknown type {type_sql} for column '{cd.name}'") from exc
+        if any(c.name.lower() == cd.name.lower() for c in columns):
+            raise PlanError(f"mapping '{name}': column '{cd.name}' is declared twice")
+        columns.append(ColumnDef(cd.name, type_sql))
+    watermark = None
+    wm = node.args.get("watermark")
+    if wm is not None:
+        col = name_of(wm.this)
+        declared = next((c for c in columns if c.name.lower() == col.lower()), None)
+        if declared is None:
+            raise PlanError(f"mapping '{name}': WATERMARK FOR {col}: there is no column '{col}'")
+        if spark_type(declared.type) != "TIMESTAMP":
+            raise PlanError(
+                f"mapping '{name}': WATERMARK FOR {col}: the column is {declared.type}, not TIMESTAMP"
+            )
+        watermark = WatermarkDef(declared.name, interval_micros(wm.expression))
+    if kind == "file":
+        if "path" not in options:
+            raise PlanError(f"mapping '{name}': TYPE File needs OPTIONS ('path'='folder', 'format'='json')")
+        options["path"] = os.path.abspath(options["path"])
+        fmt = options.setdefault("format", "json").lower()
+        if fmt not in FILE_FORMATS:
+            raise PlanError(f"mapping '{name}': unknown format '{fmt}'; known: {', '.join(FILE_FORMATS)}")
+        options["format"] = fmt
+    if kind == "generator":
+        for key in ("rate", "limit", "keys", "step_ms"):
+            if key in options:
+                try:
+                    if float(options[key]) <= 0:
+                        raise ValueError
+                except ValueError:
+                    raise PlanError(f"mapping '{name}': option '{key}' must be a positive number") from None
+    if kind == "generator" and not columns:
+        raise PlanError(f"mapping '{name}': a Generator mapping needs columns to generate")
+    return Mapping(name, kind, tuple(columns), watermark, options, sql)

@@ -1,0 +1,445 @@
+"""Turn a ``CREATE JOB`` body into a :class:`JobPlan` of named stages.
+
+Each ``INSERT`` is one branch: ``source -> [filter] -> [window aggregate] -> projections -> sink``.
+The aggregate is planned in accumulator form (see :mod:`pitstop.planner.plan`). Anything that a
+streaming job cannot run is refused here, before anything starts, with a message that says what
+to write instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from pitstop.catalog.rows import Mapping
+from pitstop.errors import PlanError
+from pitstop.planner.plan import (
+    Accumulator,
+    AggregateStage,
+    Branch,
+    JobPlan,
+    KeyColumn,
+    OutputColumn,
+    Projection,
+    WindowSpec,
+)
+from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
+from pitstop.sql.intervals import interval_micros
+from pitstop.sql.dialect import PitstopDialect
+from pitstop.sql.nodes import WindowTvf
+
+SOURCE_TYPES = ("file", "generator")
+SINK_TYPES = ("file", "duckdb", "console")
+WINDOW_COLUMNS = ("window_start", "window_end")
+SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
+
+MappingLookup = Callable[[str], Mapping | None]
+
+
+def plan_job(job: str, inserts: list[exp.Insert], mappings: MappingLookup) -> JobPlan:
+    """Plan every branch of a job and check stage names are unique within it."""
+    branches = tuple(
+        _plan_branch(job, i, insert, mappings) for i, insert in enumerate(inserts)
+    )
+    seen: dict[str, int] = {}
+    for b in branches:
+        if b.stage is None:
+            continue
+        if b.stage.name in seen:
+            raise PlanError(
+                f"stage '{b.stage.name}' already exists in job '{job}' (INSERT #{seen[b.stage.name] + 1} "
+                f"and #{b.index + 1}); give each stateful stage its own name with a CTE alias "
+                "or /*+ STAGE(name) */"
+            )
+        seen[b.stage.name] = b.index
+    return JobPlan(job=job, branches=branches)
+
+
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Layer:
+    """The columns visible at one point of a branch: name -> Spark type."""
+
+    table: str
+    columns: dict[str, str]
+
+
+def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLookup) -> Branch:
+    target = insert.this
+    if isinstance(target, exp.Schema):
+        raise PlanError("INSERT INTO sink (columns) is not supported; name the columns in the SELECT")
+    sink_name = target.name
+    sink = _mapping(sink_name, mappings, "sink")
+    if sink.type not in SINK_TYPES:
+        raise PlanError(
+            f"mapping '{sink.name}' is of type {sink.type}, which cannot be written to; "
+            f"sinks are of type {', '.join(SINK_TYPES)}"
+        )
+    query = insert.expression
+    ctes: dict[str, exp.Select] = {}
+    with_ = insert.args.get("with_") or (query.args.get("with_") if query is not None else None)
+    if with_ is not None:
+        for cte in with_.expressions:
+            if not isinstance(cte.this, exp.Select):
+                raise PlanError(f"CTE '{cte.alias}' must be a SELECT")
+            ctes[cte.alias.lower()] = cte.this
+    if not isinstance(query, exp.Select):
+        raise PlanError(
+            f"INSERT INTO {sink_name} needs a SELECT; UNION and other set operations are not "
+            "supported in jobs yet"
+        )
+
+    # Walk down through CTE references to the select that reads the source.
+    chain: list[tuple[exp.Select, str | None]] = [(query, None)]
+    while True:
+        select, _ = chain[-1]
+        from_table = _from_of(select, sink_name)
+        if isinstance(from_table, exp.Table) and from_table.name.lower() in ctes:
+            name = from_table.name.lower()
+            if any(n == name for _, n in chain):
+                raise PlanError(f"CTE '{name}' refers to itself")
+            chain.append((ctes[name], from_table.name))
+            continue
+        break
+    core, core_cte = chain[-1]
+    outer = [s for s, _ in reversed(chain[:-1])]
+    from_node = _from_of(core, sink_name)
+
+    tvf = from_node if isinstance(from_node, WindowTvf) else None
+    source_table = tvf.this if tvf is not None else from_node
+    if not isinstance(source_table, exp.Table):
+        raise PlanError(f"INSERT INTO {sink_name}: FROM must name a source mapping")
+    source = _mapping(source_table.name, mappings, "source")
+    if source.type not in SOURCE_TYPES:
+        raise PlanError(
+            f"mapping '{source.name}' is of type {source.type}, which cannot be read as a stream; "
+            f"sources are of type {', '.join(SOURCE_TYPES)}"
+        )
+    src_layer = _Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
+    if not src_layer.columns:
+        raise PlanError(f"mapping '{source.name}' has no columns; declare them to read it")
+
+    where_sql = _where(core, src_layer)
+    has_aggregates = bool(list(core.find_all(exp.AggFunc))) or core.args.get("group") is not None
+    stage: AggregateStage | None = None
+    if has_aggregates:
+        if tvf is None:
+            raise PlanError(
+                f"INSERT INTO {sink_name}: GROUP BY on a stream needs a window, so that results "
+                "can be emitted when it closes: read FROM TABLE(TUMBLE(TABLE "
+                f"{source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) and GROUP BY window_start, "
+                "window_end, ..."
+            )
+        stage_name = _stage_name(core, core_cte, sink_name)
+        stage, layer, first = _plan_aggregate(core, tvf, source, src_layer, stage_name)
+    else:
+        if tvf is not None:
+            raise PlanError(
+                f"INSERT INTO {sink_name}: a window function needs GROUP BY window_start, "
+                "window_end, ... and aggregates"
+            )
+        first, layer = _projection(core, src_layer, where=None)
+    layers = [first]
+    for select in outer:
+        if list(select.find_all(exp.AggFunc)) or select.args.get("group") is not None:
+            raise PlanError(
+                "only one aggregation per INSERT is supported; aggregate in one SELECT"
+            )
+        projection, layer = _projection(select, layer, where=_where(select, layer))
+        layers.append(projection)
+    return Branch(
+        index=index,
+        sink=sink.name,
+        source=source.name,
+        where_sql=where_sql,
+        stage=stage,
+        layers=tuple(layers),
+        sql=insert.sql(dialect=PitstopDialect),
+    )
+
+
+def _mapping(name: str, mappings: MappingLookup, role: str) -> Mapping:
+    mapping = mappings(name)
+    if mapping is None:
+        raise PlanError(
+            f"unknown mapping '{name}' (used as a {role}); create it first with "
+            f"CREATE MAPPING {name} (...) TYPE ... OPTIONS (...)"
+        )
+    return mapping
+
+
+def _from_of(select: exp.Select, sink: str) -> exp.Expression:
+    _refuse_unsupported(select, sink)
+    from_ = select.args.get("from_")
+    if from_ is None:
+        raise PlanError(f"INSERT INTO {sink}: the SELECT needs a FROM clause naming a source")
+    return from_.this
+
+
+def _refuse_unsupported(select: exp.Select, sink: str) -> None:
+    problems = [
+        ("joins", select.args.get("joins")),
+        ("ORDER BY", select.args.get("order")),
+        ("LIMIT", select.args.get("limit")),
+        ("DISTINCT", select.args.get("distinct")),
+    ]
+    for what, present in problems:
+        if present:
+            raise PlanError(
+                f"INSERT INTO {sink}: {what} is not supported in a streaming job; a stream has no "
+                "end to sort or limit at. Remove it, or query the sink table afterwards."
+            )
+    if select.find(exp.Window):
+        raise PlanError(f"INSERT INTO {sink}: OVER (...) window functions are not supported; use "
+                        "TUMBLE with GROUP BY")
+    for sub in select.find_all(exp.Subquery):
+        raise PlanError(f"INSERT INTO {sink}: subqueries are not supported in jobs: {sub.sql()}")
+
+
+def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
+    hint = select.args.get("hint")
+    if hint is not None:
+        for h in hint.expressions:
+            if isinstance(h, exp.Anonymous) and h.name.upper() == "STAGE":
+                args = h.expressions
+                if len(args) != 1:
+                    raise PlanError("STAGE hint takes one name: /*+ STAGE(daily) */")
+                name = args[0].name or args[0].sql()
+                _check_stage_name(name)
+                return name
+    if cte is not None:
+        return cte
+    return f"{sink}.aggregate"
+
+
+def _check_stage_name(name: str) -> None:
+    if not name or any(ch in name for ch in "/\\ \t\n"):
+        raise PlanError(f"stage name '{name}' is not valid: use letters, digits, '_' and '.'")
+
+
+def _where(select: exp.Select, layer: _Layer) -> str | None:
+    where = select.args.get("where")
+    if where is None:
+        return None
+    cond = where.this
+    if list(cond.find_all(exp.AggFunc)):
+        raise PlanError("aggregates are not allowed in WHERE; use HAVING")
+    _check_columns(cond, layer)
+    infer(cond, layer.table, layer.columns)
+    return cond.sql(SPARK)
+
+
+def _check_columns(node: exp.Expression, layer: _Layer) -> None:
+    known = {c.lower() for c in layer.columns}
+    for col in node.find_all(exp.Column):
+        if col.name.lower() not in known:
+            raise PlanError(
+                f"unknown column '{col.name}' in {layer.table}; known columns: "
+                f"{', '.join(layer.columns)}"
+            )
+
+
+def _output_name(projection: exp.Expression, position: int) -> str:
+    if isinstance(projection, exp.Alias):
+        return projection.alias
+    if isinstance(projection, exp.Column):
+        return projection.name
+    return f"EXPR${position}"
+
+
+def _projection(select: exp.Select, layer: _Layer, where: str | None) -> tuple[Projection, _Layer]:
+    columns: list[OutputColumn] = []
+    for i, proj in enumerate(select.expressions):
+        if isinstance(proj, exp.Star):
+            for name, typ in layer.columns.items():
+                columns.append(OutputColumn(name, f"`{name}`", typ))
+            continue
+        body = proj.this if isinstance(proj, exp.Alias) else proj
+        _check_columns(body, layer)
+        columns.append(
+            OutputColumn(_output_name(proj, i), body.sql(SPARK), infer(body, layer.table, layer.columns))
+        )
+    _unique_names(columns)
+    return Projection(where, tuple(columns)), _Layer(layer.table, {c.name: c.type for c in columns})
+
+
+def _unique_names(columns: list[OutputColumn]) -> None:
+    seen: set[str] = set()
+    for c in columns:
+        if c.name.lower() in seen:
+            raise PlanError(f"output column '{c.name}' appears twice; give one an alias with AS")
+        seen.add(c.name.lower())
+
+
+# --------------------------------------------------------------------------------------------
+def _plan_aggregate(
+    select: exp.Select, tvf: WindowTvf, source: Mapping, src: _Layer, stage_name: str
+) -> tuple[AggregateStage, _Layer, Projection]:
+    window = _window(tvf, source, src)
+    group = select.args.get("group")
+    if group is None:
+        raise PlanError(
+            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, "
+            "window_end, ..."
+        )
+    keys: list[KeyColumn] = []
+    key_nodes: dict[str, str] = {}  # sql of the group expression -> key column name
+    window_cols: set[str] = set()
+    for i, g in enumerate(group.expressions):
+        if isinstance(g, exp.Column) and g.name.lower() in WINDOW_COLUMNS:
+            window_cols.add(g.name.lower())
+            continue
+        _check_columns(g, src)
+        name = g.name if isinstance(g, exp.Column) else f"__k{i}"
+        keys.append(KeyColumn(name, g.sql(SPARK), infer(g, src.table, src.columns)))
+        key_nodes[g.sql(SPARK)] = name
+    if window_cols != set(WINDOW_COLUMNS):
+        raise PlanError(
+            f"stage '{stage_name}': GROUP BY must include both window_start and window_end"
+        )
+
+    accumulators: list[Accumulator] = []
+    finishes: dict[str, str] = {}  # sql of the aggregate call -> finish expression
+    functions: list[str] = []
+
+    def add(kind: str, typ: str, input_sql: str) -> str:
+        name = f"acc{len(accumulators)}"
+        accumulators.append(Accumulator(name, kind, typ, input_sql))
+        return name
+
+    for call in _aggregate_calls(select):
+        text = call.sql(SPARK)
+        if text in finishes:
+            continue
+        functions.append(text)
+        finishes[text] = _accumulate(call, src, add)
+
+    agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
+    agg_columns.update({k.name: k.type for k in keys})
+    agg_columns.update({a.name: _merged_type(a) for a in accumulators})
+    agg_layer = _Layer(stage_name.replace(".", "_"), agg_columns)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.AggFunc):
+            return parse_spark(finishes[node.sql(SPARK)])
+        if node.sql(SPARK) in key_nodes and not isinstance(node, exp.Alias):
+            return exp.column(key_nodes[node.sql(SPARK)], quoted=True)
+        return node
+
+    columns: list[OutputColumn] = []
+    for i, proj in enumerate(select.expressions):
+        if isinstance(proj, exp.Star):
+            raise PlanError(f"stage '{stage_name}': SELECT * cannot be aggregated; name the columns")
+        body = proj.this if isinstance(proj, exp.Alias) else proj
+        rewritten = body.copy().transform(rewrite)
+        for col in rewritten.find_all(exp.Column):
+            if col.name not in agg_columns and col.name.lower() not in WINDOW_COLUMNS:
+                raise PlanError(
+                    f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an "
+                    "aggregate"
+                )
+        columns.append(
+            OutputColumn(
+                _output_name(proj, i),
+                rewritten.sql(SPARK),
+                infer(rewritten, agg_layer.table, agg_layer.columns),
+            )
+        )
+    _unique_names(columns)
+    having_sql = None
+    having = select.args.get("having")
+    if having is not None:
+        having_sql = having.this.copy().transform(rewrite).sql(SPARK)
+    stage = AggregateStage(
+        name=stage_name,
+        window=window,
+        keys=tuple(keys),
+        accumulators=tuple(accumulators),
+        functions=tuple(functions),
+        watermark_delay_micros=source.watermark.delay_micros if source.watermark else 0,
+    )
+    out_layer = _Layer(agg_layer.table, {c.name: c.type for c in columns})
+    return stage, out_layer, Projection(having_sql, tuple(columns))
+
+
+def _window(tvf: WindowTvf, source: Mapping, src: _Layer) -> WindowSpec:
+    kind = str(tvf.args["kind"]).upper()
+    time_col = tvf.args["descriptor"].name
+    col = source.column(time_col)
+    if col is None:
+        raise PlanError(
+            f"DESCRIPTOR({time_col}): mapping '{source.name}' has no column '{time_col}'; known "
+            f"columns: {', '.join(src.columns)}"
+        )
+    if spark_type(col.type) != "TIMESTAMP":
+        raise PlanError(
+            f"DESCRIPTOR({time_col}): column '{col.name}' of mapping '{source.name}' is "
+            f"{col.type}; a window needs a TIMESTAMP column"
+        )
+    if source.watermark is None or source.watermark.column.lower() != col.name.lower():
+        raise PlanError(
+            f"mapping '{source.name}' has no watermark on '{col.name}', so its windows would never "
+            f"close: declare it in the mapping, e.g. CREATE OR REPLACE MAPPING {source.name} "
+            f"(..., WATERMARK FOR {col.name} AS {col.name} - INTERVAL '5' SECOND) ..."
+        )
+    if kind != "TUMBLE":
+        raise PlanError(
+            f"{kind} windows are not supported yet; use TUMBLE(TABLE {source.name}, "
+            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR)"
+        )
+    return WindowSpec("tumble", col.name, interval_micros(tvf.args["size"]))
+
+
+def _aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:
+    calls: list[exp.AggFunc] = []
+    nodes = list(select.expressions)
+    if select.args.get("having") is not None:
+        nodes.append(select.args["having"])
+    for node in nodes:
+        for call in node.find_all(exp.AggFunc):
+            if any(isinstance(a, exp.AggFunc) for a in call.find_all(exp.AggFunc) if a is not call):
+                raise PlanError(f"nested aggregates are not supported: {call.sql()}")
+            calls.append(call)
+    return calls
+
+
+def _merged_type(acc: Accumulator) -> str:
+    return acc.type
+
+
+def _accumulate(call: exp.AggFunc, src: _Layer, add: Callable[[str, str, str], str]) -> str:
+    """Declare the accumulators of one aggregate call; return its finish expression."""
+    text = call.sql(SPARK)
+    if isinstance(call, exp.Count):
+        arg = call.this
+        if isinstance(arg, exp.Distinct):
+            raise PlanError(f"{text}: COUNT(DISTINCT ...) is not supported yet")
+        if arg is None or isinstance(arg, exp.Star):
+            return add("count", "BIGINT", "CAST(1 AS BIGINT)")
+        _check_columns(arg, src)
+        return add("count", "BIGINT", f"CAST(CASE WHEN {arg.sql(SPARK)} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
+    if not isinstance(call, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
+        raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
+    arg = call.this
+    if isinstance(arg, exp.Distinct):
+        raise PlanError(f"{text}: DISTINCT aggregates are not supported yet")
+    _check_columns(arg, src)
+    arg_sql = arg.sql(SPARK)
+    arg_type = infer(arg, src.table, src.columns)
+    if isinstance(call, (exp.Min, exp.Max)):
+        kind = "min" if isinstance(call, exp.Min) else "max"
+        return add(kind, arg_type, f"CAST({arg_sql} AS {arg_type})")
+    total = sum_type(arg_type)
+    if total is None:
+        raise PlanError(f"{text}: cannot sum a value of type {arg_type}")
+    s = add("sum", total, f"CAST({arg_sql} AS {total})")
+    if isinstance(call, exp.Sum):
+        return f"CAST({s} AS {total})"
+    c = add("count", "BIGINT", f"CAST(CASE WHEN {arg_sql} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
+    parts = decimal_parts(arg_type)
+    if parts is not None:
+        p, scale = parts
+        return f"CAST({s} / {c} AS DECIMAL({min(38, p + 4)},{min(38, scale + 4)}))"
+    return f"CAST({s} AS DOUBLE) / {c}"

@@ -1,0 +1,146 @@
+"""The job plan: named stages, accumulator form, windows. Frozen, and serialisable to JSON.
+
+A job is a list of branches, one per ``INSERT``. A branch reads one source mapping, filters and
+projects it, optionally aggregates it in one **stateful stage**, and writes one sink mapping.
+
+State contract of a window-aggregate stage: its state is one row per open window and key:
+``keys..., window_start, window_end, acc0..accN`` where the accumulators are typed as
+:attr:`Accumulator.type`. That row schema is what a snapshot stores and what a restore seeds;
+"the accumulator type must stay the same" is checked against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Accumulator kinds and how Spark merges them.
+MERGE_FUNCTION = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """One typed accumulator: its contribution per input row, merged with ``MERGE_FUNCTION``."""
+
+    name: str  # acc0, acc1, ...: positional, stable for a given SELECT
+    kind: str  # count | sum | min | max
+    type: str  # Spark SQL type of the state column, e.g. BIGINT, DECIMAL(22,2)
+    input_sql: str  # Spark SQL over a source row: this row's contribution
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    name: str  # column name in the stage's output and in snapshots
+    sql: str  # Spark SQL over a source row
+    type: str
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    kind: str  # tumble (hop and session: planned, not yet executed)
+    time_column: str
+    size_micros: int
+    slide_micros: int | None = None
+    gap_micros: int | None = None
+
+
+@dataclass(frozen=True)
+class AggregateStage:
+    """A stateful window-aggregate stage."""
+
+    name: str
+    window: WindowSpec
+    keys: tuple[KeyColumn, ...]
+    accumulators: tuple[Accumulator, ...]
+    functions: tuple[str, ...]  # the aggregate calls as written, e.g. ("SUM(amount)", "COUNT(*)")
+    watermark_delay_micros: int
+
+    @property
+    def accumulator_schema(self) -> tuple[str, ...]:
+        return tuple(a.type for a in self.accumulators)
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    sql: str  # Spark SQL over the previous layer's columns
+    type: str
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A stateless layer: optional filter, then projection, over the previous layer's columns."""
+
+    where_sql: str | None
+    columns: tuple[OutputColumn, ...]
+
+
+@dataclass(frozen=True)
+class Branch:
+    index: int
+    sink: str  # sink mapping name
+    source: str  # source mapping name
+    where_sql: str | None  # filter over source rows (before any aggregation)
+    stage: AggregateStage | None
+    layers: tuple[Projection, ...]  # over the stage's output (or the filtered source rows)
+    sql: str  # the INSERT as written
+
+    @property
+    def output(self) -> tuple[OutputColumn, ...]:
+        return self.layers[-1].columns
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job: str
+    branches: tuple[Branch, ...]
+
+    @property
+    def stages(self) -> tuple[AggregateStage, ...]:
+        return tuple(b.stage for b in self.branches if b.stage is not None)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.source for b in self.branches))
+
+    def stage(self, name: str) -> AggregateStage | None:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> JobPlan:
+        return cls(job=d["job"], branches=tuple(_branch(b) for b in d["branches"]))
+
+
+def stage_from_json(s: dict[str, Any]) -> AggregateStage:
+    return AggregateStage(
+        name=s["name"],
+        window=WindowSpec(**s["window"]),
+        keys=tuple(KeyColumn(**k) for k in s["keys"]),
+        accumulators=tuple(Accumulator(**a) for a in s["accumulators"]),
+        functions=tuple(s["functions"]),
+        watermark_delay_micros=int(s["watermark_delay_micros"]),
+    )
+
+
+def _branch(b: dict[str, Any]) -> Branch:
+    return Branch(
+        index=b["index"],
+        sink=b["sink"],
+        source=b["source"],
+        where_sql=b["where_sql"],
+        stage=None if b["stage"] is None else stage_from_json(b["stage"]),
+        layers=tuple(
+            Projection(
+                where_sql=p["where_sql"],
+                columns=tuple(OutputColumn(**c) for c in p["columns"]),
+            )
+            for p in b["layers"]
+        ),
+        sql=b["sql"],
+    )

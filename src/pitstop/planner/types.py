@@ -1,0 +1,69 @@
+"""Types of job expressions, inferred with sqlglot against mapping schemas (no Spark needed)."""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from pitstop.errors import PlanError
+
+SPARK = "spark"
+_INTEGRAL = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+_FLOATING = {"FLOAT", "DOUBLE"}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def spark_type(sql_type: str) -> str:
+    """Normalise a declared type (as written in a mapping) to Spark SQL type text."""
+    dt = exp.DataType.build(sql_type, dialect=SPARK)
+    return normalise(dt.sql(SPARK))
+
+
+def normalise(text: str) -> str:
+    text = text.upper().replace(" ", "")
+    return {"INTEGER": "INT", "VARCHAR": "STRING", "TEXT": "STRING", "REAL": "FLOAT"}.get(text, text)
+
+
+def infer(expression: exp.Expression, table: str, columns: dict[str, str]) -> str:
+    """Spark SQL type of ``expression`` evaluated over rows of ``table`` with ``columns``."""
+    schema = {table: dict(columns)}
+    select = exp.select(expression.copy().as_("__x")).from_(exp.to_table(table))
+    try:
+        qualified = qualify(select, schema=schema, dialect=SPARK, validate_qualify_columns=True)
+        annotated = annotate_types(qualified, schema=schema, dialect=SPARK)
+    except OptimizeError as exc:
+        raise PlanError(f"{exc} (in {expression.sql(SPARK)!s}; known columns: "
+                        f"{', '.join(columns)})") from exc
+    dtype = annotated.expressions[0].type
+    text = normalise(dtype.sql(SPARK)) if dtype is not None else "UNKNOWN"
+    if text in ("UNKNOWN", "NULL"):
+        raise PlanError(
+            f"cannot tell the type of {expression.sql(SPARK)}; wrap it in CAST(... AS type)"
+        )
+    return text
+
+
+def sum_type(input_type: str) -> str | None:
+    """Type of SUM over ``input_type`` (Spark's rule), or None when SUM does not apply."""
+    if input_type in _INTEGRAL:
+        return "BIGINT"
+    if input_type in _FLOATING:
+        return "DOUBLE"
+    m = _DECIMAL.fullmatch(input_type)
+    if m:
+        return f"DECIMAL({min(38, int(m.group(1)) + 10)},{m.group(2)})"
+    return None
+
+
+def decimal_parts(type_text: str) -> tuple[int, int] | None:
+    m = _DECIMAL.fullmatch(type_text)
+    return None if m is None else (int(m.group(1)), int(m.group(2)))
+
+
+def parse_spark(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, dialect=SPARK)

@@ -1,0 +1,209 @@
+"""Export a stopped run's state as a logical, open snapshot.
+
+Layout of ``<home>/snapshots/<name>/``::
+
+    manifest.json                  positions, watermarks, plan, versions, rows, bytes
+    stages/<stage>/part-0.parquet  keys..., window_start, window_end, acc0..accN
+    sources/<source>.files         file sources: the files read up to the cut, in order
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import pitstop
+from pitstop.catalog.rows import Snapshot
+from pitstop.catalog.store import now
+from pitstop.connectors import positions
+from pitstop.engine.frames import seed_schema
+from pitstop.engine.runs import ActiveRun, Cut
+from pitstop.errors import PitstopError
+from pitstop.planner.plan import AggregateStage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+MANIFEST = "manifest.json"
+
+
+def snapshot_dir(home: Path, name: str) -> Path:
+    return home / "snapshots" / name
+
+
+def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut) -> Snapshot:
+    """Write the snapshot's files; the caller records it in the catalog.
+
+    1. Write everything into a hidden temp folder next to the final one.
+    2. For each stateful stage, read its operator's state at the cut and write it as Parquet with
+       pitstop's column names, after checking the state has the shape the plan expects.
+    3. Record source positions (file sources: the list of files read).
+    4. Write the manifest, then rename the folder into place.
+    """
+    # Step 1. A temp folder.
+    final = snapshot_dir(home, name)
+    tmp = final.parent / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp.mkdir(parents=True)
+    try:
+        stages: dict[str, Any] = {}
+        total_rows = 0
+        # Step 2. State of each stage.
+        for bq in run.branches:
+            stage = bq.branch.stage
+            if stage is None:
+                continue
+            batch = cut.batches[bq.branch.index]
+            table = _read_state(spark, bq.checkpoint, batch, stage, run.job)
+            out = tmp / "stages" / stage.name
+            out.mkdir(parents=True)
+            pq.write_table(table, out / "part-0.parquet")
+            stages[stage.name] = {
+                "plan": _stage_json(run, stage.name),
+                "rows": table.num_rows,
+                "watermark_ms": cut.watermarks_ms[bq.branch.index],
+                "batch_id": batch,
+            }
+            total_rows += table.num_rows
+        # Step 3. Source positions.
+        sources: dict[str, Any] = {}
+        for src, pos in cut.positions.items():
+            mapping = run.mappings[src]
+            entry: dict[str, Any] = {"type": mapping.type, "pos": pos}
+            if mapping.type == "file":
+                names = positions.read_log(positions.source_dir(run.folder, src))[:pos]
+                (tmp / "sources").mkdir(exist_ok=True)
+                (tmp / "sources" / f"{src}.files").write_text("".join(f"{n}\n" for n in names))
+                entry["files"] = f"sources/{src}.files"
+            sources[src] = entry
+        # Step 4. Manifest, then rename.
+        manifest = {
+            "snapshot": name,
+            "job": run.job,
+            "run_id": run.run.run_id,
+            "created": now().isoformat(),
+            "sources": sources,
+            "stages": stages,
+            "plan": run.plan.to_json(),
+            "versions": {"pitstop": pitstop.__version__, "spark": spark.version},
+            "rows": total_rows,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+        manifest["bytes"] = size
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        _fsync_tree(tmp)
+        if final.exists():
+            shutil.rmtree(final)  # leftover of a snapshot that never reached the catalog
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Snapshot(name, run.job, now(), str(final), size, total_rows, manifest)
+
+
+def _stage_json(run: ActiveRun, name: str) -> dict[str, Any]:
+    for branch in run.plan.to_json()["branches"]:
+        if branch["stage"] is not None and branch["stage"]["name"] == name:
+            return dict(branch["stage"])
+    raise AssertionError(name)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in folder.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+def expected_buffer(stage: AggregateStage) -> list[tuple[str, str]]:
+    """The state value fields Spark keeps for the stage's accumulators: (our name, Spark type)."""
+    from pitstop.planner.types import decimal_parts
+
+    fields: list[tuple[str, str]] = []
+    for a in stage.accumulators:
+        parts = decimal_parts(a.type)
+        if a.kind in ("sum", "count") and parts is not None:
+            fields.append((a.name, f"decimal({min(38, parts[0] + 10)},{parts[1]})"))
+            fields.append((f"{a.name}__empty", "boolean"))
+        else:
+            fields.append((a.name, _spark_simple(a.type)))
+    return fields
+
+
+def _spark_simple(type_text: str) -> str:
+    return {"INT": "int", "STRING": "string"}.get(type_text, type_text.lower())
+
+
+def _read_state(
+    spark: SparkSession, ckpt: Path, batch: int | None, stage: AggregateStage, job: str
+) -> pa.Table:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    target = _parse_datatype_string(seed_schema(stage))
+    assert isinstance(target, StructType)
+    if batch is None:
+        return pa.Table.from_batches([], schema=_arrow(target))
+    meta = spark.read.format("state-metadata").load(str(ckpt)).collect()
+    if len(meta) != 1:
+        raise PitstopError(
+            f"job '{job}', stage '{stage.name}': expected one stateful operator in the checkpoint, "
+            f"found {len(meta)}; the snapshot was not written"
+        )
+    state: DataFrame = (
+        spark.read.format("statestore").option("batchId", batch).option("operatorId", 0).load(str(ckpt))
+    )
+    key_t = state.schema["key"].dataType
+    value_t = state.schema["value"].dataType
+    assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+    # Check the shape: key = (window, keys...), value = the accumulators' buffers in order.
+    expected = expected_buffer(stage)
+    got = [f.dataType.simpleString() for f in value_t.fields]
+    if len(key_t.fields) != 1 + len(stage.keys) or got != [t for _, t in expected]:
+        raise PitstopError(
+            f"job '{job}', stage '{stage.name}': the state in the checkpoint has key {key_t.simpleString()} "
+            f"and value {value_t.simpleString()}, not the shape the plan expects "
+            f"({', '.join(t for _, t in expected)}); the snapshot was not written"
+        )
+    key_cast = StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "__window", "type": key_t.fields[0].dataType.jsonValue(), "nullable": True, "metadata": {}}
+            ]
+            + [
+                {"name": f"__k{i}", "type": f.dataType.jsonValue(), "nullable": True, "metadata": {}}
+                for i, f in enumerate(key_t.fields[1:])
+            ],
+        }
+    )
+    value_cast = StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": f.dataType.jsonValue(), "nullable": True, "metadata": {}}
+                for (n, _), f in zip(expected, value_t.fields, strict=True)
+            ],
+        }
+    )
+    flat = state.select(F.col("key").cast(key_cast).alias("k"), F.col("value").cast(value_cast).alias("v"))
+    columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
+    columns += [F.col("k.__window.start").alias("window_start"), F.col("k.__window.end").alias("window_end")]
+    columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
+    table = flat.select(*columns).toArrow()
+    return table.cast(_arrow(target))
+
+
+def _arrow(schema: Any) -> pa.Schema:
+    from pitstop.connectors.files import arrow_schema
+
+    return arrow_schema(schema)

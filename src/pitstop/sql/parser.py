@@ -1,0 +1,263 @@
+"""Script-level API of pitstop's SQL dialect: split a script, parse its statements, and read
+the few things other modules need from the nodes (names, options, stage hints).
+
+Every error is a :class:`~pitstop.errors.SqlError` positioned in the *script* (1-based line and
+column of the offending token's first character), never an ``exp.Command`` or a silent fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from pitstop.errors import SqlError
+from pitstop.sql.dialect import JobBlock, PitstopDialect, position
+
+__all__ = [
+    "ParsedStatement",
+    "is_complete",
+    "name_of",
+    "option_dict",
+    "parse_script",
+    "parse_statement",
+    "split_statements",
+    "stage_hint",
+]
+
+_DIALECT = PitstopDialect()
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_QUOTES = {"'": "string", '"': "quoted identifier"}
+
+
+@dataclass(frozen=True)
+class ParsedStatement:
+    node: exp.Expression
+    """A node of :mod:`pitstop.sql.nodes`, or ``exp.Select``/``exp.Union`` for ad-hoc queries."""
+    text: str
+    """The statement's source text, without the trailing ';'."""
+    line: int
+    """1-based line of the statement's first token in the script."""
+    col: int
+    """1-based column of the statement's first token in the script."""
+
+
+@dataclass(frozen=True)
+class _Scan:
+    statements: list[tuple[int, int]]
+    """(start, end) offsets of each non-empty statement's first and past-last token character."""
+    complete: bool
+    """The script ends with ';' (or holds nothing but whitespace and comments)."""
+    unclosed: tuple[str, int] | None
+    """What was left open at the end of the script and where it started: ("string", offset)."""
+
+
+def _scan(script: str) -> _Scan:
+    """Find statement boundaries: ';' outside quotes, comments and a job's AS BEGIN ... END
+    (the same rule as :func:`pitstop.sql.dialect.chunk_tokens`, on characters)."""
+    statements: list[tuple[int, int]] = []
+    start: int | None = None
+    end = 0
+    block = JobBlock()
+    unclosed: tuple[str, int] | None = None
+    i, n = 0, len(script)
+    while i < n:
+        char = script[i]
+        if char.isspace():
+            i += 1
+        elif script.startswith("--", i):
+            newline = script.find("\n", i)
+            i = n if newline < 0 else newline + 1
+        elif script.startswith("/*", i):
+            opened = i
+            i, closed = _skip_block_comment(script, i)
+            if not closed:
+                unclosed = ("comment", opened)
+        elif char == ";" and not block.depth:
+            if start is not None:
+                statements.append((start, end))
+            start, block = None, JobBlock()
+            i += 1
+        else:
+            if start is None:
+                start = i
+            word = ""
+            if char in _QUOTES:
+                opened = i
+                i, closed = _skip_quoted(script, i)
+                if not closed:
+                    unclosed = (_QUOTES[char], opened)
+            elif char in _WORD_CHARS:
+                j = i
+                while j < n and script[j] in _WORD_CHARS:
+                    j += 1
+                word = "" if char.isdigit() else script[i:j].upper()
+                i = j
+            else:
+                i += 1
+            block.feed(word)
+            end = i
+    if start is not None:
+        statements.append((start, end))
+    complete = start is None and unclosed is None
+    return _Scan(statements, complete, unclosed)
+
+
+def _skip_block_comment(script: str, i: int) -> tuple[int, bool]:
+    """Index past the (nested) /* ... */ comment starting at ``i``, and whether it was closed."""
+    level = 0
+    while i < len(script):
+        if script.startswith("/*", i):
+            level += 1
+            i += 2
+        elif script.startswith("*/", i):
+            level -= 1
+            i += 2
+            if level == 0:
+                return i, True
+        else:
+            i += 1
+    return i, False
+
+
+def _skip_quoted(script: str, i: int) -> tuple[int, bool]:
+    """Index past the quoted text starting at ``i`` (a doubled quote escapes it)."""
+    quote = script[i]
+    i += 1
+    while i < len(script):
+        if script[i] == quote:
+            if script.startswith(quote * 2, i):
+                i += 2
+                continue
+            return i + 1, True
+        i += 1
+    return i, False
+
+
+def split_statements(script: str) -> list[tuple[str, int, int]]:
+    """Split a script into (text, line, col) per statement, without the ';'.
+
+    ``;`` inside strings, quoted identifiers, comments and a job's ``AS BEGIN ... END`` block
+    does not split; statements holding only whitespace and comments are skipped. ``line`` and
+    ``col`` (1-based) are those of the statement's first token.
+    """
+    result = []
+    for start, end in _scan(script).statements:
+        line, col = position(script, start)
+        result.append((script[start:end], line, col))
+    return result
+
+
+def is_complete(text: str) -> bool:
+    """Whether ``text`` ends with a ';' that closes a statement (for a shell's Enter key)."""
+    scan = _scan(text)
+    return scan.complete and bool(scan.statements)
+
+
+def parse_statement(text: str) -> exp.Expression:
+    """Parse exactly one statement; SqlError (positioned in ``text``) if it is not one."""
+    scan = _scan(text)
+    if scan.unclosed is not None:
+        what, offset = scan.unclosed
+        _raise_at(text, offset, f"unterminated {what}: close it before the end of the statement")
+    if not scan.statements:
+        raise SqlError("empty statement: expected a statement", 1, 1, text.split("\n")[0], None)
+    if len(scan.statements) > 1:
+        _raise_at(text, scan.statements[1][0], "expected one statement, found a second one here")
+
+    try:
+        tokens = _DIALECT.tokenize(text)
+    except TokenError as error:
+        _raise_at(text, error.start or 0, f"cannot read this statement: {error}")
+    try:
+        expressions = _DIALECT.parser().parse(tokens, text)
+    except ParseError as error:
+        detail = error.errors[0] if error.errors else {}
+        line, col = detail.get("line") or 1, detail.get("col") or 1
+        message = detail.get("description") or str(error)
+        raise SqlError(message, line, col, _source_line(text, line)) from None
+
+    nodes = [node for node in expressions if node is not None]
+    node = nodes[0] if len(nodes) == 1 else None
+    if not isinstance(node, exp.Expression) or node.find(exp.Command):
+        # Unreachable by construction (no Command fallback); kept so nothing slips through.
+        raise SqlError("pitstop could not read this statement", 1, 1, _source_line(text, 1))
+    return node
+
+
+def parse_script(script: str, file: str | None = None) -> list[ParsedStatement]:
+    """Parse every statement of a script; the first bad one raises SqlError positioned in the
+    script, with ``file`` passed through."""
+    parsed = []
+    for text, line, col in split_statements(script):
+        try:
+            node = parse_statement(text)
+        except SqlError as error:
+            inner_line, inner_col = error.line or 1, error.col or 1
+            at_line = line + inner_line - 1
+            at_col = col + inner_col - 1 if inner_line == 1 else inner_col
+            raise SqlError(error.message, at_line, at_col, _source_line(script, at_line), file) from None
+        parsed.append(ParsedStatement(node=node, text=text, line=line, col=col))
+    unclosed = _scan(script).unclosed
+    if unclosed is not None:  # only a comment can be left open outside every statement's text
+        what, offset = unclosed
+        at_line, at_col = position(script, offset)
+        raise SqlError(
+            f"unterminated {what}: close it before the end of the script",
+            at_line,
+            at_col,
+            _source_line(script, at_line),
+            file,
+        )
+    return parsed
+
+
+def stage_hint(select: exp.Expression) -> str | None:
+    """The name in a ``SELECT /*+ STAGE(name) */`` hint, or None without one."""
+    hint = select.args.get("hint")
+    if not isinstance(hint, exp.Hint):
+        return None
+    names = []
+    for item in hint.expressions:
+        if isinstance(item, exp.Anonymous) and item.name.upper() == "STAGE":
+            args = item.expressions
+            if len(args) != 1 or not isinstance(args[0], (exp.Column, exp.Identifier)):
+                raise SqlError(f"a STAGE hint names one stage: /*+ STAGE(name) */, got {item.sql()}")
+            names.append(name_of(args[0]))
+        elif isinstance(item, str) and "STAGE" in item.upper():
+            raise SqlError(f"malformed hint /*+ {item} */: write /*+ STAGE(name) */")
+    if len(names) > 1:
+        raise SqlError(f"a SELECT has one STAGE hint, got {', '.join(repr(n) for n in names)}")
+    return names[0] if names else None
+
+
+def option_dict(options: list[exp.Expression] | None) -> dict[str, str]:
+    """``OPTIONS ('k'='v', ...)`` as a dict; SqlError on a key given twice."""
+    result: dict[str, str] = {}
+    for option in options or []:
+        key = option.this.name
+        if key in result:
+            raise SqlError(f"option {key!r} is given twice")
+        result[key] = option.expression.name
+    return result
+
+
+def name_of(node: exp.Expression | str) -> str:
+    """The text of a name (identifier, column, table or string); unquoted names keep the case
+    they were written in."""
+    if isinstance(node, str):
+        return node
+    if isinstance(node, (exp.Identifier, exp.Column, exp.Table, exp.Literal, exp.TableAlias)):
+        return node.name
+    raise TypeError(f"not a name: {node.sql() if isinstance(node, exp.Expression) else node!r}")
+
+
+def _source_line(text: str, line: int) -> str:
+    lines = text.split("\n")
+    return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
+
+
+def _raise_at(text: str, offset: int, message: str) -> None:
+    line, col = position(text, offset)
+    raise SqlError(message, line, col, _source_line(text, line))
