@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
-from pitstop.errors import PitstopError, SqlError
+from pitstop.errors import PitstopError
 from pitstop.executor import Executor, Result
 from pitstop.settings import Settings
+from pitstop.sql.parser import is_complete
 
 FORMATS = ("table", "csv", "json")
 
@@ -50,6 +53,40 @@ def _cell(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     return value
+
+
+def stdin_statements(stream: IO[str]) -> Iterator[str]:
+    """Statements from a pipe as they complete, so that ``... | pitstop`` runs each statement as
+    soon as its ';' arrives. Each chunk is padded with newlines to keep script line numbers."""
+    buffer: list[str] = []
+    consumed = 0  # lines of the stream before the buffer
+    for line in stream:
+        buffer.append(line)
+        text = "".join(buffer)
+        if is_complete(text):
+            yield "\n" * consumed + text
+            consumed += len(buffer)
+            buffer = []
+    rest = "".join(buffer)
+    if rest.strip():
+        yield "\n" * consumed + rest
+
+
+def _exit(code: int) -> None:
+    """Stop Spark and leave without the interpreter's teardown (the JVM gateway's threads would
+    otherwise keep native objects alive and make the exit slow and noisy)."""
+    from pitstop.engine.session import stop_session
+
+    try:
+        stop_session()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _error_text(err: PitstopError) -> str:
+    return str(err) if err.line is not None else f"ERROR: {err}"
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -90,15 +127,16 @@ def run(settings: Settings, file: str | None, command: str | None, fmt: str = "t
         raise click.UsageError("give a FILE or -c SQL, not both")
     if command is None and file is None:
         raise click.UsageError("give a FILE (or - for stdin) or -c SQL")
+    chunks: Iterator[str]
     if command is not None:
-        text, label = command, None
+        chunks, label = iter([command]), None
     elif file == "-":
-        text, label = sys.stdin.read(), None
+        chunks, label = stdin_statements(sys.stdin), None
     else:
         path = Path(file or "")
         if not path.is_file():
             raise click.UsageError(f"no such file: {file}")
-        text, label = path.read_text(), str(path)
+        chunks, label = iter([path.read_text()]), str(path)
     signal.signal(signal.SIGTERM, _terminate)
     from pitstop.engine.manager import Manager
 
@@ -110,17 +148,15 @@ def run(settings: Settings, file: str | None, command: str | None, fmt: str = "t
     failed = False
     try:
         executor = Executor(manager)
-        for _stmt, result in executor.run_script(text, label):
-            click.echo(render(result, fmt))
-    except SqlError as err:
-        click.echo(str(err), err=True)
-        failed = True
+        for text in chunks:
+            for _stmt, result in executor.run_script(text, label):
+                click.echo(render(result, fmt))
     except PitstopError as err:
-        click.echo(f"ERROR: {err}", err=True)
+        click.echo(_error_text(err), err=True)
         failed = True
     finally:
         manager.close()
-    sys.exit(1 if failed else 0)
+    _exit(1 if failed else 0)
 
 
 @main.command()
@@ -147,7 +183,7 @@ def check(settings: Settings, files: tuple[str, ...]) -> None:
             for _stmt, _result in executor.run_script(path.read_text(), str(path)):
                 count += 1
         except PitstopError as err:
-            click.echo(str(err), err=True)
+            click.echo(_error_text(err), err=True)
             errors += 1
             continue
         click.echo(f"{file}: {count} statement(s) OK")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 
 class PitstopError(Exception):
-    """Root of every error pitstop reports to users."""
+    """Root of every error pitstop reports to users.
 
-
-class SqlError(PitstopError):
-    """A statement that cannot be parsed or planned, with its position in the script."""
+    An error may carry a position in a script (1-based line and column); then ``str(err)`` reads
+    ``ERROR at line 7, col 8: message`` followed by the line and a caret under the column.
+    """
 
     def __init__(
         self,
@@ -30,20 +30,25 @@ class SqlError(PitstopError):
         self.source_line = source_line
         self.file = file
 
-    def at(self, line: int, col: int, source_line: str | None = None) -> SqlError:
-        """Return a copy positioned at ``line``/``col`` (used to map statement offsets to a script)."""
-        return type(self)(self.message, line, col, source_line, self.file)
+    def at(self, line: int, col: int, source_line: str | None = None, file: str | None = None) -> PitstopError:
+        """Position this error in a script (keeping its class); returns the error itself."""
+        self.line, self.col, self.source_line, self.file = line, col, source_line, file
+        return self
 
     def __str__(self) -> str:
-        where = ""
-        if self.line is not None:
-            where = f" at line {self.line}, col {self.col}"
-            if self.file:
-                where = f" in {self.file}{where}"
+        if self.line is None:
+            return self.message
+        where = f" at line {self.line}, col {self.col}"
+        if self.file:
+            where = f" in {self.file}{where}"
         text = f"ERROR{where}: {self.message}"
         if self.source_line is not None and self.col is not None:
             text += f"\n  {self.source_line}\n  {' ' * max(self.col - 1, 0)}^"
         return text
+
+
+class SqlError(PitstopError):
+    """A statement that cannot be parsed, with its position in the script."""
 
 
 class CatalogError(PitstopError):

@@ -12,7 +12,7 @@ from typing import Any
 from sqlglot import exp
 
 from pitstop.catalog.rows import ColumnDef, Mapping, WatermarkDef
-from pitstop.errors import CatalogError, PitstopError, PlanError, SqlError
+from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import JobPlan
 from pitstop.planner.types import spark_type
@@ -52,12 +52,12 @@ class Result:
         return bool(self.columns)
 
 
-def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None) -> SqlError:
-    """An error at the statement's position (syntax errors keep their own, finer one)."""
-    if isinstance(err, SqlError) and err.line is not None:
+def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None) -> PitstopError:
+    """Give an error the statement's position (syntax errors keep their own, finer one)."""
+    if err.line is not None:
         return err
     first = stmt.text.split("\n", 1)[0]
-    return SqlError(str(err), stmt.line, stmt.col, None if "\n" in str(err) else first, file)
+    return err.at(stmt.line, stmt.col, None if "\n" in err.message else first, file)
 
 
 class Executor:
@@ -76,7 +76,7 @@ class Executor:
             try:
                 yield stmt, self.execute(stmt)
             except PitstopError as err:
-                raise positioned(err, stmt, file) from err
+                raise positioned(err, stmt, file) from None
 
     def execute(self, stmt: ParsedStatement) -> Result:
         handler = self._HANDLERS.get(type(stmt.node))

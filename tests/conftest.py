@@ -1,0 +1,98 @@
+"""Shared fixtures: a pitstop home per test, one Spark session per test run, the order stream."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pitstop.engine.manager import Manager
+from pitstop.executor import Executor, Result
+from pitstop.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_spec = importlib.util.spec_from_file_location("make_orders", ROOT / "examples" / "make_orders.py")
+assert _spec is not None and _spec.loader is not None
+make_orders = importlib.util.module_from_spec(_spec)
+sys.modules["make_orders"] = make_orders
+_spec.loader.exec_module(make_orders)
+
+EPOCH = make_orders.EPOCH
+DELAY = timedelta(minutes=5)  # the WATERMARK delay of the orders mapping in these tests
+
+
+def settings(home: Path) -> Settings:
+    return Settings(home=home, master="local[2]", shuffle_partitions=2, trigger_ms=200)
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[Manager]:
+    m = Manager(settings(tmp_path / "home"))
+    yield m
+    m.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_spark_at_end() -> Iterator[None]:
+    yield
+    from pitstop.engine.session import stop_session
+
+    stop_session()
+
+
+def run(manager: Manager, script: str) -> list[Result]:
+    return [r for _, r in Executor(manager).run_script(script)]
+
+
+def orders_mapping(folder: Path, name: str = "orders") -> str:
+    return f"""
+    CREATE MAPPING {name} (
+        order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+        WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
+    ) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+    """
+
+
+def revenue_select(size: str, where: str = "") -> str:
+    return f"""
+    SELECT window_start, window_end, region, SUM(amount) AS revenue, COUNT(*) AS orders
+    FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL {size}))
+    {where}
+    GROUP BY window_start, window_end, region
+    """
+
+
+Window = tuple[datetime, str]
+
+
+def batch_windows(orders: list[dict[str, object]], size: timedelta) -> dict[Window, tuple[Decimal, int]]:
+    """A batch computation of windowed revenue per region: the reference for every test."""
+    out: dict[Window, list] = defaultdict(lambda: [Decimal("0"), 0])
+    for o in orders:
+        ts = datetime.fromisoformat(str(o["ts"]))
+        start = EPOCH + ((ts - EPOCH) // size) * size
+        acc = out[(start, str(o["region"]))]
+        acc[0] += Decimal(str(o["amount"])).quantize(Decimal("0.01"))
+        acc[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def sink_windows(manager: Manager, table: str) -> dict[Window, tuple[Decimal, int]]:
+    """The rows of a DuckDB sink, keyed by window; fails on a duplicated window row."""
+    _, rows = manager.catalog.query(f"SELECT window_start, region, revenue, orders FROM {table}")
+    out: dict[Window, tuple[Decimal, int]] = {}
+    for start, region, revenue, count in rows:
+        assert (start, region) not in out, f"window {start} {region} written twice to {table}"
+        out[(start, region)] = (Decimal(revenue), int(count))
+    return out
+
+
+def closed(windows: dict[Window, tuple[Decimal, int]], size: timedelta, watermark: datetime) -> dict:
+    return {k: v for k, v in windows.items() if k[0] + size <= watermark}

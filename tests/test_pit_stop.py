@@ -1,0 +1,190 @@
+"""The pit stop, end to end on real Spark and real DuckDB files: stop a windowed job with a
+snapshot, start an updated job from it, and compare with a batch computation over all orders."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import (
+    DELAY,
+    EPOCH,
+    batch_windows,
+    closed,
+    make_orders,
+    orders_mapping,
+    revenue_select,
+    run,
+    sink_windows,
+)
+from pitstop.engine.manager import Manager
+from pitstop.errors import CatalogError, CompatibilityError
+
+DAY = timedelta(hours=24)
+HOUR = timedelta(hours=1)
+STEP = 90  # seconds between orders
+
+
+def orders(first: int, last: int) -> list[dict[str, object]]:
+    return [make_orders.order(i, STEP) for i in range(first, last)]
+
+
+def last_watermark(last_id: int) -> datetime:
+    return EPOCH + timedelta(seconds=(last_id - 1) * STEP) - DELAY
+
+
+def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, tmp_path: Path) -> None:
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 2000, files=4)
+    run(manager, orders_mapping(data) + f"""
+        CREATE MAPPING daily_revenue TYPE DuckDB;
+        CREATE MAPPING hourly_revenue TYPE DuckDB;
+        CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
+        AWAIT JOB revenue;
+    """)
+    dropped = run(manager, "DROP JOB revenue WITH SNAPSHOT revenue_v1;")
+    assert "snapshot 'revenue_v1'" in dropped[0].message
+
+    # The snapshot is listed, and its manifest names stage, positions and watermark.
+    snaps = run(manager, "SHOW SNAPSHOTS;")[0]
+    assert [r[2:4] for r in snaps.rows] == [("revenue", "revenue_v1")]
+    manifest = json.loads((tmp_path / "home" / "snapshots" / "revenue_v1" / "manifest.json").read_text())
+    assert manifest["sources"]["orders"]["pos"] == 4
+    assert list(manifest["stages"]) == ["daily_revenue.aggregate"]
+    assert manifest["stages"]["daily_revenue.aggregate"]["rows"] == 3  # day 3 is open, 3 regions
+    assert run(manager, "SHOW JOBS;")[0].rows == ()
+
+    # More orders arrive, in files whose names sort before the ones already read.
+    make_orders.write_orders(data, 2000, 4000, files=4, prefix="a-later")
+    result = run(manager, f"""
+        CREATE JOB revenue FROM SNAPSHOT revenue_v1 AS BEGIN
+            INSERT INTO daily_revenue {revenue_select("'24' HOUR", "WHERE amount > 10")};
+            INSERT INTO hourly_revenue {revenue_select("'1' HOUR", "WHERE amount > 10")};
+        END;
+        AWAIT JOB revenue;
+    """)
+    assert "stage 'daily_revenue.aggregate': restored" in result[0].message
+    assert "stage 'hourly_revenue.aggregate': starts empty" in result[0].message
+
+    # A snapshot name that is taken is refused, and the job keeps running.
+    with pytest.raises(CatalogError, match="snapshot 'revenue_v1' already exists"):
+        run(manager, "DROP JOB revenue WITH SNAPSHOT revenue_v1;")
+    assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("revenue", "RUNNING")]
+
+    wm = last_watermark(4000)
+    after_cut = [o for o in orders(2000, 4000) if float(o["amount"]) > 10]
+    expected_daily = closed(batch_windows(orders(0, 2000) + after_cut, DAY), DAY, wm)
+    expected_hourly = closed(batch_windows(after_cut, HOUR), HOUR, wm)
+    assert sink_windows(manager, "daily_revenue") == expected_daily
+    assert sink_windows(manager, "hourly_revenue") == expected_hourly
+    assert len(expected_daily) == 12 and len(expected_hourly) > 100
+
+
+def _late_orders() -> list[dict[str, object]]:
+    """Orders that arrive after the cut but happened before it."""
+    cut_wm = last_watermark(2000)  # 2024-01-03 01:53:30
+    return [
+        {"order_id": 90001, "region": "eu", "amount": 11.0, "ts": "2024-01-01 10:00:00"},  # day 1: closed
+        {"order_id": 90002, "region": "us", "amount": 12.0, "ts": "2024-01-02 23:59:00"},  # day 2: closed
+        {"order_id": 90003, "region": "eu", "amount": 13.0,
+         "ts": (cut_wm - timedelta(minutes=2)).isoformat(sep=" ")},  # day 3: still open at the cut
+    ]
+
+
+def _write_late(folder: Path) -> None:
+    lines = "".join(json.dumps(o) + "\n" for o in _late_orders())
+    (folder / ".late.tmp").write_text(lines)
+    (folder / ".late.tmp").rename(folder / "0-late.json")
+
+
+def _all_rows(manager: Manager, table: str) -> list[tuple]:
+    return sorted(manager.catalog.query(f"SELECT * FROM {table}")[1])
+
+
+def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    from conftest import settings
+
+    job = f"CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select(chr(39) + '24' + chr(39) + ' HOUR')};"
+    setup = "CREATE MAPPING daily_revenue TYPE DuckDB;"
+
+    # Uninterrupted: the first half, then the second half with late orders, in one run.
+    plain_data = tmp_path / "plain"
+    make_orders.write_orders(plain_data, 0, 2000, files=2)
+    plain = Manager(settings(tmp_path / "plain-home"))
+    try:
+        run(plain, orders_mapping(plain_data) + setup + job + "AWAIT JOB revenue;")
+        make_orders.write_orders(plain_data, 2000, 4000, files=2)
+        _write_late(plain_data)
+        run(plain, "AWAIT JOB revenue;")
+        expected = _all_rows(plain, "daily_revenue")
+    finally:
+        plain.close()
+
+    # Interrupted by a pit stop at the same point, restored with the same SQL.
+    data = tmp_path / "restored"
+    make_orders.write_orders(data, 0, 2000, files=2)
+    restored = Manager(settings(tmp_path / "restored-home"))
+    try:
+        run(restored, orders_mapping(data) + setup + job + "AWAIT JOB revenue;")
+        run(restored, "DROP JOB revenue WITH SNAPSHOT s1;")
+        make_orders.write_orders(data, 2000, 4000, files=2)
+        _write_late(data)
+        run(restored, job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1")
+            + "AWAIT JOB revenue;")
+        got = _all_rows(restored, "daily_revenue")
+    finally:
+        restored.close()
+
+    assert got == expected
+    # The late orders were judged like the old job would have: day 1 and 2 had closed, day 3 had not.
+    day3 = [r for r in got if r[0] == datetime(2024, 1, 3) and r[2] == "eu"]
+    assert len(day3) == 1
+    assert len(got) == 12
+
+
+def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manager, tmp_path: Path) -> None:
+    data = tmp_path / "orders"
+    # 1960 orders end at 48h58m30s: at the cut, the open hourly window is [48h, 49h).
+    make_orders.write_orders(data, 0, 1960, files=2)
+    run(manager, orders_mapping(data) + f"""
+        CREATE MAPPING revenue_1h TYPE DuckDB;
+        CREATE MAPPING revenue_2h TYPE DuckDB;
+        CREATE MAPPING revenue_90m TYPE DuckDB;
+        CREATE JOB revenue AS INSERT INTO revenue_1h
+            {revenue_select("'1' HOUR").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};
+        AWAIT JOB revenue;
+        DROP JOB revenue WITH SNAPSHOT hourly;
+    """)
+    make_orders.write_orders(data, 1960, 3000, files=2)
+    runs_before = sorted((tmp_path / "home" / "runs").iterdir())
+
+    # A size that is not a multiple is refused, naming the stage and both sizes; nothing starts.
+    with pytest.raises(CompatibilityError) as refused:
+        run(manager, f"""CREATE JOB revenue FROM SNAPSHOT hourly AS INSERT INTO revenue_90m
+            {revenue_select("'90' MINUTE").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};""")
+    message = str(refused.value)
+    assert "stage 'revenue'" in message
+    assert "INTERVAL '1' HOUR" in message and "INTERVAL '90' MINUTE" in message
+    assert run(manager, "SHOW JOBS;")[0].rows == ()
+    assert sorted((tmp_path / "home" / "runs").iterdir()) == runs_before
+
+    result = run(manager, f"""
+        CREATE JOB revenue FROM SNAPSHOT hourly AS INSERT INTO revenue_2h
+            {revenue_select("'2' HOUR").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};
+        AWAIT JOB revenue;
+    """)
+    assert "stage 'revenue': restored" in result[0].message
+
+    two_hours = timedelta(hours=2)
+    fold_from = EPOCH + timedelta(hours=48)
+    expected = {
+        k: v
+        for k, v in closed(batch_windows(orders(0, 3000), two_hours), two_hours, last_watermark(3000)).items()
+        if k[0] >= fold_from
+    }
+    got = sink_windows(manager, "revenue_2h")
+    assert got == expected
+    assert min(k[0] for k in got) == fold_from  # the [48h, 50h) window holds the folded [48h, 49h)
