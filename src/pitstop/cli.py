@@ -43,7 +43,7 @@ def render(result: Result, fmt: str) -> str:
 
     formatter = TabularOutputFormatter(format_name="csv" if fmt == "csv" else "psql")
     rows = [[_cell(v) for v in row] for row in result.rows]
-    text = "\n".join(formatter.format_output(rows, list(result.columns)))
+    text = "\n".join(formatter.format_output(rows, list(result.columns), disable_numparse=True))
     if fmt == "table":
         text += f"\n({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})"
     return text
@@ -51,7 +51,9 @@ def render(result: Result, fmt: str) -> str:
 
 def _cell(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
+        return value.isoformat(sep=" ", timespec="seconds" if not value.microsecond else "auto")
+    if isinstance(value, Decimal):
+        return str(value)  # keep the scale: 15944.00, not 15944
     return value
 
 
@@ -183,7 +185,7 @@ def check(settings: Settings, files: tuple[str, ...]) -> None:
             for _stmt, _result in executor.run_script(path.read_text(), str(path)):
                 count += 1
         except PitstopError as err:
-            click.echo(_error_text(err), err=True)
+            click.echo(f"{file}: {_error_text(err)}", err=True)
             errors += 1
             continue
         click.echo(f"{file}: {count} statement(s) OK")

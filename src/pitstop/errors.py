@@ -38,10 +38,7 @@ class PitstopError(Exception):
     def __str__(self) -> str:
         if self.line is None:
             return self.message
-        where = f" at line {self.line}, col {self.col}"
-        if self.file:
-            where = f" in {self.file}{where}"
-        text = f"ERROR{where}: {self.message}"
+        text = f"ERROR at line {self.line}, col {self.col}: {self.message}"
         if self.source_line is not None and self.col is not None:
             text += f"\n  {self.source_line}\n  {' ' * max(self.col - 1, 0)}^"
         return text

@@ -209,7 +209,7 @@ class Executor:
         if self.manager is not None and self.manager.spark_started:
             self.manager.refresh_failures()
         rows = tuple(
-            (j.name, j.status, j.snapshot, j.created, j.detail)
+            (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), j.detail)
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
         return Result(f"{len(rows)} job(s)", ("name", "status", "from_snapshot", "created", "detail"), rows)
@@ -226,7 +226,7 @@ class Executor:
     # -- snapshots ---------------------------------------------------------------------------------
     def _show_snapshots(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
         rows = tuple(
-            (s.created, s.size_bytes, s.job, s.name, s.rows)
+            (s.created.replace(microsecond=0), s.size_bytes, s.job, s.name, s.rows)
             for s in (self.catalog.snapshots() if self.catalog is not None else [])
         )
         return Result(

@@ -26,8 +26,8 @@ from pitstop.planner.plan import (
     WindowSpec,
 )
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
-from pitstop.sql.intervals import interval_micros
 from pitstop.sql.dialect import PitstopDialect
+from pitstop.sql.intervals import interval_micros
 from pitstop.sql.nodes import WindowTvf
 
 SOURCE_TYPES = ("file", "generator")
@@ -122,7 +122,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
         raise PlanError(f"mapping '{source.name}' has no columns; declare them to read it")
 
     where_sql = _where(core, src_layer)
-    has_aggregates = bool(list(core.find_all(exp.AggFunc))) or core.args.get("group") is not None
+    has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
     stage: AggregateStage | None = None
     if has_aggregates:
         if tvf is None:
@@ -143,7 +143,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
         first, layer = _projection(core, src_layer, where=None)
     layers = [first]
     for select in outer:
-        if list(select.find_all(exp.AggFunc)) or select.args.get("group") is not None:
+        if _aggregates_in(select) or select.args.get("group") is not None:
             raise PlanError(
                 "only one aggregation per INSERT is supported; aggregate in one SELECT"
             )
@@ -170,6 +170,11 @@ def _mapping(name: str, mappings: MappingLookup, role: str) -> Mapping:
     return mapping
 
 
+def _aggregates_in(select: exp.Select) -> bool:
+    """Whether ``select`` itself aggregates (calls in its WITH clause belong to the CTEs)."""
+    return any(call.find_ancestor(exp.Select) is select for call in select.find_all(exp.AggFunc))
+
+
 def _from_of(select: exp.Select, sink: str) -> exp.Expression:
     _refuse_unsupported(select, sink)
     from_ = select.args.get("from_")
@@ -179,18 +184,22 @@ def _from_of(select: exp.Select, sink: str) -> exp.Expression:
 
 
 def _refuse_unsupported(select: exp.Select, sink: str) -> None:
-    problems = [
-        ("joins", select.args.get("joins")),
-        ("ORDER BY", select.args.get("order")),
-        ("LIMIT", select.args.get("limit")),
-        ("DISTINCT", select.args.get("distinct")),
-    ]
-    for what, present in problems:
+    if select.args.get("joins"):
+        raise PlanError(
+            f"INSERT INTO {sink}: JOIN is not supported in a streaming job yet; read one source "
+            "per INSERT, and join the sink tables afterwards with an ad-hoc SELECT"
+        )
+    for what, present in (("ORDER BY", select.args.get("order")), ("LIMIT", select.args.get("limit"))):
         if present:
             raise PlanError(
                 f"INSERT INTO {sink}: {what} is not supported in a streaming job; a stream has no "
                 "end to sort or limit at. Remove it, or query the sink table afterwards."
             )
+    if select.args.get("distinct"):
+        raise PlanError(
+            f"INSERT INTO {sink}: SELECT DISTINCT is not supported in a streaming job; remove it, "
+            "or GROUP BY window_start, window_end and the columns to keep one row per window"
+        )
     if select.find(exp.Window):
         raise PlanError(f"INSERT INTO {sink}: OVER (...) window functions are not supported; use "
                         "TUMBLE with GROUP BY")
@@ -415,7 +424,10 @@ def _accumulate(call: exp.AggFunc, src: _Layer, add: Callable[[str, str, str], s
     if isinstance(call, exp.Count):
         arg = call.this
         if isinstance(arg, exp.Distinct):
-            raise PlanError(f"{text}: COUNT(DISTINCT ...) is not supported yet")
+            raise PlanError(
+                f"{text}: COUNT(DISTINCT ...) is not supported yet; supported: {SUPPORTED_AGGREGATES}. "
+                "To count distinct values, GROUP BY them in one job and count the sink's rows"
+            )
         if arg is None or isinstance(arg, exp.Star):
             return add("count", "BIGINT", "CAST(1 AS BIGINT)")
         _check_columns(arg, src)
@@ -424,7 +436,9 @@ def _accumulate(call: exp.AggFunc, src: _Layer, add: Callable[[str, str, str], s
         raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
     arg = call.this
     if isinstance(arg, exp.Distinct):
-        raise PlanError(f"{text}: DISTINCT aggregates are not supported yet")
+        raise PlanError(
+            f"{text}: DISTINCT aggregates are not supported yet; supported: {SUPPORTED_AGGREGATES}"
+        )
     _check_columns(arg, src)
     arg_sql = arg.sql(SPARK)
     arg_type = infer(arg, src.table, src.columns)

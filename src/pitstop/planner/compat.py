@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pitstop.planner.plan import AggregateStage, JobPlan
+from pitstop.planner.plan import AggregateStage, JobPlan, KeyColumn
 from pitstop.sql.intervals import format_interval
 
 RESTORED = "restored"
@@ -64,8 +64,8 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
     if old.window.kind != new.window.kind:
         return StageVerdict(name, REFUSED, f"window kind changed from {old.window.kind.upper()} to "
                             f"{new.window.kind.upper()}; state of one kind cannot seed another")
-    old_keys = [(k.name, k.type) for k in old.keys]
-    new_keys = [(k.name, k.type) for k in new.keys]
+    old_keys = [_key(k) for k in old.keys]
+    new_keys = [_key(k) for k in new.keys]
     if old_keys != new_keys:
         return StageVerdict(name, REFUSED, f"group-by keys changed from {_cols(old_keys)} to "
                             f"{_cols(new_keys)}; keep the keys or give the stage a new name")
@@ -98,6 +98,12 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
             "the same accumulator types; restored state was accumulated by the old functions"
         )
     return StageVerdict(name, RESTORED, reason, tuple(warnings))
+
+
+def _key(key: KeyColumn) -> tuple[str, str]:
+    """What identifies a group-by key: its column name, or for a computed key (``__k<i>``, named
+    by position) its expression, so that ``upper(region)`` -> ``lower(region)`` is a change."""
+    return (key.sql if key.name.startswith("__k") else key.name, key.type)
 
 
 def _cols(cols: list[tuple[str, str]]) -> str:

@@ -1,0 +1,26 @@
+# Two commands do everything on a fresh clone (Python 3.11 and Java 17 are all they need):
+#   make quickstart   set up, then run the quickstart pit stop end to end
+#   make test         set up, then lint and run the whole test suite
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: quickstart test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+quickstart: $(STAMP)
+	bash examples/quickstart.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench examples
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(VENV) examples/work pitstop-home

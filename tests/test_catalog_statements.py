@@ -1,0 +1,244 @@
+"""Catalog statements through the executor, on a real DuckDB catalog in a tmp home.
+
+None of these statements may start Spark: every test runs with Spark's start replaced by a
+failure, and checks ``manager.spark_started`` afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import orders_mapping, revenue_select, run
+from pitstop.engine import manager as manager_module
+from pitstop.engine.manager import Manager
+from pitstop.errors import CatalogError, PitstopError, PlanError, SqlError
+from pitstop.executor import Executor
+
+SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"
+
+
+@pytest.fixture(autouse=True)
+def _spark_never_starts(manager: Manager, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a catalog statement tried to start Spark")
+
+    monkeypatch.setattr(manager_module, "spark_session", refuse)
+    yield
+    assert manager.spark_started is False
+
+
+def error_of(manager: Manager, script: str, kind: type[PitstopError] = PitstopError) -> PitstopError:
+    with pytest.raises(kind) as caught:
+        run(manager, script)
+    return caught.value
+
+
+def mapping_names(manager: Manager) -> list[str]:
+    return [row[0] for row in run(manager, "SHOW MAPPINGS;")[-1].rows]
+
+
+def job_names(manager: Manager) -> list[str]:
+    return [row[0] for row in run(manager, "SHOW JOBS;")[-1].rows]
+
+
+def revenue_job(name: str = "revenue", header: str = "") -> str:
+    return f"CREATE JOB {name} {header} AS INSERT INTO daily_revenue {revenue_select(repr('1') + ' HOUR')};"
+
+
+# -- mappings --------------------------------------------------------------------------------------
+def test_created_mapping_is_listed_with_its_columns_and_options(manager: Manager, tmp_path: Path) -> None:
+    results = run(manager, orders_mapping(tmp_path / "orders") + "SHOW MAPPINGS;")
+    assert results[0].message == "mapping 'orders' created"
+    listing = results[1]
+    assert listing.columns == ("name", "type", "columns", "options")
+    assert len(listing.rows) == 1
+    name, kind, columns, options = listing.rows[0]
+    assert (name, kind) == ("orders", "File")
+    assert columns == "order_id BIGINT, region STRING, amount DECIMAL(12, 2), ts TIMESTAMP"
+    assert f"path={tmp_path / 'orders'}" in options
+    assert "format=json" in options
+    assert (tmp_path / "orders").is_dir()
+
+
+def test_creating_a_mapping_twice_points_to_create_or_replace(manager: Manager, tmp_path: Path) -> None:
+    run(manager, orders_mapping(tmp_path / "orders"))
+    err = error_of(manager, orders_mapping(tmp_path / "orders"), CatalogError)
+    assert "mapping 'orders' already exists" in err.message
+    assert "CREATE OR REPLACE MAPPING" in err.message
+
+
+def test_if_not_exists_keeps_the_mapping_and_or_replace_changes_it(manager: Manager, tmp_path: Path) -> None:
+    run(manager, "CREATE MAPPING clicks (n BIGINT) TYPE Generator;")
+    kept = run(manager, "CREATE MAPPING IF NOT EXISTS clicks (n INT, m INT) TYPE Generator;")
+    assert "already exists; left as it is" in kept[0].message
+    assert manager.catalog.get_mapping("clicks").columns[0].type == "BIGINT"
+
+    replaced = run(manager, "CREATE OR REPLACE MAPPING clicks (n INT, m INT) TYPE Generator;")
+    assert replaced[0].message == "mapping 'clicks' replaced"
+    assert [c.name for c in manager.catalog.get_mapping("clicks").columns] == ["n", "m"]
+    assert mapping_names(manager) == ["clicks"]
+
+
+def test_drop_mapping_removes_it(manager: Manager) -> None:
+    run(manager, SINK)
+    assert run(manager, "DROP MAPPING daily_revenue;")[0].message == "mapping 'daily_revenue' dropped"
+    assert mapping_names(manager) == []
+
+
+def test_dropping_an_unknown_mapping_names_it(manager: Manager) -> None:
+    err = error_of(manager, "DROP MAPPING nowhere;", CatalogError)
+    assert "unknown mapping 'nowhere'" in err.message
+
+
+def test_drop_mapping_if_exists_accepts_an_unknown_mapping(manager: Manager) -> None:
+    assert "nothing dropped" in run(manager, "DROP MAPPING IF EXISTS nowhere;")[0].message
+
+
+def test_unknown_mapping_type_is_refused_listing_the_known_types(manager: Manager) -> None:
+    err = error_of(manager, "CREATE MAPPING k (n INT) TYPE Kafka;", SqlError)
+    assert "unknown mapping type 'Kafka'" in err.message
+    assert "File, DuckDB, Generator or Console" in err.message
+    assert (err.line, err.col) == (1, 31)
+    assert mapping_names(manager) == []
+
+
+def test_file_mapping_without_a_path_is_refused(manager: Manager) -> None:
+    err = error_of(manager, "CREATE MAPPING orders (n INT) TYPE File OPTIONS ('format'='json');", PlanError)
+    assert "mapping 'orders': TYPE File needs OPTIONS ('path'=" in err.message
+    assert mapping_names(manager) == []
+
+
+# -- jobs: refused before anything starts ----------------------------------------------------------
+def _assert_no_job_started(manager: Manager) -> None:
+    assert job_names(manager) == []
+    assert not (manager.home / "runs").exists()
+
+
+def test_create_job_with_an_unknown_mapping_names_it_and_starts_nothing(
+    manager: Manager, tmp_path: Path
+) -> None:
+    run(manager, orders_mapping(tmp_path / "orders"))
+    err = error_of(manager, revenue_job(), PlanError)
+    assert "unknown mapping 'daily_revenue' (used as a sink)" in err.message
+    _assert_no_job_started(manager)
+
+
+def test_create_job_from_an_unknown_snapshot_names_it_and_starts_nothing(
+    manager: Manager, tmp_path: Path
+) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK)
+    err = error_of(manager, revenue_job(header="FROM SNAPSHOT revenue_v1"), CatalogError)
+    assert "unknown snapshot 'revenue_v1'" in err.message
+    err = error_of(manager, revenue_job(header="OPTIONS ('initialSnapshotName'='revenue_v2')"), CatalogError)
+    assert "unknown snapshot 'revenue_v2'" in err.message
+    _assert_no_job_started(manager)
+
+
+def test_create_job_with_an_unknown_option_names_it_and_starts_nothing(
+    manager: Manager, tmp_path: Path
+) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK)
+    err = error_of(manager, revenue_job(header="OPTIONS ('snapshotInterval'='10')"), PlanError)
+    assert "unknown job option 'snapshotInterval'" in err.message
+    assert "snapshotIntervalMillis" in err.message
+    _assert_no_job_started(manager)
+
+
+def test_dropping_an_unknown_job_names_it(manager: Manager) -> None:
+    err = error_of(manager, "DROP JOB revenue;", CatalogError)
+    assert "unknown job 'revenue'" in err.message
+    err = error_of(manager, "DROP JOB revenue WITH SNAPSHOT revenue_v1;", CatalogError)
+    assert "unknown job 'revenue'" in err.message
+
+
+def test_drop_job_if_exists_accepts_an_unknown_job(manager: Manager) -> None:
+    assert "nothing dropped" in run(manager, "DROP JOB IF EXISTS revenue;")[0].message
+
+
+def test_dropping_an_unknown_snapshot_names_it(manager: Manager) -> None:
+    err = error_of(manager, "DROP SNAPSHOT revenue_v1;", CatalogError)
+    assert "unknown snapshot 'revenue_v1'" in err.message
+    assert "nothing dropped" in run(manager, "DROP SNAPSHOT IF EXISTS revenue_v1;")[0].message
+
+
+def test_awaiting_an_unknown_job_names_it(manager: Manager) -> None:
+    err = error_of(manager, "AWAIT JOB revenue TIMEOUT INTERVAL '1' SECOND;", CatalogError)
+    assert "unknown job 'revenue'" in err.message
+
+
+def test_show_jobs_and_snapshots_are_empty_on_a_new_home(manager: Manager) -> None:
+    jobs, snapshots = run(manager, "SHOW JOBS; SHOW SNAPSHOTS;")
+    assert (jobs.message, jobs.rows) == ("0 job(s)", ())
+    assert (snapshots.message, snapshots.rows) == ("0 snapshot(s)", ())
+
+
+# -- scripts ---------------------------------------------------------------------------------------
+def test_a_malformed_statement_stops_the_script_before_anything_runs(manager: Manager, tmp_path: Path) -> None:
+    script = (
+        "CREATE MAPPING clicks (n BIGINT) TYPE Generator;\n"
+        "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
+        "CREATE MAPING broken TYPE DuckDB;\n"
+    )
+    err = error_of(manager, script, SqlError)
+    assert (err.line, err.col) == (3, 8)
+    assert err.source_line == "CREATE MAPING broken TYPE DuckDB;"
+    assert mapping_names(manager) == []
+
+
+def test_an_execution_error_carries_the_statement_line_and_keeps_its_class(
+    manager: Manager, tmp_path: Path
+) -> None:
+    script = (
+        "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
+        "\n"
+        "  DROP MAPPING nowhere;\n"
+        "SHOW MAPPINGS;\n"
+    )
+    err = error_of(manager, script)
+    assert type(err) is CatalogError
+    assert (err.line, err.col) == (3, 3)
+    assert str(err).startswith("ERROR at line 3, col 3: unknown mapping 'nowhere'")
+    assert mapping_names(manager) == ["daily_revenue"]  # statements before the error ran
+
+    plan_err = error_of(manager, "SHOW JOBS;\nCREATE JOB j AS INSERT INTO daily_revenue SELECT x FROM nowhere;")
+    assert type(plan_err) is PlanError
+    assert plan_err.line == 2
+    assert "unknown mapping 'nowhere'" in plan_err.message
+
+
+def test_check_mode_plans_against_mappings_of_the_same_script_and_writes_nothing(
+    manager: Manager, tmp_path: Path
+) -> None:
+    script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "DROP MAPPING daily_revenue;"
+    checker = Executor(None, manager.catalog)
+    results = [result for _, result in checker.run_script(script)]
+    assert [r.message for r in results] == ["OK"] * 4
+    assert manager.catalog.mappings() == []
+    assert manager.catalog.jobs() == []
+    assert not (tmp_path / "orders").exists()
+    assert not (manager.home / "runs").exists()
+
+
+def test_check_mode_refuses_a_job_that_would_fail(manager: Manager, tmp_path: Path) -> None:
+    script = orders_mapping(tmp_path / "orders") + SINK + "DROP MAPPING orders;\n" + revenue_job()
+    with pytest.raises(PlanError) as caught:
+        list(Executor(None, manager.catalog).run_script(script))
+    assert "unknown mapping 'orders' (used as a source)" in caught.value.message
+    assert manager.catalog.mappings() == []
+
+
+def test_select_over_the_catalog_answers_through_duckdb(manager: Manager, tmp_path: Path) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK)
+    jobs = run(manager, "SELECT count(*) AS n FROM pitstop.jobs;")[0]
+    assert (jobs.columns, jobs.rows) == (("n",), ((0,),))
+    names = run(manager, "SELECT name, type FROM pitstop.mappings ORDER BY name;")[0]
+    assert names.rows == (("daily_revenue", "duckdb"), ("orders", "file"))
+
+
+def test_a_select_that_duckdb_rejects_is_a_plan_error(manager: Manager) -> None:
+    err = error_of(manager, "SELECT * FROM no_such_table;", PlanError)
+    assert "query failed in DuckDB" in err.message
+    assert "no_such_table" in err.message

@@ -1,0 +1,112 @@
+"""The `pitstop` command as a user runs it: real processes, a real home, no Spark needed here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pitstop(*args: str, home: Path | None = None, stdin: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, **(env or {}))
+    command = [sys.executable, "-m", "pitstop.cli"]
+    if home is not None:
+        command += ["--home", str(home)]
+    return subprocess.run(command + list(args), input=stdin, capture_output=True, text=True,
+                          env=full_env, timeout=120)
+
+
+MAPPINGS = """CREATE MAPPING orders (
+    order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) TYPE File OPTIONS ('path'='{path}', 'format'='json');
+CREATE MAPPING daily_revenue TYPE DuckDB;
+"""
+
+
+def test_run_file_prints_results_and_keeps_the_catalog(tmp_path: Path) -> None:
+    script = tmp_path / "setup.sql"
+    script.write_text(MAPPINGS.format(path=tmp_path / "orders") + "SHOW MAPPINGS;\n")
+    done = pitstop("run", str(script), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert "mapping 'orders' created" in done.stdout
+    assert "daily_revenue" in done.stdout and "(2 rows)" in done.stdout
+    again = pitstop("run", "--format", "json", "-c", "SHOW MAPPINGS", home=tmp_path / "home")
+    rows = [json.loads(line) for line in again.stdout.splitlines()]
+    assert [r["name"] for r in rows] == ["daily_revenue", "orders"]
+    assert rows[1]["type"] == "File"
+
+
+def test_first_error_stops_the_script_with_its_line_and_column(tmp_path: Path) -> None:
+    script = tmp_path / "bad.sql"
+    script.write_text(
+        "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
+        "SHOW MAPPINGS;\n"
+        "\n"
+        "DROP JOB nosuch;\n"
+        "SHOW JOBS;\n"
+    )
+    done = pitstop("run", str(script), home=tmp_path / "home")
+    assert done.returncode == 1
+    assert done.stderr.startswith("ERROR at line 4, col 1: unknown job 'nosuch'")
+    assert "SHOW JOBS" not in done.stdout and "0 job(s)" not in done.stdout
+
+
+def test_malformed_script_changes_nothing(tmp_path: Path) -> None:
+    bad = "CREATE MAPPING daily_revenue TYPE DuckDB;\nCREATE MAPPING x TYPE DuckDB OPTIONS ('a'=);\n"
+    done = pitstop("run", "-", stdin=bad, home=tmp_path / "home")
+    assert done.returncode == 1
+    assert done.stderr.startswith("ERROR at line 2, col ")
+    # stdin runs statements as they arrive, so the first one ran; a file is parsed whole first.
+    script = tmp_path / "bad.sql"
+    script.write_text(bad)
+    other = tmp_path / "other-home"
+    done = pitstop("run", str(script), home=other)
+    assert done.returncode == 1 and "line 2" in done.stderr
+    shown = pitstop("run", "--format", "csv", "-c", "SHOW MAPPINGS", home=other)
+    assert shown.stdout.strip() == "name,type,columns,options"
+
+
+def test_pitstop_home_comes_from_the_environment(tmp_path: Path) -> None:
+    home = tmp_path / "env-home"
+    done = pitstop("run", "-c", "CREATE MAPPING s TYPE Console", env={"PITSTOP_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert (home / "catalog.duckdb").is_file()
+
+
+def test_check_plans_without_running(tmp_path: Path) -> None:
+    good = tmp_path / "good.sql"
+    good.write_text(
+        MAPPINGS.format(path=tmp_path / "orders")
+        + """CREATE JOB revenue AS INSERT INTO daily_revenue
+        SELECT window_start, window_end, region, SUM(amount) AS revenue
+        FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR))
+        GROUP BY window_start, window_end, region;
+        AWAIT JOB revenue;
+        """
+    )
+    bad = tmp_path / "bad.sql"
+    bad.write_text(MAPPINGS.format(path=tmp_path / "orders")
+                   + "CREATE JOB r AS INSERT INTO daily_revenue SELECT region, COUNT(*) AS n FROM orders GROUP BY region;\n")
+    home = tmp_path / "home"
+    done = pitstop("check", str(good), home=home)
+    assert done.returncode == 0, done.stderr
+    assert "4 statement(s) OK" in done.stdout
+    assert not home.exists()  # nothing was created
+    done = pitstop("check", str(good), str(bad), home=home)
+    assert done.returncode == 1
+    assert "GROUP BY on a stream needs a window" in done.stderr and "line 6" in done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_select_over_the_catalog_in_each_format(tmp_path: Path, fmt: str) -> None:
+    done = pitstop("run", "--format", fmt, "-c", "SELECT 41 + 1 AS answer", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert "42" in done.stdout and "answer" in done.stdout

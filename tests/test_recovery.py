@@ -1,0 +1,105 @@
+"""Jobs outlive the process: a `pitstop` killed with SIGKILL mid-stream, and one that exits
+normally, both resume from their checkpoints in the next process, with every sink row exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pitstop.engine import checkpoint
+
+EVENTS = 15000
+SCRIPT = f"""
+CREATE MAPPING events (
+    id BIGINT, k VARCHAR, v DOUBLE, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+) TYPE Generator OPTIONS ('rate'='1500', 'limit'='{EVENTS}', 'keys'='5', 'step_ms'='100');
+CREATE MAPPING copies TYPE DuckDB;
+CREATE MAPPING per_minute TYPE DuckDB;
+CREATE JOB feed AS BEGIN
+    INSERT INTO copies SELECT id, k, v, ts FROM events;
+    INSERT INTO per_minute
+    SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS total
+    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+    GROUP BY window_start, window_end, k;
+END;
+"""
+ENV = dict(os.environ, PITSTOP_TRIGGER_MS="200", PITSTOP_SPARK_MASTER="local[2]", PITSTOP_SHUFFLE_PARTITIONS="2")
+
+
+def pitstop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def query(home: Path, sql: str) -> list[dict[str, object]]:
+    done = pitstop(home, "run", "--format", "json", "-c", sql)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def wait_for_commits(home: Path, count: int, process: subprocess.Popen[str], timeout_s: float = 180) -> Path:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        for ckpt in home.glob("runs/*/branches/0/checkpoint"):
+            committed = checkpoint.latest_commit(ckpt)
+            if committed is not None and committed + 1 >= count:
+                return ckpt
+        time.sleep(0.05)
+    raise AssertionError(f"no {count} committed batches within {timeout_s} s")
+
+
+def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = subprocess.Popen([sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=ENV)
+    assert first.stdin is not None
+    first.stdin.write(SCRIPT)
+    first.stdin.flush()  # stdin stays open: the process keeps running its job
+    ckpt = wait_for_commits(home, 3, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    at_kill = checkpoint.progress(ckpt, {})
+    assert at_kill.positions.get("events", 0) < EVENTS, "the job had finished before the kill"
+
+    # The next process finds the job RUNNING in a dead process, resumes it and catches up.
+    second = pitstop(home, "run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;")
+    assert second.returncode == 0, second.stderr
+    assert "caught up" in second.stdout
+
+    # It exited normally: the job is STOPPED, and says it resumes (no Spark needed to see it).
+    jobs = query(home, "SHOW JOBS")
+    assert [(j["name"], j["status"]) for j in jobs] == [("feed", "STOPPED")]
+    assert "resumes" in str(jobs[0]["detail"])
+
+    [copies] = query(home, "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, max(id) AS hi FROM copies")
+    assert copies == {"n": EVENTS, "d": EVENTS, "lo": 0, "hi": EVENTS - 1}
+
+    # Closed minute windows equal a batch computation over the copied events.
+    [diff] = query(home, """
+        WITH expected AS (
+            SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
+            FROM copies GROUP BY ALL),
+        horizon AS (SELECT max(ts) - INTERVAL 1 SECOND AS wm FROM copies)
+        SELECT
+          (SELECT count(*) FROM per_minute) AS emitted,
+          (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
+          (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
+             WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
+    """)
+    assert diff["emitted"] == diff["closed"] == diff["matching"]
+    assert diff["emitted"] >= 5 * 20
+
+    # A third process resumes the STOPPED job again when it needs Spark.
+    third = pitstop(home, "run", "-c", "AWAIT JOB feed; SHOW JOBS;")
+    assert third.returncode == 0, third.stderr
+    assert "RUNNING" in third.stdout
+    [again] = query(home, "SELECT count(*) AS n FROM copies")
+    assert again["n"] == EVENTS
