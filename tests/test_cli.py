@@ -110,3 +110,21 @@ def test_select_over_the_catalog_in_each_format(tmp_path: Path, fmt: str) -> Non
     done = pitstop("run", "--format", fmt, "-c", "SELECT 41 + 1 AS answer", home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
     assert "42" in done.stdout and "answer" in done.stdout
+
+
+def test_check_passes_on_every_example_in_order(tmp_path: Path) -> None:
+    examples = sorted(str(p) for p in (ROOT / "examples" / "sql").glob("*.sql"))
+    assert len(examples) >= 2
+    done = pitstop("check", *examples, home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("statement(s) OK") == len(examples)
+
+
+def test_check_refuses_an_incompatible_update_in_a_later_file(tmp_path: Path) -> None:
+    start = ROOT / "examples" / "sql" / "01_start.sql"
+    update = (ROOT / "examples" / "sql" / "02_update.sql").read_text()
+    bad = tmp_path / "02_bad.sql"
+    bad.write_text(update.replace("INTERVAL '24' HOUR", "INTERVAL '7' HOUR"))
+    done = pitstop("check", str(start), str(bad), home=tmp_path / "home")
+    assert done.returncode == 1
+    assert "stage 'daily_revenue.aggregate': refused" in done.stderr

@@ -165,7 +165,7 @@ def run(settings: Settings, file: str | None, command: str | None, fmt: str = "t
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
 def check(settings: Settings, files: tuple[str, ...]) -> None:
-    """Parse and plan FILES against the home's catalog, without running or changing anything."""
+    """Parse and plan FILES, in order, against the home's catalog; run and change nothing."""
     from pitstop.catalog.store import Catalog
 
     catalog = None
@@ -173,13 +173,13 @@ def check(settings: Settings, files: tuple[str, ...]) -> None:
     if db.exists():
         catalog = Catalog(db)
     errors = 0
+    executor = Executor(None, catalog)  # one executor: later files see what earlier ones create
     for file in files:
         path = Path(file)
         if not path.is_file():
             click.echo(f"ERROR: no such file: {file}", err=True)
             errors += 1
             continue
-        executor = Executor(None, catalog)
         count = 0
         try:
             for _stmt, _result in executor.run_script(path.read_text(), str(path)):

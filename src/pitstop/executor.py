@@ -16,7 +16,7 @@ from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import JobPlan
 from pitstop.planner.types import spark_type
-from pitstop.snapshots.restore import plan_restore
+from pitstop.snapshots.restore import check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.parser import ParsedStatement, name_of, option_dict, parse_script
@@ -66,7 +66,10 @@ class Executor:
     def __init__(self, manager: Any | None, catalog: Any | None = None) -> None:
         self.manager = manager
         self.catalog = manager.catalog if manager is not None else catalog
-        self._overlay: dict[str, Mapping | None] = {}  # check mode: mappings made earlier in the file
+        # Check mode: what the statements checked so far would have created (None: dropped).
+        self._overlay: dict[str, Mapping | None] = {}
+        self._overlay_jobs: dict[str, JobPlan | None] = {}
+        self._overlay_snapshots: dict[str, JobPlan] = {}
         self.cancelled: Callable[[], bool] | None = None
 
     # -- scripts -----------------------------------------------------------------------------------
@@ -135,6 +138,14 @@ class Executor:
         return Result(f"{len(rows)} mapping(s)", ("name", "type", "columns", "options"), tuple(rows))
 
     # -- jobs --------------------------------------------------------------------------------------
+    def _job_plan(self, name: str) -> JobPlan | None:
+        """The plan of an existing job (check mode: as created earlier in the checked script)."""
+        key = name.lower()
+        if key in self._overlay_jobs:
+            return self._overlay_jobs[key]
+        job = self.catalog.get_job(name) if self.catalog is not None else None
+        return None if job is None else JobPlan.from_json(self.catalog.get_run(job.run_id).plan)
+
     def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
         options = option_dict(node.args.get("options"))
@@ -150,7 +161,7 @@ class Executor:
                 f"FROM SNAPSHOT {snapshot_name} and 'initialSnapshotName'='{initial}' disagree; give one"
             )
         snapshot_name = snapshot_name or initial
-        if self.catalog is not None and self.catalog.get_job(name) is not None:
+        if self._job_plan(name) is not None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' already exists; left as it is")
             raise CatalogError(
@@ -159,13 +170,17 @@ class Executor:
         plan = plan_job(name, list(node.args["body"]), self._lookup)
         self._check_sinks(plan)
         restore = None
-        if snapshot_name is not None:
+        strict = options.get("strictRestore", "false").lower() == "true"
+        if snapshot_name is not None and snapshot_name.lower() in self._overlay_snapshots:
+            old = self._overlay_snapshots[snapshot_name.lower()]
+            check_compatible(snapshot_name, {s.name: s for s in old.stages}, plan, strict)
+        elif snapshot_name is not None:
             snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
             if snap is None:
                 raise CatalogError(f"unknown snapshot '{snapshot_name}'; SHOW SNAPSHOTS lists the snapshots")
-            strict = options.get("strictRestore", "false").lower() == "true"
             restore = plan_restore(snap, plan, strict)
         if self.manager is None:
+            self._overlay_jobs[name.lower()] = plan
             return Result("OK")
         self.manager.create_job(name, stmt.text, plan, restore)
         lines = [f"job '{name}' started"]
@@ -190,13 +205,21 @@ class Executor:
     def _drop_job(self, node: nodes.DropJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
         snapshot = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
-        job = self.catalog.get_job(name) if self.catalog is not None else None
-        if job is None:
+        plan = self._job_plan(name)
+        if plan is None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' does not exist; nothing dropped")
             raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if self.manager is None:
+            if snapshot is not None:
+                taken = snapshot.lower() in self._overlay_snapshots or (
+                    self.catalog is not None and self.catalog.get_snapshot(snapshot) is not None)
+                if taken:
+                    raise CatalogError(f"snapshot '{snapshot}' already exists; choose another name")
+                self._overlay_snapshots[snapshot.lower()] = plan
+            self._overlay_jobs[name.lower()] = None
             return Result("OK")
+        job = self.catalog.get_job(name)
         snap = self.manager.drop_job(job.name, snapshot)
         if snap is None:
             return Result(f"job '{job.name}' dropped")
@@ -219,6 +242,8 @@ class Executor:
         timeout = node.args.get("timeout")
         seconds = interval_micros(timeout) / 1e6 if timeout is not None else DEFAULT_AWAIT_S
         if self.manager is None:
+            if self._job_plan(name) is None:
+                raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
             return Result("OK")
         self.manager.await_job(name, seconds, self.cancelled)
         return Result(f"job '{name}' has caught up with its input")

@@ -11,7 +11,7 @@ from pitstop.connectors import positions
 from pitstop.engine.frames import StageSeed
 from pitstop.errors import CompatibilityError
 from pitstop.planner import compat
-from pitstop.planner.plan import JobPlan, stage_from_json
+from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 
 
 @dataclass(frozen=True)
@@ -41,18 +41,26 @@ def seeds_from_json(d: dict[str, Any] | None) -> tuple[dict[str, int], dict[str,
     return {k: int(v) for k, v in d.get("start_positions", {}).items()}, seeds
 
 
-def plan_restore(snapshot: Snapshot, plan: JobPlan, strict: bool) -> Restore:
-    """Check compatibility (refusing with every refused stage named) and gather what to seed."""
-    manifest = snapshot.manifest
-    old = {name: stage_from_json(s["plan"]) for name, s in manifest["stages"].items()}
+def check_compatible(
+    snapshot: str, old: dict[str, AggregateStage], plan: JobPlan, strict: bool
+) -> list[compat.StageVerdict]:
+    """The verdict per stage; CompatibilityError naming every refused stage."""
     verdicts = compat.check(old, plan, strict)
     bad = compat.refused(verdicts)
     if bad:
         raise CompatibilityError(
-            f"cannot start job '{plan.job}' from snapshot '{snapshot.name}':\n"
+            f"cannot start job '{plan.job}' from snapshot '{snapshot}':\n"
             + "\n".join("  " + v.text() for v in bad)
             + "\nNothing was started."
         )
+    return verdicts
+
+
+def plan_restore(snapshot: Snapshot, plan: JobPlan, strict: bool) -> Restore:
+    """Check compatibility (refusing with every refused stage named) and gather what to seed."""
+    manifest = snapshot.manifest
+    old = {name: stage_from_json(s["plan"]) for name, s in manifest["stages"].items()}
+    verdicts = check_compatible(snapshot.name, old, plan, strict)
     root = Path(snapshot.path)
     seeds: dict[str, StageSeed] = {}
     for v in verdicts:
