@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
-from pitstop.engine.runs import ActiveRun
+from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
-from pitstop.errors import CatalogError, JobFailedError, PitstopError
+from pyspark.errors import PySparkException
+
+from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
@@ -103,6 +105,9 @@ class Manager:
         with self._lock:
             try:
                 active = self._start(name, run)
+            except PySparkException as exc:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
@@ -150,6 +155,7 @@ class Manager:
             if run is not None:
                 run.stop()
             self.catalog.delete_job(job.name)
+            shutil.rmtree(self.catalog.get_run(job.run_id).folder, ignore_errors=True)
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
             raise CatalogError(
@@ -168,6 +174,7 @@ class Manager:
             with self.catalog.transaction() as tx:
                 self.catalog.add_snapshot(snap, tx)
                 self.catalog.delete_job(job.name, tx)
+            shutil.rmtree(run.folder, ignore_errors=True)  # the snapshot holds all that is kept
         except BaseException:
             # Nothing is lost: the job resumes from its checkpoints, which hold the cut.
             log.exception("snapshot '%s' of job '%s' failed; resuming the job", snapshot, job.name)

@@ -137,7 +137,7 @@ class ActiveRun:
                 continue
             exc = q.exception()
             if exc is not None:
-                return f"INSERT INTO {bq.branch.sink} failed: {_reason(exc)}"
+                return f"INSERT INTO {bq.branch.sink} failed: {spark_reason(exc)}"
             if not q.isActive:
                 return f"INSERT INTO {bq.branch.sink} stopped unexpectedly"
         return None
@@ -254,7 +254,8 @@ class ActiveRun:
         return Cut({s: fence[s] for s in self.plan.sources}, batches, watermarks)
 
 
-def _reason(exc: Any) -> str:
+def spark_reason(exc: Any) -> str:
+    """The line of a Spark error that says what went wrong."""
     text = getattr(exc, "desc", None) or str(exc)
     lines = [ln for ln in str(text).splitlines() if ln.strip()]
     for ln in lines:

@@ -43,17 +43,18 @@ def plan_job(job: str, inserts: list[exp.Insert], mappings: MappingLookup) -> Jo
     branches = tuple(
         _plan_branch(job, i, insert, mappings) for i, insert in enumerate(inserts)
     )
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # lower-case stage name -> branch index (names are case-insensitive)
     for b in branches:
         if b.stage is None:
             continue
-        if b.stage.name in seen:
+        key = b.stage.name.lower()
+        if key in seen:
             raise PlanError(
-                f"stage '{b.stage.name}' already exists in job '{job}' (INSERT #{seen[b.stage.name] + 1} "
+                f"stage '{b.stage.name}' already exists in job '{job}' (INSERT #{seen[key] + 1} "
                 f"and #{b.index + 1}); give each stateful stage its own name with a CTE alias "
                 "or /*+ STAGE(name) */"
             )
-        seen[b.stage.name] = b.index
+        seen[key] = b.index
     return JobPlan(job=job, branches=branches)
 
 
@@ -78,13 +79,13 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
             f"sinks are of type {', '.join(SINK_TYPES)}"
         )
     query = insert.expression
-    ctes: dict[str, exp.Select] = {}
+    ctes: dict[str, tuple[str, exp.Select]] = {}  # lower-case alias -> (alias as declared, select)
     with_ = insert.args.get("with_") or (query.args.get("with_") if query is not None else None)
     if with_ is not None:
         for cte in with_.expressions:
             if not isinstance(cte.this, exp.Select):
                 raise PlanError(f"CTE '{cte.alias}' must be a SELECT")
-            ctes[cte.alias.lower()] = cte.this
+            ctes[cte.alias.lower()] = (cte.alias, cte.this)
     if not isinstance(query, exp.Select):
         raise PlanError(
             f"INSERT INTO {sink_name} needs a SELECT; UNION and other set operations are not "
@@ -98,9 +99,9 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
         from_table = _from_of(select, sink_name)
         if isinstance(from_table, exp.Table) and from_table.name.lower() in ctes:
             name = from_table.name.lower()
-            if any(n == name for _, n in chain):
+            if any(n is not None and n.lower() == name for _, n in chain):
                 raise PlanError(f"CTE '{name}' refers to itself")
-            chain.append((ctes[name], from_table.name))
+            chain.append((ctes[name][1], ctes[name][0]))
             continue
         break
     core, core_cte = chain[-1]
@@ -132,7 +133,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
                 f"{source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) and GROUP BY window_start, "
                 "window_end, ..."
             )
-        stage_name = _stage_name(core, core_cte, sink_name)
+        stage_name = _stage_name(core, core_cte, sink.name)
         stage, layer, first = _plan_aggregate(core, tvf, source, src_layer, stage_name)
     else:
         if tvf is not None:
