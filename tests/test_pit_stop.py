@@ -188,3 +188,30 @@ def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manage
     got = sink_windows(manager, "revenue_2h")
     assert got == expected
     assert min(k[0] for k in got) == fold_from  # the [48h, 50h) window holds the folded [48h, 49h)
+
+
+def test_two_branches_stop_at_one_cut_and_both_restore(manager: Manager, tmp_path: Path) -> None:
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 1500, files=3)
+    both = f"""AS BEGIN
+        INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
+        INSERT INTO hourly_revenue {revenue_select("'1' HOUR")};
+    END;"""
+    run(manager, orders_mapping(data) + f"""
+        CREATE MAPPING daily_revenue TYPE DuckDB;
+        CREATE MAPPING hourly_revenue TYPE DuckDB;
+        CREATE JOB revenue {both}
+    """)
+    # More files arrive while the job runs; the snapshot is taken without waiting for them.
+    make_orders.write_orders(data, 1500, 2500, files=2)
+    run(manager, "DROP JOB revenue WITH SNAPSHOT both_v1;")
+    manifest = json.loads((tmp_path / "home" / "snapshots" / "both_v1" / "manifest.json").read_text())
+    assert set(manifest["stages"]) == {"daily_revenue.aggregate", "hourly_revenue.aggregate"}
+    make_orders.write_orders(data, 2500, 3500, files=2)
+    result = run(manager, f"CREATE JOB revenue FROM SNAPSHOT both_v1 {both} AWAIT JOB revenue;")
+    assert result[0].message.count(": restored:") == 2
+
+    wm = last_watermark(3500)
+    everything = orders(0, 3500)
+    assert sink_windows(manager, "daily_revenue") == closed(batch_windows(everything, DAY), DAY, wm)
+    assert sink_windows(manager, "hourly_revenue") == closed(batch_windows(everything, HOUR), HOUR, wm)
