@@ -28,13 +28,14 @@ def order(i: int, step_seconds: int = 90) -> dict[str, object]:
     }
 
 
-def write_orders(folder: Path, first: int, last: int, files: int, step_seconds: int = 90,
-                 prefix: str = "orders") -> list[Path]:
+def write_orders(
+    folder: Path, first: int, last: int, files: int, step_seconds: int = 90, prefix: str = "orders"
+) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     ids = list(range(first, last))
     per_file = max(1, -(-len(ids) // files))
     written = []
-    for n, lo in enumerate(range(0, len(ids), per_file)):
+    for lo in range(0, len(ids), per_file):
         chunk = ids[lo : lo + per_file]
         name = f"{prefix}-{chunk[0]:07d}.json"
         tmp = folder / f".{name}.tmp"
@@ -45,7 +46,9 @@ def write_orders(folder: Path, first: int, last: int, files: int, step_seconds: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("folder", type=Path)
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--last", type=int, default=2000)

@@ -14,7 +14,7 @@ import pytest
 from conftest import orders_mapping, revenue_select, run
 from pitstop.engine import manager as manager_module
 from pitstop.engine.manager import Manager
-from pitstop.errors import CatalogError, PitstopError, PlanError, SqlError
+from pitstop.errors import CatalogError, CompatibilityError, PitstopError, PlanError, SqlError
 from pitstop.executor import Executor
 
 SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"
@@ -176,7 +176,9 @@ def test_show_jobs_and_snapshots_are_empty_on_a_new_home(manager: Manager) -> No
 
 
 # -- scripts ---------------------------------------------------------------------------------------
-def test_a_malformed_statement_stops_the_script_before_anything_runs(manager: Manager, tmp_path: Path) -> None:
+def test_a_malformed_statement_stops_the_script_before_anything_runs(
+    manager: Manager, tmp_path: Path
+) -> None:
     script = (
         "CREATE MAPPING clicks (n BIGINT) TYPE Generator;\n"
         "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
@@ -191,19 +193,16 @@ def test_a_malformed_statement_stops_the_script_before_anything_runs(manager: Ma
 def test_an_execution_error_carries_the_statement_line_and_keeps_its_class(
     manager: Manager, tmp_path: Path
 ) -> None:
-    script = (
-        "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
-        "\n"
-        "  DROP MAPPING nowhere;\n"
-        "SHOW MAPPINGS;\n"
-    )
+    script = "CREATE MAPPING daily_revenue TYPE DuckDB;\n\n  DROP MAPPING nowhere;\nSHOW MAPPINGS;\n"
     err = error_of(manager, script)
     assert type(err) is CatalogError
     assert (err.line, err.col) == (3, 3)
     assert str(err).startswith("ERROR at line 3, col 3: unknown mapping 'nowhere'")
     assert mapping_names(manager) == ["daily_revenue"]  # statements before the error ran
 
-    plan_err = error_of(manager, "SHOW JOBS;\nCREATE JOB j AS INSERT INTO daily_revenue SELECT x FROM nowhere;")
+    plan_err = error_of(
+        manager, "SHOW JOBS;\nCREATE JOB j AS INSERT INTO daily_revenue SELECT x FROM nowhere;"
+    )
     assert type(plan_err) is PlanError
     assert plan_err.line == 2
     assert "unknown mapping 'nowhere'" in plan_err.message
@@ -212,7 +211,7 @@ def test_an_execution_error_carries_the_statement_line_and_keeps_its_class(
 def test_check_mode_plans_against_mappings_of_the_same_script_and_writes_nothing(
     manager: Manager, tmp_path: Path
 ) -> None:
-    script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "DROP MAPPING daily_revenue;"
+    script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "AWAIT JOB revenue;"
     checker = Executor(None, manager.catalog)
     results = [result for _, result in checker.run_script(script)]
     assert [r.message for r in results] == ["OK"] * 4
@@ -220,6 +219,13 @@ def test_check_mode_plans_against_mappings_of_the_same_script_and_writes_nothing
     assert manager.catalog.jobs() == []
     assert not (tmp_path / "orders").exists()
     assert not (manager.home / "runs").exists()
+
+
+def test_check_mode_refuses_dropping_a_mapping_a_checked_job_uses(manager: Manager, tmp_path: Path) -> None:
+    script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "DROP MAPPING daily_revenue;"
+    with pytest.raises(CatalogError) as caught:
+        list(Executor(None, manager.catalog).run_script(script))
+    assert "mapping 'daily_revenue' is used by job 'revenue'" in caught.value.message
 
 
 def test_check_mode_refuses_a_job_that_would_fail(manager: Manager, tmp_path: Path) -> None:
@@ -242,3 +248,34 @@ def test_a_select_that_duckdb_rejects_is_a_plan_error(manager: Manager) -> None:
     err = error_of(manager, "SELECT * FROM no_such_table;", PlanError)
     assert "query failed in DuckDB" in err.message
     assert "no_such_table" in err.message
+
+
+def check(manager: Manager, script: str) -> list[str]:
+    return [result.message for _, result in Executor(None, manager.catalog).run_script(script)]
+
+
+def test_check_mode_follows_a_pit_stop_through_the_script(manager: Manager, tmp_path: Path) -> None:
+    setup = orders_mapping(tmp_path / "orders") + SINK + revenue_job()
+    stop = "DROP JOB revenue WITH SNAPSHOT revenue_v1;\n"
+    resized = revenue_job(header="FROM SNAPSHOT revenue_v1").replace("'1' HOUR", "'2' HOUR")
+    assert check(manager, setup + stop + resized + "AWAIT JOB revenue;") == ["OK"] * 6
+
+    refused = revenue_job(header="FROM SNAPSHOT revenue_v1").replace("'1' HOUR", "'90' MINUTE")
+    with pytest.raises(CompatibilityError) as caught:
+        check(manager, setup + stop + refused)
+    assert "cannot start job 'revenue' from snapshot 'revenue_v1'" in caught.value.message
+    assert "INTERVAL '1' HOUR" in caught.value.message
+    assert "INTERVAL '90' MINUTE" in caught.value.message
+    assert caught.value.line == setup.count("\n") + 2
+
+    assert manager.catalog.jobs() == [] and manager.catalog.snapshots() == []
+    assert manager.catalog.mappings() == []
+
+
+def test_check_mode_refuses_to_await_a_job_the_script_dropped(manager: Manager, tmp_path: Path) -> None:
+    script = (
+        orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "DROP JOB revenue;\nAWAIT JOB revenue;"
+    )
+    with pytest.raises(CatalogError) as caught:
+        check(manager, script)
+    assert "unknown job 'revenue'" in caught.value.message

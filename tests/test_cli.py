@@ -13,14 +13,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pitstop(*args: str, home: Path | None = None, stdin: str | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def pitstop(
+    *args: str, home: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ, **(env or {}))
     command = [sys.executable, "-m", "pitstop.cli"]
     if home is not None:
         command += ["--home", str(home)]
-    return subprocess.run(command + list(args), input=stdin, capture_output=True, text=True,
-                          env=full_env, timeout=120)
+    return subprocess.run(
+        command + list(args), input=stdin, capture_output=True, text=True, env=full_env, timeout=120
+    )
 
 
 MAPPINGS = """CREATE MAPPING orders (
@@ -47,11 +49,7 @@ def test_run_file_prints_results_and_keeps_the_catalog(tmp_path: Path) -> None:
 def test_first_error_stops_the_script_with_its_line_and_column(tmp_path: Path) -> None:
     script = tmp_path / "bad.sql"
     script.write_text(
-        "CREATE MAPPING daily_revenue TYPE DuckDB;\n"
-        "SHOW MAPPINGS;\n"
-        "\n"
-        "DROP JOB nosuch;\n"
-        "SHOW JOBS;\n"
+        "CREATE MAPPING daily_revenue TYPE DuckDB;\nSHOW MAPPINGS;\n\nDROP JOB nosuch;\nSHOW JOBS;\n"
     )
     done = pitstop("run", str(script), home=tmp_path / "home")
     assert done.returncode == 1
@@ -94,8 +92,10 @@ def test_check_plans_without_running(tmp_path: Path) -> None:
     )
     bad = tmp_path / "bad.sql"
     # Files are checked in order: bad.sql uses the mappings good.sql creates.
-    bad.write_text("SHOW JOBS;\n\nCREATE JOB r AS INSERT INTO daily_revenue\n"
-                   "SELECT region, COUNT(*) AS n FROM orders GROUP BY region;\n")
+    bad.write_text(
+        "SHOW JOBS;\n\nCREATE JOB r AS INSERT INTO daily_revenue\n"
+        "SELECT region, COUNT(*) AS n FROM orders GROUP BY region;\n"
+    )
     home = tmp_path / "home"
     done = pitstop("check", str(good), home=home)
     assert done.returncode == 0, done.stderr

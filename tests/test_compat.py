@@ -69,8 +69,9 @@ def test_same_stage_is_restored_without_warnings() -> None:
 
 def test_stateless_edits_keep_the_stage_restored() -> None:
     edited = plan(
-        branch(aggregates="SUM(amount) AS revenue, COUNT(*) AS orders, SUM(amount) / COUNT(*) AS mean")
-        .replace("GROUP BY", "WHERE qty > 0 GROUP BY")
+        branch(
+            aggregates="SUM(amount) AS revenue, COUNT(*) AS orders, SUM(amount) / COUNT(*) AS mean"
+        ).replace("GROUP BY", "WHERE qty > 0 GROUP BY")
     )
     v = verdicts(plan(branch()), edited)["daily"]
     assert (v.outcome, v.warnings) == (RESTORED, ())

@@ -15,12 +15,16 @@ from pitstop.errors import JobFailedError
 def test_file_sink_writes_each_row_once_in_whole_files(manager: Manager, tmp_path: Path) -> None:
     data, out = tmp_path / "orders", tmp_path / "big"
     make_orders.write_orders(data, 0, 300, files=3)
-    run(manager, orders_mapping(data) + f"""
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""
         CREATE MAPPING big_orders TYPE File OPTIONS ('path'='{out}', 'format'='json');
         CREATE JOB copy AS INSERT INTO big_orders
             SELECT order_id, upper(region) AS region, amount * 2 AS doubled FROM orders WHERE amount > 50;
         AWAIT JOB copy;
-    """)
+    """,
+    )
     make_orders.write_orders(data, 300, 400, files=1)
     run(manager, "AWAIT JOB copy;")
     files = sorted(p.name for p in out.iterdir())
@@ -39,10 +43,14 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(manager: Manager, 
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 10, files=1)
     (data / "broken.json").write_text('{"order_id": "not a number", "region": "eu"}\n')
-    run(manager, orders_mapping(data) + """
+    run(
+        manager,
+        orders_mapping(data)
+        + """
         CREATE MAPPING copies TYPE DuckDB;
         CREATE JOB copy AS INSERT INTO copies SELECT order_id, region FROM orders;
-    """)
+    """,
+    )
     with pytest.raises(JobFailedError, match="job 'copy' failed"):
         run(manager, "AWAIT JOB copy TIMEOUT INTERVAL '120' SECOND;")
     [job] = run(manager, "SHOW JOBS;")[0].rows

@@ -39,12 +39,16 @@ def last_watermark(last_id: int) -> datetime:
 def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, tmp_path: Path) -> None:
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 2000, files=4)
-    run(manager, orders_mapping(data) + f"""
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""
         CREATE MAPPING daily_revenue TYPE DuckDB;
         CREATE MAPPING hourly_revenue TYPE DuckDB;
         CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
         AWAIT JOB revenue;
-    """)
+    """,
+    )
     dropped = run(manager, "DROP JOB revenue WITH SNAPSHOT revenue_v1;")
     assert "snapshot 'revenue_v1'" in dropped[0].message
 
@@ -59,13 +63,16 @@ def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, 
 
     # More orders arrive, in files whose names sort before the ones already read.
     make_orders.write_orders(data, 2000, 4000, files=4, prefix="a-later")
-    result = run(manager, f"""
+    result = run(
+        manager,
+        f"""
         CREATE JOB revenue FROM SNAPSHOT revenue_v1 AS BEGIN
             INSERT INTO daily_revenue {revenue_select("'24' HOUR", "WHERE amount > 10")};
             INSERT INTO hourly_revenue {revenue_select("'1' HOUR", "WHERE amount > 10")};
         END;
         AWAIT JOB revenue;
-    """)
+    """,
+    )
     assert "stage 'daily_revenue.aggregate': restored" in result[0].message
     assert "stage 'hourly_revenue.aggregate': starts empty" in result[0].message
 
@@ -89,8 +96,12 @@ def _late_orders() -> list[dict[str, object]]:
     return [
         {"order_id": 90001, "region": "eu", "amount": 11.0, "ts": "2024-01-01 10:00:00"},  # day 1: closed
         {"order_id": 90002, "region": "us", "amount": 12.0, "ts": "2024-01-02 23:59:00"},  # day 2: closed
-        {"order_id": 90003, "region": "eu", "amount": 13.0,
-         "ts": (cut_wm - timedelta(minutes=2)).isoformat(sep=" ")},  # day 3: still open at the cut
+        {
+            "order_id": 90003,
+            "region": "eu",
+            "amount": 13.0,
+            "ts": (cut_wm - timedelta(minutes=2)).isoformat(sep=" "),
+        },  # day 3: still open at the cut
     ]
 
 
@@ -107,7 +118,8 @@ def _all_rows(manager: Manager, table: str) -> list[tuple]:
 def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     from conftest import settings
 
-    job = f"CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select(chr(39) + '24' + chr(39) + ' HOUR')};"
+    daily = revenue_select("'24' HOUR")
+    job = f"CREATE JOB revenue AS INSERT INTO daily_revenue {daily};"
     setup = "CREATE MAPPING daily_revenue TYPE DuckDB;"
 
     # Uninterrupted: the first half, then the second half with late orders, in one run.
@@ -132,8 +144,10 @@ def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None
         run(restored, "DROP JOB revenue WITH SNAPSHOT s1;")
         make_orders.write_orders(data, 2000, 4000, files=2)
         _write_late(data)
-        run(restored, job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1")
-            + "AWAIT JOB revenue;")
+        run(
+            restored,
+            job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1") + "AWAIT JOB revenue;",
+        )
         got = _all_rows(restored, "daily_revenue")
     finally:
         restored.close()
@@ -149,7 +163,10 @@ def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manage
     data = tmp_path / "orders"
     # 1960 orders end at 48h58m30s: at the cut, the open hourly window is [48h, 49h).
     make_orders.write_orders(data, 0, 1960, files=2)
-    run(manager, orders_mapping(data) + f"""
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""
         CREATE MAPPING revenue_1h TYPE DuckDB;
         CREATE MAPPING revenue_2h TYPE DuckDB;
         CREATE MAPPING revenue_90m TYPE DuckDB;
@@ -157,25 +174,32 @@ def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manage
             {revenue_select("'1' HOUR").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};
         AWAIT JOB revenue;
         DROP JOB revenue WITH SNAPSHOT hourly;
-    """)
+    """,
+    )
     make_orders.write_orders(data, 1960, 3000, files=2)
     runs_before = sorted((tmp_path / "home" / "runs").iterdir())
 
     # A size that is not a multiple is refused, naming the stage and both sizes; nothing starts.
     with pytest.raises(CompatibilityError) as refused:
-        run(manager, f"""CREATE JOB revenue FROM SNAPSHOT hourly AS INSERT INTO revenue_90m
-            {revenue_select("'90' MINUTE").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};""")
+        run(
+            manager,
+            f"""CREATE JOB revenue FROM SNAPSHOT hourly AS INSERT INTO revenue_90m
+            {revenue_select("'90' MINUTE").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};""",
+        )
     message = str(refused.value)
     assert "stage 'revenue'" in message
     assert "INTERVAL '1' HOUR" in message and "INTERVAL '90' MINUTE" in message
     assert run(manager, "SHOW JOBS;")[0].rows == ()
     assert sorted((tmp_path / "home" / "runs").iterdir()) == runs_before
 
-    result = run(manager, f"""
+    result = run(
+        manager,
+        f"""
         CREATE JOB revenue FROM SNAPSHOT hourly AS INSERT INTO revenue_2h
             {revenue_select("'2' HOUR").replace("SELECT", "SELECT /*+ STAGE(revenue) */", 1)};
         AWAIT JOB revenue;
-    """)
+    """,
+    )
     assert "stage 'revenue': restored" in result[0].message
 
     two_hours = timedelta(hours=2)
@@ -197,11 +221,15 @@ def test_two_branches_stop_at_one_cut_and_both_restore(manager: Manager, tmp_pat
         INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
         INSERT INTO hourly_revenue {revenue_select("'1' HOUR")};
     END;"""
-    run(manager, orders_mapping(data) + f"""
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""
         CREATE MAPPING daily_revenue TYPE DuckDB;
         CREATE MAPPING hourly_revenue TYPE DuckDB;
         CREATE JOB revenue {both}
-    """)
+    """,
+    )
     # More files arrive while the job runs; the snapshot is taken without waiting for them.
     make_orders.write_orders(data, 1500, 2500, files=2)
     run(manager, "DROP JOB revenue WITH SNAPSHOT both_v1;")

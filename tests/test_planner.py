@@ -117,6 +117,38 @@ def test_two_branches_with_the_same_stage_name_are_refused_naming_it() -> None:
     assert "STAGE(name)" in message
 
 
+def test_stage_names_differing_only_in_case_are_the_same_name() -> None:
+    hinted = (
+        f"INSERT INTO {{sink}} SELECT /*+ STAGE({{stage}}) */ window_start, window_end, region, "
+        f"COUNT(*) AS orders {TUMBLE_1H} {BY_REGION}"
+    )
+    body = (
+        f"BEGIN {hinted.format(sink='daily_revenue', stage='daily')}; "
+        f"{hinted.format(sink='hourly', stage='Daily')}; END"
+    )
+    assert "stage 'Daily' already exists in job 'revenue'" in refusal(body)
+
+
+def test_default_stage_name_does_not_depend_on_how_the_sink_is_spelled() -> None:
+    stage = only_stage(windowed("COUNT(*) AS orders", sink="DAILY_Revenue"))
+    assert stage.name == "daily_revenue.aggregate"
+
+
+def test_cte_stage_name_is_the_alias_as_declared_not_as_referenced() -> None:
+    body = (
+        f"WITH Daily AS (SELECT window_start, window_end, region, COUNT(*) AS orders {TUMBLE_1H} "
+        f"{BY_REGION}) INSERT INTO daily_revenue SELECT * FROM DAILY"
+    )
+    assert only_stage(body).name == "Daily"
+
+
+def test_ctes_that_refer_to_each_other_are_refused() -> None:
+    message = refusal(
+        "WITH A AS (SELECT * FROM b), b AS (SELECT * FROM A) INSERT INTO daily_revenue SELECT * FROM A"
+    )
+    assert "CTE 'a' refers to itself" in message
+
+
 def test_two_branches_into_the_same_sink_are_refused_with_the_default_name() -> None:
     branch = windowed("COUNT(*) AS orders")
     message = refusal(f"BEGIN {branch}; {branch}; END")
@@ -146,7 +178,10 @@ def test_stage_name_and_state_are_stable_when_a_filter_or_projection_is_added() 
 
 
 def test_cte_stage_name_is_stable_when_the_outer_select_filters_and_projects() -> None:
-    cte = f"WITH daily AS (SELECT window_start, window_end, region, SUM(amount) AS revenue {TUMBLE_1H} {BY_REGION})"
+    cte = (
+        f"WITH daily AS (SELECT window_start, window_end, region, SUM(amount) AS revenue "
+        f"{TUMBLE_1H} {BY_REGION})"
+    )
     plain = plan(f"{cte} INSERT INTO daily_revenue SELECT * FROM daily")
     edited = plan(
         f"{cte} INSERT INTO daily_revenue SELECT window_start, revenue * 2 AS doubled FROM daily "
@@ -176,7 +211,9 @@ def test_cte_stage_name_is_stable_when_the_outer_select_filters_and_projects() -
         ("MAX(region)", [("max", "STRING")]),
     ],
 )
-def test_aggregate_is_planned_as_typed_accumulators(aggregate: str, accumulators: list[tuple[str, str]]) -> None:
+def test_aggregate_is_planned_as_typed_accumulators(
+    aggregate: str, accumulators: list[tuple[str, str]]
+) -> None:
     stage = only_stage(windowed(f"{aggregate} AS x"))
     assert [(a.kind, a.type) for a in stage.accumulators] == accumulators
     assert stage.functions == (aggregate,)

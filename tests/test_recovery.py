@@ -29,12 +29,19 @@ CREATE JOB feed AS BEGIN
     GROUP BY window_start, window_end, k;
 END;
 """
-ENV = dict(os.environ, PITSTOP_TRIGGER_MS="200", PITSTOP_SPARK_MASTER="local[2]", PITSTOP_SHUFFLE_PARTITIONS="2")
+ENV = dict(
+    os.environ, PITSTOP_TRIGGER_MS="200", PITSTOP_SPARK_MASTER="local[2]", PITSTOP_SHUFFLE_PARTITIONS="2"
+)
 
 
 def pitstop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, env=ENV, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
 
 
 def query(home: Path, sql: str) -> list[dict[str, object]]:
@@ -57,9 +64,14 @@ def wait_for_commits(home: Path, count: int, process: subprocess.Popen[str], tim
 
 def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    first = subprocess.Popen([sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=ENV)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     assert first.stdin is not None
     first.stdin.write(SCRIPT)
     first.stdin.flush()  # stdin stays open: the process keeps running its job
@@ -79,11 +91,15 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
     assert [(j["name"], j["status"]) for j in jobs] == [("feed", "STOPPED")]
     assert "resumes" in str(jobs[0]["detail"])
 
-    [copies] = query(home, "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, max(id) AS hi FROM copies")
+    [copies] = query(
+        home, "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, max(id) AS hi FROM copies"
+    )
     assert copies == {"n": EVENTS, "d": EVENTS, "lo": 0, "hi": EVENTS - 1}
 
     # Closed minute windows equal a batch computation over the copied events.
-    [diff] = query(home, """
+    [diff] = query(
+        home,
+        """
         WITH expected AS (
             SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
             FROM copies GROUP BY ALL),
@@ -93,7 +109,8 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
           (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
           (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
              WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
-    """)
+    """,
+    )
     assert diff["emitted"] == diff["closed"] == diff["matching"]
     assert diff["emitted"] >= 5 * 20
 

@@ -461,8 +461,7 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
     assert err.file == "jobs.sql"
     assert err.source_line == "CREATE JOBS revenue AS INSERT INTO x SELECT * FROM orders;"
     assert err.message == "expected JOB, MAPPING or SNAPSHOT after CREATE, got 'JOBS'"
-    assert str(err).startswith("ERROR in jobs.sql at line 7, col 8:")
-    err.file = None
+    # The message reads as the issue asks; front ends that handle several files prefix the file.
     assert str(err).startswith("ERROR at line 7, col 8: expected JOB, MAPPING or SNAPSHOT")
 
 

@@ -96,9 +96,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--home", envvar="PITSTOP_HOME", type=click.Path(file_okay=False),
-              help="pitstop home folder (catalog, sink tables, checkpoints, snapshots). "
-                   "Default: $PITSTOP_HOME or ./pitstop-home")
+@click.option(
+    "--home",
+    envvar="PITSTOP_HOME",
+    type=click.Path(file_okay=False),
+    help="pitstop home folder (catalog, sink tables, checkpoints, snapshots). "
+    "Default: $PITSTOP_HOME or ./pitstop-home",
+)
 @click.option("--master", envvar="PITSTOP_SPARK_MASTER", help="Spark master URL (default local[*])")
 @click.option("--verbose", "-V", is_flag=True, help="log what pitstop does")
 @click.version_option(package_name="pitstop")
@@ -120,8 +124,14 @@ def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool
 @main.command()
 @click.argument("file", required=False)
 @click.option("-c", "--command", "command", help="run this SQL instead of a file")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="how result sets are printed")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="how result sets are printed",
+)
 @click.pass_obj
 def run(settings: Settings, file: str | None, command: str | None, fmt: str = "table") -> None:
     """Run the statements of FILE (or - for stdin, or -c SQL) in order; stop at the first error."""

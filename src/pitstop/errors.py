@@ -30,7 +30,9 @@ class PitstopError(Exception):
         self.source_line = source_line
         self.file = file
 
-    def at(self, line: int, col: int, source_line: str | None = None, file: str | None = None) -> PitstopError:
+    def at(
+        self, line: int, col: int, source_line: str | None = None, file: str | None = None
+    ) -> PitstopError:
         """Position this error in a script (keeping its class); returns the error itself."""
         self.line, self.col, self.source_line, self.file = line, col, source_line, file
         return self

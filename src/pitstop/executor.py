@@ -118,14 +118,20 @@ class Executor:
             if node.args.get("exists"):
                 return Result(f"mapping '{name}' does not exist; nothing dropped")
             raise CatalogError(f"unknown mapping '{name}'; SHOW MAPPINGS lists the mappings")
+        jobs = {j.name.lower(): j.name for j in (self.catalog.jobs() if self.catalog is not None else [])}
+        jobs.update({k: k for k in self._overlay_jobs})
+        for job_name in jobs.values():
+            plan = self._job_plan(job_name)
+            if plan is None:
+                continue
+            used = {b.source.lower() for b in plan.branches} | {b.sink.lower() for b in plan.branches}
+            if name.lower() in used:
+                raise CatalogError(
+                    f"mapping '{mapping.name}' is used by job '{job_name}'; drop the job first"
+                )
         if self.manager is None:
             self._overlay[name.lower()] = None
             return Result("OK")
-        for job in self.catalog.jobs():
-            plan = JobPlan.from_json(self.catalog.get_run(job.run_id).plan)
-            used = {b.source.lower() for b in plan.branches} | {b.sink.lower() for b in plan.branches}
-            if name.lower() in used:
-                raise CatalogError(f"mapping '{mapping.name}' is used by job '{job.name}'; drop the job first")
         self.catalog.drop_mapping(mapping.name)
         return Result(f"mapping '{mapping.name}' dropped")
 
@@ -213,7 +219,8 @@ class Executor:
         if self.manager is None:
             if snapshot is not None:
                 taken = snapshot.lower() in self._overlay_snapshots or (
-                    self.catalog is not None and self.catalog.get_snapshot(snapshot) is not None)
+                    self.catalog is not None and self.catalog.get_snapshot(snapshot) is not None
+                )
                 if taken:
                     raise CatalogError(f"snapshot '{snapshot}' already exists; choose another name")
                 self._overlay_snapshots[snapshot.lower()] = plan
@@ -255,7 +262,9 @@ class Executor:
             for s in (self.catalog.snapshots() if self.catalog is not None else [])
         )
         return Result(
-            f"{len(rows)} snapshot(s)", ("time", "size_bytes", "job_name", "snapshot_name", "state_rows"), rows
+            f"{len(rows)} snapshot(s)",
+            ("time", "size_bytes", "job_name", "snapshot_name", "state_rows"),
+            rows,
         )
 
     def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:

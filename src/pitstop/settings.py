@@ -16,14 +16,27 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("home", "PITSTOP_HOME", "./pitstop-home",
-            "folder holding catalog.duckdb, sink tables, checkpoints and snapshots"),
-    Setting("master", "PITSTOP_SPARK_MASTER", "local[*]",
-            "Spark master URL; local[*] runs Spark inside the pitstop process"),
-    Setting("shuffle_partitions", "PITSTOP_SHUFFLE_PARTITIONS", "",
-            "Spark shuffle partitions; empty means the number of cores"),
-    Setting("trigger_ms", "PITSTOP_TRIGGER_MS", "500",
-            "how often a job looks for new input, in milliseconds"),
+    Setting(
+        "home",
+        "PITSTOP_HOME",
+        "./pitstop-home",
+        "folder holding catalog.duckdb, sink tables, checkpoints and snapshots",
+    ),
+    Setting(
+        "master",
+        "PITSTOP_SPARK_MASTER",
+        "local[*]",
+        "Spark master URL; local[*] runs Spark inside the pitstop process",
+    ),
+    Setting(
+        "shuffle_partitions",
+        "PITSTOP_SHUFFLE_PARTITIONS",
+        "",
+        "Spark shuffle partitions; empty means the number of cores",
+    ),
+    Setting(
+        "trigger_ms", "PITSTOP_TRIGGER_MS", "500", "how often a job looks for new input, in milliseconds"
+    ),
 )
 
 

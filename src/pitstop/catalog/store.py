@@ -122,21 +122,19 @@ class Catalog:
             with self.transaction() as tx:
                 for statement in _MIGRATIONS[target]:
                     tx.execute(statement)
-                tx.execute(
-                    "INSERT OR REPLACE INTO pitstop.meta VALUES ('schema_version', ?)", [str(target)]
-                )
+                tx.execute("INSERT OR REPLACE INTO pitstop.meta VALUES ('schema_version', ?)", [str(target)])
 
     # -- mappings ------------------------------------------------------------------------------
     def get_mapping(self, name: str) -> Mapping | None:
-        row = self.cursor().execute(
-            "SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name]
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute("SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
+            .fetchone()
+        )
         return None if row is None else Mapping.from_json(json.loads(row[0]))
 
     def mappings(self) -> list[Mapping]:
-        rows = self.cursor().execute(
-            "SELECT definition FROM pitstop.mappings ORDER BY name"
-        ).fetchall()
+        rows = self.cursor().execute("SELECT definition FROM pitstop.mappings ORDER BY name").fetchall()
         return [Mapping.from_json(json.loads(r[0])) for r in rows]
 
     def put_mapping(self, mapping: Mapping, replace: bool = False) -> None:
@@ -156,35 +154,52 @@ class Catalog:
     _JOB_COLUMNS = "name, sql, status, detail, run_id, snapshot, created, updated"
 
     def get_job(self, name: str) -> Job | None:
-        row = self.cursor().execute(
-            f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs WHERE lower(name) = lower(?)", [name]
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs WHERE lower(name) = lower(?)", [name])
+            .fetchone()
+        )
         return None if row is None else Job(*row)
 
     def jobs(self) -> list[Job]:
-        rows = self.cursor().execute(
-            f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs ORDER BY created, name"
-        ).fetchall()
+        rows = (
+            self.cursor()
+            .execute(f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs ORDER BY created, name")
+            .fetchall()
+        )
         return [Job(*r) for r in rows]
 
     def create_job(self, job: Job, run: Run) -> None:
         with self.transaction() as tx:
             tx.execute(
                 "INSERT INTO pitstop.runs VALUES (?, ?, ?, ?, ?, ?)",
-                [run.run_id, run.job, run.folder, dumps(run.plan),
-                 None if run.restore is None else dumps(run.restore), run.started],
+                [
+                    run.run_id,
+                    run.job,
+                    run.folder,
+                    dumps(run.plan),
+                    None if run.restore is None else dumps(run.restore),
+                    run.started,
+                ],
             )
             tx.execute(
                 f"INSERT INTO pitstop.jobs ({self._JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [job.name, job.sql, job.status, job.detail, job.run_id, job.snapshot,
-                 job.created, job.updated],
+                [
+                    job.name,
+                    job.sql,
+                    job.status,
+                    job.detail,
+                    job.run_id,
+                    job.snapshot,
+                    job.created,
+                    job.updated,
+                ],
             )
 
     def set_job_status(self, name: str, status: str, detail: str = "") -> None:
         with self.transaction() as tx:
             tx.execute(
-                "UPDATE pitstop.jobs SET status = ?, detail = ?, updated = ? "
-                "WHERE lower(name) = lower(?)",
+                "UPDATE pitstop.jobs SET status = ?, detail = ?, updated = ? WHERE lower(name) = lower(?)",
                 [status, detail, _now(), name],
             )
 
@@ -196,36 +211,46 @@ class Catalog:
             own.execute("DELETE FROM pitstop.jobs WHERE lower(name) = lower(?)", [name])
 
     def get_run(self, run_id: str) -> Run:
-        row = self.cursor().execute(
-            "SELECT run_id, job, folder, plan, restore, started FROM pitstop.runs WHERE run_id = ?",
-            [run_id],
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(
+                "SELECT run_id, job, folder, plan, restore, started FROM pitstop.runs WHERE run_id = ?",
+                [run_id],
+            )
+            .fetchone()
+        )
         if row is None:
             raise CatalogError(f"run '{run_id}' is missing from the catalog {self.path}")
-        return Run(row[0], row[1], row[2], json.loads(row[3]),
-                   None if row[4] is None else json.loads(row[4]), row[5])
+        return Run(
+            row[0], row[1], row[2], json.loads(row[3]), None if row[4] is None else json.loads(row[4]), row[5]
+        )
 
     # -- snapshots -------------------------------------------------------------------------------
     _SNAPSHOT_COLUMNS = "name, job, created, path, size_bytes, rows, manifest"
 
     def get_snapshot(self, name: str) -> Snapshot | None:
-        row = self.cursor().execute(
-            f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots WHERE lower(name) = lower(?)",
-            [name],
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(
+                f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots WHERE lower(name) = lower(?)",
+                [name],
+            )
+            .fetchone()
+        )
         return None if row is None else _snapshot(row)
 
     def snapshots(self) -> list[Snapshot]:
-        rows = self.cursor().execute(
-            f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots ORDER BY created, name"
-        ).fetchall()
+        rows = (
+            self.cursor()
+            .execute(f"SELECT {self._SNAPSHOT_COLUMNS} FROM pitstop.snapshots ORDER BY created, name")
+            .fetchall()
+        )
         return [_snapshot(r) for r in rows]
 
     def add_snapshot(self, snap: Snapshot, tx: duckdb.DuckDBPyConnection) -> None:
         tx.execute(
             f"INSERT INTO pitstop.snapshots ({self._SNAPSHOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [snap.name, snap.job, snap.created, snap.path, snap.size_bytes, snap.rows,
-             dumps(snap.manifest)],
+            [snap.name, snap.job, snap.created, snap.path, snap.size_bytes, snap.rows, dumps(snap.manifest)],
         )
 
     def drop_snapshot(self, name: str) -> None:
@@ -234,10 +259,14 @@ class Catalog:
 
     # -- sink bookkeeping ------------------------------------------------------------------------
     def last_sink_batch(self, run_id: str, branch: int) -> int | None:
-        row = self.cursor().execute(
-            "SELECT max(batch_id) FROM pitstop.sink_batches WHERE run_id = ? AND branch = ?",
-            [run_id, branch],
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(
+                "SELECT max(batch_id) FROM pitstop.sink_batches WHERE run_id = ? AND branch = ?",
+                [run_id, branch],
+            )
+            .fetchone()
+        )
         return None if row is None or row[0] is None else int(row[0])
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -56,7 +56,9 @@ def source_frame(
             .option("start", str(start))
             .load()
         )
-    return reader.format("pitstop_generator").options(**mapping.options).option("start_pos", str(start)).load()
+    return (
+        reader.format("pitstop_generator").options(**mapping.options).option("start_pos", str(start)).load()
+    )
 
 
 def _duration(micros: int) -> str:
@@ -98,7 +100,9 @@ def branch_frame(
     return df
 
 
-def _aggregate(spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None) -> DataFrame:
+def _aggregate(
+    spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     keys = [k.name for k in stage.keys]

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark.errors import PySparkException
+
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
-from pyspark.errors import PySparkException
-
 from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
@@ -99,8 +99,9 @@ class Manager:
         folder.mkdir(parents=True)
         if restore is not None:
             prepare_run_folder(folder, restore)
-        run = Run(run_id, name, str(folder), plan.to_json(),
-                  None if restore is None else restore.to_json(), now())
+        run = Run(
+            run_id, name, str(folder), plan.to_json(), None if restore is None else restore.to_json(), now()
+        )
         self.spark()
         with self._lock:
             try:
@@ -111,8 +112,9 @@ class Manager:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-            job = Job(name, sql, RUNNING, "", run_id,
-                      None if restore is None else restore.snapshot, now(), now())
+            job = Job(
+                name, sql, RUNNING, "", run_id, None if restore is None else restore.snapshot, now(), now()
+            )
             try:
                 self.catalog.create_job(job, run)
             except BaseException:
@@ -204,7 +206,8 @@ class Manager:
                 try:
                     run.stop()
                     self.catalog.set_job_status(
-                        run.job, STOPPED,
+                        run.job,
+                        STOPPED,
                         f"stopped when pitstop exited at {now():%Y-%m-%d %H:%M:%S} UTC; resumes from its "
                         "checkpoints when pitstop next starts Spark on this home",
                     )

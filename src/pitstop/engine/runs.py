@@ -102,8 +102,13 @@ class ActiveRun:
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
             df = branch_frame(
-                spark, branch, self.mappings[branch.source], str(self.folder),
-                self.start_positions.get(branch.source, 0), parallelism, seed,
+                spark,
+                branch,
+                self.mappings[branch.source],
+                str(self.folder),
+                self.start_positions.get(branch.source, 0),
+                parallelism,
+                seed,
             )
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields])
             self.branches.append(bq)
@@ -170,8 +175,13 @@ class ActiveRun:
                 return False
         return True
 
-    def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str,
-             cancelled: Callable[[], bool] | None = None) -> None:
+    def wait(
+        self,
+        predicate: Callable[[], bool],
+        timeout_s: float,
+        what: str,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
             failure = self.failure()
@@ -228,7 +238,7 @@ class ActiveRun:
             for src, pos in fence.items():
                 if src in self.plan.sources:
                     positions.write_fence(positions.source_dir(self.folder, src), pos)
-            self.wait(lambda: self.caught_up(fence), timeout_s, "reach a clean cut")
+            self.wait(lambda target=dict(fence): self.caught_up(target), timeout_s, "reach a clean cut")
             beyond = dict(fence)
             for bq in self.branches:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)

@@ -40,9 +40,7 @@ MappingLookup = Callable[[str], Mapping | None]
 
 def plan_job(job: str, inserts: list[exp.Insert], mappings: MappingLookup) -> JobPlan:
     """Plan every branch of a job and check stage names are unique within it."""
-    branches = tuple(
-        _plan_branch(job, i, insert, mappings) for i, insert in enumerate(inserts)
-    )
+    branches = tuple(_plan_branch(job, i, insert, mappings) for i, insert in enumerate(inserts))
     seen: dict[str, int] = {}  # lower-case stage name -> branch index (names are case-insensitive)
     for b in branches:
         if b.stage is None:
@@ -145,9 +143,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
     layers = [first]
     for select in outer:
         if _aggregates_in(select) or select.args.get("group") is not None:
-            raise PlanError(
-                "only one aggregation per INSERT is supported; aggregate in one SELECT"
-            )
+            raise PlanError("only one aggregation per INSERT is supported; aggregate in one SELECT")
         projection, layer = _projection(select, layer, where=_where(select, layer))
         layers.append(projection)
     return Branch(
@@ -202,8 +198,9 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
             "or GROUP BY window_start, window_end and the columns to keep one row per window"
         )
     if select.find(exp.Window):
-        raise PlanError(f"INSERT INTO {sink}: OVER (...) window functions are not supported; use "
-                        "TUMBLE with GROUP BY")
+        raise PlanError(
+            f"INSERT INTO {sink}: OVER (...) window functions are not supported; use TUMBLE with GROUP BY"
+        )
     for sub in select.find_all(exp.Subquery):
         raise PlanError(f"INSERT INTO {sink}: subqueries are not supported in jobs: {sub.sql()}")
 
@@ -246,8 +243,7 @@ def _check_columns(node: exp.Expression, layer: _Layer) -> None:
     for col in node.find_all(exp.Column):
         if col.name.lower() not in known:
             raise PlanError(
-                f"unknown column '{col.name}' in {layer.table}; known columns: "
-                f"{', '.join(layer.columns)}"
+                f"unknown column '{col.name}' in {layer.table}; known columns: {', '.join(layer.columns)}"
             )
 
 
@@ -291,8 +287,7 @@ def _plan_aggregate(
     group = select.args.get("group")
     if group is None:
         raise PlanError(
-            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, "
-            "window_end, ..."
+            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, window_end, ..."
         )
     keys: list[KeyColumn] = []
     key_nodes: dict[str, str] = {}  # sql of the group expression -> key column name
@@ -306,9 +301,7 @@ def _plan_aggregate(
         keys.append(KeyColumn(name, g.sql(SPARK), infer(g, src.table, src.columns)))
         key_nodes[g.sql(SPARK)] = name
     if window_cols != set(WINDOW_COLUMNS):
-        raise PlanError(
-            f"stage '{stage_name}': GROUP BY must include both window_start and window_end"
-        )
+        raise PlanError(f"stage '{stage_name}': GROUP BY must include both window_start and window_end")
 
     accumulators: list[Accumulator] = []
     finishes: dict[str, str] = {}  # sql of the aggregate call -> finish expression
@@ -347,8 +340,7 @@ def _plan_aggregate(
         for col in rewritten.find_all(exp.Column):
             if col.name not in agg_columns and col.name.lower() not in WINDOW_COLUMNS:
                 raise PlanError(
-                    f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an "
-                    "aggregate"
+                    f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an aggregate"
                 )
         columns.append(
             OutputColumn(

@@ -44,13 +44,21 @@ def check(old: dict[str, AggregateStage], plan: JobPlan, strict: bool = False) -
         if name not in names:
             if strict:
                 verdicts.append(
-                    StageVerdict(name, REFUSED, "in the snapshot but not in the new job, and "
-                                 "'strictRestore' is set; keep the stage or unset the option")
+                    StageVerdict(
+                        name,
+                        REFUSED,
+                        "in the snapshot but not in the new job, and "
+                        "'strictRestore' is set; keep the stage or unset the option",
+                    )
                 )
             else:
                 verdicts.append(
-                    StageVerdict(name, DROPPED, "in the snapshot but not in the new job; its state "
-                                 "is ignored (rename it back to keep it)")
+                    StageVerdict(
+                        name,
+                        DROPPED,
+                        "in the snapshot but not in the new job; its state "
+                        "is ignored (rename it back to keep it)",
+                    )
                 )
     return verdicts
 
@@ -62,16 +70,25 @@ def refused(verdicts: list[StageVerdict]) -> list[StageVerdict]:
 def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
     name = new.name
     if old.window.kind != new.window.kind:
-        return StageVerdict(name, REFUSED, f"window kind changed from {old.window.kind.upper()} to "
-                            f"{new.window.kind.upper()}; state of one kind cannot seed another")
+        return StageVerdict(
+            name,
+            REFUSED,
+            f"window kind changed from {old.window.kind.upper()} to "
+            f"{new.window.kind.upper()}; state of one kind cannot seed another",
+        )
     old_keys = [_key(k) for k in old.keys]
     new_keys = [_key(k) for k in new.keys]
     if old_keys != new_keys:
-        return StageVerdict(name, REFUSED, f"group-by keys changed from {_cols(old_keys)} to "
-                            f"{_cols(new_keys)}; keep the keys or give the stage a new name")
+        return StageVerdict(
+            name,
+            REFUSED,
+            f"group-by keys changed from {_cols(old_keys)} to "
+            f"{_cols(new_keys)}; keep the keys or give the stage a new name",
+        )
     if old.accumulator_schema != new.accumulator_schema:
         return StageVerdict(
-            name, REFUSED,
+            name,
+            REFUSED,
             f"accumulator schema changed from ({', '.join(old.accumulator_schema)}) for "
             f"{', '.join(old.functions)} to ({', '.join(new.accumulator_schema)}) for "
             f"{', '.join(new.functions)}; keep the aggregates' types and order, or give the stage "
@@ -83,13 +100,16 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
     if old_size != new_size:
         if new_size % old_size != 0:
             return StageVerdict(
-                name, REFUSED,
+                name,
+                REFUSED,
                 f"tumbling window size changed from {format_interval(old_size)} to "
                 f"{format_interval(new_size)}, which is not a multiple of the old size; "
                 "use a multiple, or give the stage a new name to start it empty",
             )
-        reason = (f"window size {format_interval(old_size)} -> {format_interval(new_size)}: "
-                  "old windows fold into the new ones")
+        reason = (
+            f"window size {format_interval(old_size)} -> {format_interval(new_size)}: "
+            "old windows fold into the new ones"
+        )
     old_kinds = [a.kind for a in old.accumulators]
     new_kinds = [a.kind for a in new.accumulators]
     if old_kinds != new_kinds or old.functions != new.functions:

@@ -37,14 +37,11 @@ def infer(expression: exp.Expression, table: str, columns: dict[str, str]) -> st
         qualified = qualify(select, schema=schema, dialect=SPARK, validate_qualify_columns=True)
         annotated = annotate_types(qualified, schema=schema, dialect=SPARK)
     except OptimizeError as exc:
-        raise PlanError(f"{exc} (in {expression.sql(SPARK)!s}; known columns: "
-                        f"{', '.join(columns)})") from exc
+        raise PlanError(f"{exc} (in {expression.sql(SPARK)!s}; known columns: {', '.join(columns)})") from exc
     dtype = annotated.expressions[0].type
     text = normalise(dtype.sql(SPARK)) if dtype is not None else "UNKNOWN"
     if text in ("UNKNOWN", "NULL"):
-        raise PlanError(
-            f"cannot tell the type of {expression.sql(SPARK)}; wrap it in CAST(... AS type)"
-        )
+        raise PlanError(f"cannot tell the type of {expression.sql(SPARK)}; wrap it in CAST(... AS type)")
     return text
 
 

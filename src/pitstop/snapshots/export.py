@@ -178,7 +178,12 @@ def _read_state(
         {
             "type": "struct",
             "fields": [
-                {"name": "__window", "type": key_t.fields[0].dataType.jsonValue(), "nullable": True, "metadata": {}}
+                {
+                    "name": "__window",
+                    "type": key_t.fields[0].dataType.jsonValue(),
+                    "nullable": True,
+                    "metadata": {},
+                }
             ]
             + [
                 {"name": f"__k{i}", "type": f.dataType.jsonValue(), "nullable": True, "metadata": {}}

@@ -28,7 +28,11 @@ class Restore:
             "verdicts": [v.text() for v in self.verdicts],
             "start_positions": self.start_positions,
             "seeds": {
-                k: {"path": s.path, "old_size_micros": s.old_size_micros, "old_watermark_ms": s.old_watermark_ms}
+                k: {
+                    "path": s.path,
+                    "old_size_micros": s.old_size_micros,
+                    "old_watermark_ms": s.old_watermark_ms,
+                }
                 for k, s in self.seeds.items()
             },
         }
