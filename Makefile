@@ -17,7 +17,8 @@ quickstart: $(STAMP)
 	bash examples/quickstart.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/ruff format --check src tests examples
 
 test: lint
 	$(VENV)/bin/pytest -q
