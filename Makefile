@@ -19,6 +19,7 @@ quickstart: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples
 	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/mypy src
 
 test: lint
 	$(VENV)/bin/pytest -q

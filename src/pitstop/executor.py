@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -20,6 +20,10 @@ from pitstop.snapshots.restore import check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.parser import ParsedStatement, name_of, option_dict, parse_script
+
+if TYPE_CHECKING:
+    from pitstop.catalog.store import Catalog
+    from pitstop.engine.manager import Manager
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +67,7 @@ def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None
 class Executor:
     """Runs statements against a manager (``manager=None``: plan and check only, change nothing)."""
 
-    def __init__(self, manager: Any | None, catalog: Any | None = None) -> None:
+    def __init__(self, manager: Manager | None, catalog: Catalog | None = None) -> None:
         self.manager = manager
         self.catalog = manager.catalog if manager is not None else catalog
         # Check mode: what the statements checked so far would have created (None: dropped).
@@ -106,6 +110,7 @@ class Executor:
         if self.manager is None:
             self._overlay[mapping.name.lower()] = mapping
             return Result("OK")
+        assert self.catalog is not None
         self.catalog.put_mapping(mapping, replace=exists)
         if mapping.type == "file" and "path" in mapping.options:
             Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
@@ -132,6 +137,7 @@ class Executor:
         if self.manager is None:
             self._overlay[name.lower()] = None
             return Result("OK")
+        assert self.catalog is not None
         self.catalog.drop_mapping(mapping.name)
         return Result(f"mapping '{mapping.name}' dropped")
 
@@ -149,7 +155,9 @@ class Executor:
         key = name.lower()
         if key in self._overlay_jobs:
             return self._overlay_jobs[key]
-        job = self.catalog.get_job(name) if self.catalog is not None else None
+        if self.catalog is None:
+            return None
+        job = self.catalog.get_job(name)
         return None if job is None else JobPlan.from_json(self.catalog.get_run(job.run_id).plan)
 
     def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
@@ -226,7 +234,9 @@ class Executor:
                 self._overlay_snapshots[snapshot.lower()] = plan
             self._overlay_jobs[name.lower()] = None
             return Result("OK")
+        assert self.catalog is not None
         job = self.catalog.get_job(name)
+        assert job is not None
         snap = self.manager.drop_job(job.name, snapshot)
         if snap is None:
             return Result(f"job '{job.name}' dropped")
@@ -285,6 +295,7 @@ class Executor:
             return Result("OK")
         import duckdb
 
+        assert self.catalog is not None
         try:
             columns, rows = self.catalog.query(stmt.text)
         except duckdb.Error as exc:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +239,7 @@ class ActiveRun:
             for src, pos in fence.items():
                 if src in self.plan.sources:
                     positions.write_fence(positions.source_dir(self.folder, src), pos)
-            self.wait(lambda target=dict(fence): self.caught_up(target), timeout_s, "reach a clean cut")
+            self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut")
             beyond = dict(fence)
             for bq in self.branches:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)

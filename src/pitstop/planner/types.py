@@ -31,7 +31,7 @@ def normalise(text: str) -> str:
 
 def infer(expression: exp.Expression, table: str, columns: dict[str, str]) -> str:
     """Spark SQL type of ``expression`` evaluated over rows of ``table`` with ``columns``."""
-    schema = {table: dict(columns)}
+    schema: dict[str, object] = {table: dict(columns)}
     select = exp.select(expression.copy().as_("__x")).from_(exp.to_table(table))
     try:
         qualified = qualify(select, schema=schema, dialect=SPARK, validate_qualify_columns=True)
@@ -63,4 +63,6 @@ def decimal_parts(type_text: str) -> tuple[int, int] | None:
 
 
 def parse_spark(sql: str) -> exp.Expression:
-    return sqlglot.parse_one(sql, dialect=SPARK)
+    node = sqlglot.parse_one(sql, dialect=SPARK)
+    assert isinstance(node, exp.Expression)
+    return node
