@@ -198,6 +198,24 @@ class Manager:
             if reason is not None:
                 self._fail(run, reason)
 
+    def live_status(self) -> list[tuple[str, str, float]]:
+        """``(job, status, input rows per second)`` of every job in the catalog, for toolbars.
+
+        Rates come from the running queries' last progress (0.0 for jobs not running here).
+        Reads no Spark state beyond what the queries already hold; never starts Spark.
+        """
+        out = []
+        for job in self.catalog.jobs():
+            rate = 0.0
+            run = self.runs.get(job.name.lower())
+            if run is not None:
+                for bq in run.branches:
+                    progress = bq.query.lastProgress if bq.query is not None else None
+                    if progress:
+                        rate += float(progress.get("inputRowsPerSecond") or 0.0)
+            out.append((job.name, job.status, rate))
+        return out
+
     # -- shutdown --------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop running jobs at a batch boundary and mark them STOPPED; they resume next time."""
