@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Mapping, WatermarkDef
 from pitstop.errors import CatalogError, PitstopError, PlanError
+from pitstop.planner import compat
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import JobPlan
+from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.planner.types import spark_type
 from pitstop.snapshots.restore import check_compatible, plan_restore
 from pitstop.sql import nodes
@@ -42,6 +45,7 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
+ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore")
 DEFAULT_AWAIT_S = 600.0
 
 
@@ -122,7 +126,7 @@ class Executor:
         if mapping is None:
             if node.args.get("exists"):
                 return Result(f"mapping '{name}' does not exist; nothing dropped")
-            raise CatalogError(f"unknown mapping '{name}'; SHOW MAPPINGS lists the mappings")
+            raise self._unknown("mapping", name)
         jobs = {j.name.lower(): j.name for j in (self.catalog.jobs() if self.catalog is not None else [])}
         jobs.update({k: k for k in self._overlay_jobs})
         for job_name in jobs.values():
@@ -160,13 +164,15 @@ class Executor:
         job = self.catalog.get_job(name)
         return None if job is None else JobPlan.from_json(self.catalog.get_run(job.run_id).plan)
 
-    def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
+    def _plan_create(self, node: nodes.CreateJob) -> tuple[JobPlan, str | None, dict[str, str]]:
+        """Plan a CREATE JOB: options checked, stages named, sinks checked; starts nothing."""
         name = name_of(node.this)
         options = option_dict(node.args.get("options"))
         for key in options:
             if key not in JOB_OPTIONS:
                 raise PlanError(
-                    f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
+                    f"unknown job option '{key}'{did_you_mean(key, list(JOB_OPTIONS))}; "
+                    f"known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
         snapshot_name = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
         initial = options.get("initialSnapshotName")
@@ -174,33 +180,48 @@ class Executor:
             raise PlanError(
                 f"FROM SNAPSHOT {snapshot_name} and 'initialSnapshotName'='{initial}' disagree; give one"
             )
-        snapshot_name = snapshot_name or initial
+        try:
+            plan = plan_job(name, list(node.args["body"]), self._lookup)
+        except PlanError as err:
+            match = re.match(r"unknown mapping '([^']+)'", err.message)
+            if match:
+                names = [m.name for m in self.catalog.mappings()] if self.catalog is not None else []
+                names += [k for k, v in self._overlay.items() if v is not None]
+                hint = did_you_mean(match.group(1), names)
+                raise PlanError(err.message.replace(match.group(0), match.group(0) + hint, 1)) from None
+            raise
+        self._check_sinks(plan)
+        return plan, snapshot_name or initial, options
+
+    def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
         if self._job_plan(name) is not None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' already exists; left as it is")
             raise CatalogError(
                 f"job '{name}' already exists; DROP JOB {name} first (WITH SNAPSHOT s to keep its state)"
             )
-        plan = plan_job(name, list(node.args["body"]), self._lookup)
-        self._check_sinks(plan)
+        plan, snapshot_name, options = self._plan_create(node)
         restore = None
         strict = options.get("strictRestore", "false").lower() == "true"
         if snapshot_name is not None and snapshot_name.lower() in self._overlay_snapshots:
-            old = self._overlay_snapshots[snapshot_name.lower()]
-            check_compatible(snapshot_name, {s.name: s for s in old.stages}, plan, strict)
+            check_compatible(snapshot_name, self._snapshot_stages(snapshot_name), plan, strict)
         elif snapshot_name is not None:
             snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
             if snap is None:
-                raise CatalogError(f"unknown snapshot '{snapshot_name}'; SHOW SNAPSHOTS lists the snapshots")
+                raise self._unknown("snapshot", snapshot_name)
             restore = plan_restore(snap, plan, strict)
         if self.manager is None:
             self._overlay_jobs[name.lower()] = plan
             return Result("OK")
-        self.manager.create_job(name, stmt.text, plan, restore)
+        self.manager.create_job(name, stmt.text, plan, restore, options)
         lines = [f"job '{name}' started"]
         if restore is not None:
             lines[0] += f" from snapshot '{restore.snapshot}'"
             lines += ["  " + v.text() for v in restore.verdicts]
+        for key in options:
+            if key not in ACTED_ON_OPTIONS:
+                lines.append(f"  option '{key}': {JOB_OPTIONS[key]}")
         return Result("\n".join(lines))
 
     def _check_sinks(self, plan: JobPlan) -> None:
@@ -223,7 +244,7 @@ class Executor:
         if plan is None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' does not exist; nothing dropped")
-            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+            raise self._unknown("job", name)
         if self.manager is None:
             if snapshot is not None:
                 taken = snapshot.lower() in self._overlay_snapshots or (
@@ -258,9 +279,9 @@ class Executor:
         name = name_of(node.this)
         timeout = node.args.get("timeout")
         seconds = interval_micros(timeout) / 1e6 if timeout is not None else DEFAULT_AWAIT_S
+        if self._job_plan(name) is None:
+            raise self._unknown("job", name)
         if self.manager is None:
-            if self._job_plan(name) is None:
-                raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
             return Result("OK")
         self.manager.await_job(name, seconds, self.cancelled)
         return Result(f"job '{name}' has caught up with its input")
@@ -283,11 +304,111 @@ class Executor:
         if snap is None:
             if node.args.get("exists"):
                 return Result(f"snapshot '{name}' does not exist; nothing dropped")
-            raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
+            raise self._unknown("snapshot", name)
         if self.manager is None:
             return Result("OK")
         self.manager.drop_snapshot(snap.name)
         return Result(f"snapshot '{snap.name}' dropped")
+
+    def _create_snapshot(self, node: nodes.CreateSnapshot, stmt: ParsedStatement) -> Result:
+        name, job = name_of(node.this), name_of(node.args["job"])
+        if self._job_plan(job) is None:
+            raise self._unknown("job", job)
+        if self.manager is None:
+            return Result("OK")
+        snap = self.manager.create_snapshot(job, name, bool(node.args.get("replace")))
+        return Result(
+            f"snapshot '{snap.name}' of job '{snap.job}' created ({snap.rows} state rows, "
+            f"{snap.size_bytes:,} bytes); the job goes on"
+        )
+
+    def _describe_snapshot(self, node: nodes.DescribeSnapshot, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        snap = self.catalog.get_snapshot(name) if self.catalog is not None else None
+        if snap is None:
+            raise self._unknown("snapshot", name)
+        return Result(f"snapshot '{snap.name}'", ("property", "value"), describe.describe_snapshot(snap))
+
+    def _describe_job(self, node: nodes.DescribeJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        job = self.catalog.get_job(name) if self.catalog is not None else None
+        if job is None or self.catalog is None:
+            raise self._unknown("job", name)
+        if self.manager is not None and self.manager.spark_started:
+            self.manager.refresh_failures()
+            job = self.catalog.get_job(name) or job
+        run = self.catalog.get_run(job.run_id)
+        rows = describe.describe_job(job, run, JobPlan.from_json(run.plan))
+        return Result(f"job '{job.name}'", ("property", "value"), rows)
+
+    def _alter_job(self, node: nodes.AlterJob, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        action = str(node.args["action"]).upper()
+        options = option_dict(node.args.get("options")) if node.args.get("options") else None
+        for key in options or {}:
+            if key not in JOB_OPTIONS:
+                raise PlanError(
+                    f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
+                )
+        if self._job_plan(name) is None:
+            raise self._unknown("job", name)
+        if self.manager is None:
+            return Result("OK")
+        return Result(self.manager.alter_job(name, action, options))
+
+    def _explain(self, node: nodes.Explain, stmt: ParsedStatement) -> Result:
+        inner = node.this
+        if not isinstance(inner, nodes.CreateJob):
+            raise PlanError(
+                "EXPLAIN explains CREATE JOB statements: EXPLAIN CREATE JOB j [FROM SNAPSHOT s] AS ..."
+            )
+        name = name_of(inner.this)
+        plan, snapshot_name, options = self._plan_create(inner)
+        verdicts = None
+        if snapshot_name is not None:
+            strict = options.get("strictRestore", "false").lower() == "true"
+            old = self._snapshot_stages(snapshot_name)
+            verdicts = compat.check(old, plan, strict)
+        rows = describe.explain_rows(plan, verdicts)
+        refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
+        source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""
+        if refused:
+            message = (
+                f"CREATE JOB {name}{source} would be refused ({len(refused)} stage(s)); nothing was started"
+            )
+        else:
+            message = (
+                f"CREATE JOB {name}{source} would start {len(plan.branches)} branch(es); nothing was started"
+            )
+        return Result(message, describe.EXPLAIN_COLUMNS, rows)
+
+    def _snapshot_stages(self, snapshot_name: str) -> dict[str, AggregateStage]:
+        key = snapshot_name.lower()
+        if key in self._overlay_snapshots:
+            return {s.name: s for s in self._overlay_snapshots[key].stages}
+        snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
+        if snap is None:
+            raise self._unknown("snapshot", snapshot_name)
+        return {n: stage_from_json(s["plan"]) for n, s in snap.manifest["stages"].items()}
+
+    def _unknown(self, kind: str, name: str) -> CatalogError:
+        """``unknown job 'x'`` with a "did you mean" from the catalog's names."""
+        names: list[str] = []
+        overlay: dict[str, Any]
+        if kind == "job":
+            names = [j.name for j in self.catalog.jobs()] if self.catalog is not None else []
+            overlay = self._overlay_jobs
+        elif kind == "snapshot":
+            names = [s.name for s in self.catalog.snapshots()] if self.catalog is not None else []
+            overlay = self._overlay_snapshots
+        else:
+            names = [m.name for m in self.catalog.mappings()] if self.catalog is not None else []
+            overlay = self._overlay
+        names += [k for k, v in overlay.items() if v is not None]
+        listing = {"job": "SHOW JOBS", "snapshot": "SHOW SNAPSHOTS", "mapping": "SHOW MAPPINGS"}[kind]
+        return CatalogError(
+            f"unknown {kind} '{name}'{did_you_mean(name, names)}; {listing} lists the {kind}s"
+        )
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
     def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
@@ -312,9 +433,22 @@ class Executor:
         nodes.AwaitJob: _await_job,
         nodes.ShowSnapshots: _show_snapshots,
         nodes.DropSnapshot: _drop_snapshot,
+        nodes.CreateSnapshot: _create_snapshot,
+        nodes.DescribeSnapshot: _describe_snapshot,
+        nodes.DescribeJob: _describe_job,
+        nodes.AlterJob: _alter_job,
+        nodes.Explain: _explain,
         exp.Select: _select,
         exp.Union: _select,
     }
+
+
+def did_you_mean(name: str, candidates: list[str]) -> str:
+    import difflib
+
+    lowered = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean '{lowered[close[0]]}'?)" if close else ""
 
 
 def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:

@@ -64,6 +64,7 @@ class Mapping:
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"  # the pitstop process that ran it exited; resumes from its checkpoints
 FAILED = "FAILED"
+SUSPENDED = "SUSPENDED"  # by ALTER JOB ... SUSPEND; resumes only with ALTER JOB ... RESUME
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,14 @@ class Job:
     snapshot: str | None
     created: datetime
     updated: datetime
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    sql: str  # the whole CREATE VIEW statement
+    created: datetime
 
 
 @dataclass(frozen=True)

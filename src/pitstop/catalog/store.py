@@ -18,12 +18,12 @@ from typing import Any
 
 import duckdb
 
-from pitstop.catalog.rows import Job, Mapping, Run, Snapshot, dumps
+from pitstop.catalog.rows import Job, Mapping, Run, Snapshot, View, dumps
 from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -47,6 +47,11 @@ _MIGRATIONS: dict[int, list[str]] = {
             job VARCHAR NOT NULL, run_id VARCHAR NOT NULL, branch INTEGER NOT NULL,
             batch_id BIGINT NOT NULL, rows BIGINT NOT NULL, committed TIMESTAMP NOT NULL,
             PRIMARY KEY (run_id, branch, batch_id))""",
+    ],
+    2: [
+        "ALTER TABLE pitstop.jobs ADD COLUMN options JSON DEFAULT '{}'",
+        """CREATE TABLE pitstop.views (
+            name VARCHAR PRIMARY KEY, sql VARCHAR NOT NULL, created TIMESTAMP NOT NULL)""",
     ],
 }
 
@@ -151,7 +156,7 @@ class Catalog:
             tx.execute("DELETE FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
 
     # -- jobs and runs ---------------------------------------------------------------------------
-    _JOB_COLUMNS = "name, sql, status, detail, run_id, snapshot, created, updated"
+    _JOB_COLUMNS = "name, sql, status, detail, run_id, snapshot, created, updated, options"
 
     def get_job(self, name: str) -> Job | None:
         row = (
@@ -159,7 +164,7 @@ class Catalog:
             .execute(f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs WHERE lower(name) = lower(?)", [name])
             .fetchone()
         )
-        return None if row is None else Job(*row)
+        return None if row is None else _job(row)
 
     def jobs(self) -> list[Job]:
         rows = (
@@ -167,7 +172,7 @@ class Catalog:
             .execute(f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs ORDER BY created, name")
             .fetchall()
         )
-        return [Job(*r) for r in rows]
+        return [_job(r) for r in rows]
 
     def create_job(self, job: Job, run: Run) -> None:
         with self.transaction() as tx:
@@ -183,7 +188,7 @@ class Catalog:
                 ],
             )
             tx.execute(
-                f"INSERT INTO pitstop.jobs ({self._JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO pitstop.jobs ({self._JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     job.name,
                     job.sql,
@@ -193,6 +198,7 @@ class Catalog:
                     job.snapshot,
                     job.created,
                     job.updated,
+                    dumps(job.options),
                 ],
             )
 
@@ -201,6 +207,13 @@ class Catalog:
             tx.execute(
                 "UPDATE pitstop.jobs SET status = ?, detail = ?, updated = ? WHERE lower(name) = lower(?)",
                 [status, detail, _now(), name],
+            )
+
+    def set_job_options(self, name: str, options: dict[str, str]) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "UPDATE pitstop.jobs SET options = ?, updated = ? WHERE lower(name) = lower(?)",
+                [dumps(options), _now(), name],
             )
 
     def delete_job(self, name: str, tx: duckdb.DuckDBPyConnection | None = None) -> None:
@@ -224,6 +237,29 @@ class Catalog:
         return Run(
             row[0], row[1], row[2], json.loads(row[3]), None if row[4] is None else json.loads(row[4]), row[5]
         )
+
+    # -- views -----------------------------------------------------------------------------------
+    def get_view(self, name: str) -> View | None:
+        row = (
+            self.cursor()
+            .execute("SELECT name, sql, created FROM pitstop.views WHERE lower(name) = lower(?)", [name])
+            .fetchone()
+        )
+        return None if row is None else View(*row)
+
+    def views(self) -> list[View]:
+        rows = self.cursor().execute("SELECT name, sql, created FROM pitstop.views ORDER BY name").fetchall()
+        return [View(*r) for r in rows]
+
+    def put_view(self, view: View, replace: bool = False) -> None:
+        with self.transaction() as tx:
+            if replace:
+                tx.execute("DELETE FROM pitstop.views WHERE lower(name) = lower(?)", [view.name])
+            tx.execute("INSERT INTO pitstop.views VALUES (?, ?, ?)", [view.name, view.sql, view.created])
+
+    def drop_view(self, name: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM pitstop.views WHERE lower(name) = lower(?)", [name])
 
     # -- snapshots -------------------------------------------------------------------------------
     _SNAPSHOT_COLUMNS = "name, job, created, path, size_bytes, rows, manifest"
@@ -253,9 +289,12 @@ class Catalog:
             [snap.name, snap.job, snap.created, snap.path, snap.size_bytes, snap.rows, dumps(snap.manifest)],
         )
 
-    def drop_snapshot(self, name: str) -> None:
-        with self.transaction() as tx:
+    def drop_snapshot(self, name: str, tx: duckdb.DuckDBPyConnection | None = None) -> None:
+        if tx is not None:
             tx.execute("DELETE FROM pitstop.snapshots WHERE lower(name) = lower(?)", [name])
+            return
+        with self.transaction() as own:
+            own.execute("DELETE FROM pitstop.snapshots WHERE lower(name) = lower(?)", [name])
 
     # -- sink bookkeeping ------------------------------------------------------------------------
     def last_sink_batch(self, run_id: str, branch: int) -> int | None:
@@ -275,6 +314,11 @@ class Catalog:
         rel = cur.execute(sql)
         columns = [d[0] for d in rel.description] if rel.description else []
         return columns, rel.fetchall()
+
+
+def _job(row: tuple[Any, ...]) -> Job:
+    name, sql, status, detail, run_id, snapshot, created, updated, options = row
+    return Job(name, sql, status, detail, run_id, snapshot, created, updated, json.loads(options or "{}"))
 
 
 def _snapshot(row: tuple[Any, ...]) -> Snapshot:

@@ -82,6 +82,10 @@ class DuckDBSink:
                 f"{', '.join(missing)}; alias the job's columns to the table's, or write to a new mapping"
             )
 
+    def last_batch(self) -> int | None:
+        """The last batch this sink holds for its run and branch (from the bookkeeping)."""
+        return self.catalog.last_sink_batch(self.run_id, self.branch)
+
     def write(self, table: pa.Table, batch_id: int) -> None:
         quoted = '"' + self.table.replace('"', '""') + '"'
         batch = _naive_utc(table)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.errors import PySparkException
 
-from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, Job, Mapping, Run, Snapshot
+from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
@@ -93,7 +93,14 @@ class Manager:
         self.runs[job.lower()] = active
         return active
 
-    def create_job(self, name: str, sql: str, plan: JobPlan, restore: Restore | None) -> ActiveRun:
+    def create_job(
+        self,
+        name: str,
+        sql: str,
+        plan: JobPlan,
+        restore: Restore | None,
+        options: dict[str, str] | None = None,
+    ) -> ActiveRun:
         run_id = f"{name}-{uuid.uuid4().hex[:8]}"
         folder = self.home / "runs" / run_id
         folder.mkdir(parents=True)
@@ -112,9 +119,8 @@ class Manager:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-            job = Job(
-                name, sql, RUNNING, "", run_id, None if restore is None else restore.snapshot, now(), now()
-            )
+            from_snapshot = None if restore is None else restore.snapshot
+            job = Job(name, sql, RUNNING, "", run_id, from_snapshot, now(), now(), dict(options or {}))
             try:
                 self.catalog.create_job(job, run)
             except BaseException:
@@ -123,13 +129,20 @@ class Manager:
                 raise
             return active
 
-    def active(self, name: str) -> ActiveRun:
+    def active(self, name: str, wake: bool = False) -> ActiveRun:
+        """The job's run in this process, resuming it if it was stopped (and, with ``wake``,
+        if it was suspended: a snapshot of a suspended job needs its queries at the cut)."""
         job = self.catalog.get_job(name)
         if job is None:
             raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if job.status == FAILED:
             raise JobFailedError(f"job '{job.name}' has failed: {job.detail}")
+        if job.status == SUSPENDED and not wake:
+            raise CatalogError(f"job '{job.name}' is suspended; ALTER JOB {job.name} RESUME first")
         self.spark()  # resumes the job if it was stopped
+        with self._lock:
+            if job.status == SUSPENDED and job.name.lower() not in self.runs:
+                self._start(job.name, self.catalog.get_run(job.run_id))
         run = self.runs.get(name.lower())
         if run is None:
             raise PitstopError(f"job '{job.name}' is {job.status} and could not be resumed: {job.detail}")
@@ -164,7 +177,7 @@ class Manager:
                 f"snapshot '{snapshot}' already exists; choose another name or DROP SNAPSHOT {snapshot} "
                 f"first. Job '{job.name}' is still running."
             )
-        run = self.active(job.name)
+        run = self.active(job.name, wake=True)
         try:
             cut = run.stop_at_cut(STOP_TIMEOUT_S)
         except JobFailedError as exc:
@@ -183,6 +196,87 @@ class Manager:
             self._start(job.name, run.run)
             raise
         return snap
+
+    def create_snapshot(self, job_name: str, snapshot: str, replace: bool) -> Snapshot:
+        """Export a running job's state at a clean cut; the job goes on afterwards."""
+        job = self.catalog.get_job(job_name)
+        if job is None:
+            raise CatalogError(f"unknown job '{job_name}'; SHOW JOBS lists the jobs")
+        existing = self.catalog.get_snapshot(snapshot)
+        if existing is not None and not replace:
+            raise CatalogError(
+                f"snapshot '{existing.name}' already exists; use CREATE OR REPLACE SNAPSHOT to replace it"
+            )
+        run = self.active(job.name)
+        try:
+            cut = run.drain_to_cut(STOP_TIMEOUT_S)
+        except JobFailedError as exc:
+            self._fail(run, str(exc))
+            raise
+        moved: Path | None = None
+        try:
+            if existing is not None and Path(existing.path).exists():
+                moved = Path(existing.path).with_name(
+                    f".{Path(existing.path).name}.replaced-{uuid.uuid4().hex[:8]}"
+                )
+                Path(existing.path).rename(moved)
+            snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
+            with self.catalog.transaction() as tx:
+                if existing is not None:
+                    self.catalog.drop_snapshot(existing.name, tx)
+                self.catalog.add_snapshot(snap, tx)
+        except BaseException:
+            if moved is not None and existing is not None:
+                shutil.rmtree(existing.path, ignore_errors=True)
+                moved.rename(existing.path)
+            raise
+        finally:
+            run.release()
+        if moved is not None:
+            shutil.rmtree(moved, ignore_errors=True)
+        return snap
+
+    def alter_job(self, name: str, action: str, options: dict[str, str] | None) -> str:
+        """SUSPEND, RESUME, RESTART or OPTIONS (options only while suspended); returns what was done."""
+        job = self.catalog.get_job(name)
+        if job is None:
+            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+        if options:
+            if job.status not in (SUSPENDED, STOPPED, FAILED):
+                raise CatalogError(
+                    f"job '{job.name}' is {job.status}; suspend it first (ALTER JOB {job.name} SUSPEND), "
+                    "then change its options"
+                )
+            self.catalog.set_job_options(job.name, {**job.options, **options})
+        if action == "OPTIONS":
+            return f"job '{job.name}': options set"
+        if action == "SUSPEND":
+            if job.status == SUSPENDED:
+                return f"job '{job.name}' is already suspended"
+            if job.status == FAILED:
+                raise CatalogError(f"job '{job.name}' has failed; DROP JOB it or ALTER JOB {job.name} RESUME")
+            run = self.runs.pop(job.name.lower(), None)
+            if run is not None:
+                run.stop()
+            self.catalog.set_job_status(
+                job.name, SUSPENDED, f"suspended; ALTER JOB {job.name} RESUME continues from its checkpoints"
+            )
+            return f"job '{job.name}' suspended"
+        if action == "RESTART":
+            run = self.runs.pop(job.name.lower(), None)
+            if run is not None:
+                run.stop()
+        elif job.status == RUNNING and job.name.lower() in self.runs:
+            return f"job '{job.name}' is already running"
+        self.spark()  # resumes STOPPED jobs, this one included
+        with self._lock:
+            if job.name.lower() not in self.runs:
+                try:
+                    self._start(job.name, self.catalog.get_run(job.run_id))
+                except PySparkException as exc:
+                    raise PlanError(f"job '{job.name}' could not start: {spark_reason(exc)}") from exc
+            self.catalog.set_job_status(job.name, RUNNING, "")
+        return f"job '{job.name}' {'restarted' if action == 'RESTART' else 'resumed'} from its checkpoints"
 
     def drop_snapshot(self, name: str) -> None:
         snap = self.catalog.get_snapshot(name)

@@ -213,32 +213,28 @@ class ActiveRun:
             if bq.query is not None and bq.query.isActive:
                 bq.query.stop()
 
-    def stop_at_cut(self, timeout_s: float) -> Cut:
-        """Stop with every branch at the same source positions, nothing processed after the cut.
+    def drain_to_cut(self, timeout_s: float) -> Cut:
+        """Bring every branch to the same source positions and hold it there (the job keeps
+        running, idle, until :meth:`release` or :meth:`stop`).
 
         1. Fence each source at the furthest position any branch has planned.
         2. Wait until every branch has committed up to the fence and has no batch pending
            (windows that the input closes are emitted). If a branch planned a batch past the
            fence while it was being set, raise the fence to that position and wait again.
-        3. Refuse further batches at the sinks and stop the queries.
-        4. Read the cut from the checkpoints and check it against the sinks' bookkeeping.
+        3. Read the cut from the checkpoints.
         """
         # Step 1. Fence every source.
-        fence: dict[str, int] = dict(self.start_positions)
+        fence: dict[str, int] = {src: self.start_positions.get(src, 0) for src in self.plan.sources}
         for bq in self.branches:
             planned = checkpoint.latest_planned(bq.checkpoint)
-            if planned is not None:
-                offsets = checkpoint.read_offsets(bq.checkpoint, planned)
-                if offsets is not None:
-                    for src, pos in offsets.positions.items():
-                        fence[src] = max(fence.get(src, 0), pos)
-        for src in self.plan.sources:
-            fence.setdefault(src, 0)
+            offsets = checkpoint.read_offsets(bq.checkpoint, planned) if planned is not None else None
+            if offsets is not None:
+                for src, pos in offsets.positions.items():
+                    fence[src] = max(fence.get(src, 0), pos)
         # Step 2. Drain to the fence; raise it if a branch went past it.
         while True:
             for src, pos in fence.items():
-                if src in self.plan.sources:
-                    positions.write_fence(positions.source_dir(self.folder, src), pos)
+                positions.write_fence(positions.source_dir(self.folder, src), pos)
             self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut")
             beyond = dict(fence)
             for bq in self.branches:
@@ -248,21 +244,41 @@ class ActiveRun:
             if beyond == fence:
                 break
             fence = beyond
-        # Step 3. Stop.
-        self.stop()
-        # Step 4. The cut.
+        # Step 3. The cut.
+        return self._cut(fence)
+
+    def _cut(self, fence: dict[str, int]) -> Cut:
         batches: dict[int, int | None] = {}
         watermarks: dict[int, int] = {}
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            if p.positions.get(bq.branch.source, 0) != fence.get(bq.branch.source, 0):
+            if p.positions.get(bq.branch.source, 0) != fence.get(bq.branch.source, 0) or not p.settled:
                 raise PitstopError(
-                    f"job '{self.job}': branch INSERT INTO {bq.branch.sink} stopped at position "
-                    f"{p.positions} instead of {fence}; the job was stopped without a snapshot"
+                    f"job '{self.job}': INSERT INTO {bq.branch.sink} is at {p.positions}, not at the cut "
+                    f"{fence}; no snapshot was written"
+                )
+            written = bq.sink.last_batch() if hasattr(bq.sink, "last_batch") else None
+            if written is not None and (p.committed is None or written > p.committed):
+                raise PitstopError(
+                    f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond the "
+                    f"checkpoint's last commit {p.committed}; no snapshot was written"
                 )
             batches[bq.branch.index] = p.committed
             watermarks[bq.branch.index] = p.watermark_ms
-        return Cut({s: fence[s] for s in self.plan.sources}, batches, watermarks)
+        return Cut(dict(fence), batches, watermarks)
+
+    def release(self) -> None:
+        """Lift the fences set by :meth:`drain_to_cut`: the job reads new input again."""
+        for src in self.plan.sources:
+            positions.clear_fence(positions.source_dir(self.folder, src))
+
+    def stop_at_cut(self, timeout_s: float) -> Cut:
+        """Stop with every branch at the same source positions, nothing processed after the cut:
+        drain to a cut, refuse further batches at the sinks, stop the queries, and check that the
+        checkpoints and the sinks still stand at the cut."""
+        cut = self.drain_to_cut(timeout_s)
+        self.stop()
+        return self._cut(cut.positions)
 
 
 def spark_reason(exc: Any) -> str:

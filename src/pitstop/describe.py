@@ -1,0 +1,112 @@
+"""What EXPLAIN and DESCRIBE show: plans, stages and snapshots as rows a person can read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pitstop.catalog.rows import Job, Run, Snapshot
+from pitstop.planner import compat
+from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
+from pitstop.sql.intervals import format_interval
+
+EXPLAIN_COLUMNS = ("branch", "source", "sink", "stage", "window", "keys", "accumulators", "outcome", "reason")
+
+
+def window_text(stage: AggregateStage) -> str:
+    w = stage.window
+    text = f"{w.kind.upper()}({w.time_column}, {format_interval(w.size_micros)}"
+    if w.slide_micros:
+        text += f", {format_interval(w.slide_micros)}"
+    if w.gap_micros:
+        text += f", gap {format_interval(w.gap_micros)}"
+    return text + ")"
+
+
+def keys_text(stage: AggregateStage) -> str:
+    return ", ".join(f"{k.name} {k.type}" for k in stage.keys) or "(none)"
+
+
+def accumulators_text(stage: AggregateStage) -> str:
+    accs = ", ".join(f"{a.kind} {a.type}" for a in stage.accumulators)
+    return f"{accs} for {', '.join(stage.functions)}"
+
+
+def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> tuple[tuple[Any, ...], ...]:
+    """One row per branch (and per snapshot stage the new job drops), with the restore verdict."""
+    by_stage = {v.stage: v for v in verdicts or []}
+    rows: list[tuple[Any, ...]] = []
+    for b in plan.branches:
+        st = b.stage
+        if st is None:
+            rows.append(
+                (b.index + 1, b.source, b.sink, None, None, None, None, "stateless", "no state to restore")
+            )
+            continue
+        v = by_stage.get(st.name)
+        outcome = v.outcome if v is not None else compat.EMPTY
+        reason = v.reason if v is not None else "no snapshot: starts empty"
+        if v is not None and v.warnings:
+            reason += "".join(f" (warning: {w})" for w in v.warnings)
+        rows.append(
+            (
+                b.index + 1,
+                b.source,
+                b.sink,
+                st.name,
+                window_text(st),
+                keys_text(st),
+                accumulators_text(st),
+                outcome,
+                reason,
+            )
+        )
+    names = {s.name for s in plan.stages}
+    for v in verdicts or []:
+        if v.stage not in names:
+            rows.append((None, None, None, v.stage, None, None, None, v.outcome, v.reason))
+    return tuple(rows)
+
+
+def describe_job(job: Job, run: Run, plan: JobPlan) -> tuple[tuple[str, str], ...]:
+    rows: list[tuple[str, str]] = [
+        ("name", job.name),
+        ("status", job.status + (f" ({job.detail})" if job.detail else "")),
+        ("created", f"{job.created:%Y-%m-%d %H:%M:%S} UTC"),
+        ("from snapshot", job.snapshot or "-"),
+        ("run", f"{run.run_id} in {run.folder}"),
+        ("options", ", ".join(f"{k}={v}" for k, v in sorted(job.options.items())) or "-"),
+    ]
+    for b in plan.branches:
+        flow = f"{b.source} -> "
+        if b.stage is not None:
+            flow += f"stage '{b.stage.name}' {window_text(b.stage)} by {keys_text(b.stage)}: "
+            flow += f"{accumulators_text(b.stage)} -> "
+        rows.append((f"branch {b.index + 1}", flow + b.sink))
+    return tuple(rows)
+
+
+def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
+    m = snap.manifest
+    rows: list[tuple[str, str]] = [
+        ("name", snap.name),
+        ("job", snap.job),
+        ("created", f"{snap.created:%Y-%m-%d %H:%M:%S} UTC"),
+        ("size", f"{snap.size_bytes:,} bytes, {snap.rows:,} state rows"),
+        ("path", snap.path),
+        ("versions", ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))),
+    ]
+    for src, entry in sorted(m.get("sources", {}).items()):
+        unit = "files" if entry.get("type") == "file" else "events"
+        rows.append((f"source {src}", f"{entry['pos']:,} {unit} read"))
+    for name, entry in sorted(m.get("stages", {}).items()):
+        stage = stage_from_json(entry["plan"])
+        wm = datetime.fromtimestamp(int(entry["watermark_ms"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append(
+            (
+                f"stage {name}",
+                f"{entry['rows']:,} rows; {window_text(stage)} by {keys_text(stage)}: "
+                f"{accumulators_text(stage)}; watermark {wm} UTC",
+            )
+        )
+    return tuple(rows)
