@@ -192,3 +192,28 @@ def test_every_refused_stage_is_reported() -> None:
     )
     refused = compat.refused(compat.check(snapshot_of(old), new))
     assert sorted(v.stage for v in refused) == ["daily", "hourly_counts"]
+
+
+def hop(size: str, slide: str) -> str:
+    return branch().replace(
+        "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR)",
+        f"HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL {size}, INTERVAL {slide})",
+    )
+
+
+def test_sliding_window_size_change_with_the_same_slide_is_restored_with_a_warning() -> None:
+    v = verdicts(plan(hop("'2' HOUR", "'30' MINUTE")), plan(hop("'3' HOUR", "'30' MINUTE")))["daily"]
+    assert v.outcome == RESTORED
+    assert "INTERVAL '2' HOUR -> INTERVAL '3' HOUR" in v.reason and "same end" in v.reason
+    assert v.warnings and "incomplete" in v.warnings[0]
+
+
+def test_sliding_window_slide_change_is_refused() -> None:
+    v = verdicts(plan(hop("'2' HOUR", "'30' MINUTE")), plan(hop("'2' HOUR", "'1' HOUR")))["daily"]
+    assert v.outcome == REFUSED
+    assert "slide changed from INTERVAL '30' MINUTE to INTERVAL '1' HOUR" in v.reason
+
+
+def test_tumbling_to_sliding_is_refused() -> None:
+    v = verdicts(plan(branch()), plan(hop("'2' HOUR", "'1' HOUR")))["daily"]
+    assert v.outcome == REFUSED and "from TUMBLE to HOP" in v.reason

@@ -90,9 +90,8 @@ def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, 
     assert len(expected_daily) == 12 and len(expected_hourly) > 100
 
 
-def _late_orders() -> list[dict[str, object]]:
+def _late_orders(cut_wm: datetime) -> list[dict[str, object]]:
     """Orders that arrive after the cut but happened before it."""
-    cut_wm = last_watermark(2000)  # 2024-01-03 01:53:30
     return [
         {"order_id": 90001, "region": "eu", "amount": 11.0, "ts": "2024-01-01 10:00:00"},  # day 1: closed
         {"order_id": 90002, "region": "us", "amount": 12.0, "ts": "2024-01-02 23:59:00"},  # day 2: closed
@@ -105,8 +104,8 @@ def _late_orders() -> list[dict[str, object]]:
     ]
 
 
-def _write_late(folder: Path) -> None:
-    lines = "".join(json.dumps(o) + "\n" for o in _late_orders())
+def _write_late(folder: Path, cut_wm: datetime) -> None:
+    lines = "".join(json.dumps(o) + "\n" for o in _late_orders(cut_wm))
     (folder / ".late.tmp").write_text(lines)
     (folder / ".late.tmp").rename(folder / "0-late.json")
 
@@ -115,48 +114,66 @@ def _all_rows(manager: Manager, table: str) -> list[tuple]:
     return sorted(manager.catalog.query(f"SELECT * FROM {table}")[1])
 
 
-def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+def _uninterrupted_and_restored(tmp_path: Path, select: str, last: int) -> tuple[list[tuple], list[tuple]]:
+    """Sink rows of one run over two halves of the orders (the second with late orders), and of
+    a run stopped with a snapshot between the halves and restored with the same SQL."""
     from conftest import settings
 
-    daily = revenue_select("'24' HOUR")
-    job = f"CREATE JOB revenue AS INSERT INTO daily_revenue {daily};"
-    setup = "CREATE MAPPING daily_revenue TYPE DuckDB;"
+    job = f"CREATE JOB revenue AS INSERT INTO revenue {select};"
+    setup = "CREATE MAPPING revenue TYPE DuckDB;"
+    half = last // 2
+    results = []
+    for name, pit_stop in (("plain", False), ("restored", True)):
+        data = tmp_path / name
+        make_orders.write_orders(data, 0, half, files=2)
+        manager = Manager(settings(tmp_path / f"{name}-home"))
+        try:
+            run(manager, orders_mapping(data) + setup + job + "AWAIT JOB revenue;")
+            if pit_stop:
+                run(manager, "DROP JOB revenue WITH SNAPSHOT s1;")
+            make_orders.write_orders(data, half, last, files=2)
+            _write_late(data, last_watermark(half))
+            if pit_stop:
+                run(manager, job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1"))
+            run(manager, "AWAIT JOB revenue;")
+            results.append(_all_rows(manager, "revenue"))
+        finally:
+            manager.close()
+    return results[0], results[1]
 
-    # Uninterrupted: the first half, then the second half with late orders, in one run.
-    plain_data = tmp_path / "plain"
-    make_orders.write_orders(plain_data, 0, 2000, files=2)
-    plain = Manager(settings(tmp_path / "plain-home"))
-    try:
-        run(plain, orders_mapping(plain_data) + setup + job + "AWAIT JOB revenue;")
-        make_orders.write_orders(plain_data, 2000, 4000, files=2)
-        _write_late(plain_data)
-        run(plain, "AWAIT JOB revenue;")
-        expected = _all_rows(plain, "daily_revenue")
-    finally:
-        plain.close()
 
-    # Interrupted by a pit stop at the same point, restored with the same SQL.
-    data = tmp_path / "restored"
-    make_orders.write_orders(data, 0, 2000, files=2)
-    restored = Manager(settings(tmp_path / "restored-home"))
-    try:
-        run(restored, orders_mapping(data) + setup + job + "AWAIT JOB revenue;")
-        run(restored, "DROP JOB revenue WITH SNAPSHOT s1;")
-        make_orders.write_orders(data, 2000, 4000, files=2)
-        _write_late(data)
-        run(
-            restored,
-            job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1") + "AWAIT JOB revenue;",
-        )
-        got = _all_rows(restored, "daily_revenue")
-    finally:
-        restored.close()
-
+def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    expected, got = _uninterrupted_and_restored(tmp_path, revenue_select("'24' HOUR"), 4000)
     assert got == expected
     # The late orders were judged like the old job would have: day 1 and 2 had closed, day 3 had not.
     day3 = [r for r in got if r[0] == datetime(2024, 1, 3) and r[2] == "eu"]
     assert len(day3) == 1
     assert len(got) == 12
+
+
+def test_restoring_a_sliding_window_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    hop = revenue_select("'24' HOUR").replace(
+        "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '24' HOUR)",
+        "HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '3' HOUR, INTERVAL '1' HOUR)",
+    )
+    expected, got = _uninterrupted_and_restored(tmp_path, hop, 1200)
+    assert got == expected
+    everything = orders(0, 1200)
+    three = timedelta(hours=3)
+    by_window = {(r[0], r[2]): r[4] for r in got}
+    checked = 0
+    for (start, region), count in by_window.items():
+        hours = (start - EPOCH) / timedelta(hours=1)
+        if not (hours + 3 <= 14 or 15 <= hours <= 26):  # away from the late orders
+            continue
+        inside = [
+            o
+            for o in everything
+            if o["region"] == region and start <= datetime.fromisoformat(str(o["ts"])) < start + three
+        ]
+        assert count == len(inside), (start, region)
+        checked += 1
+    assert checked >= 3 * 20
 
 
 def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manager, tmp_path: Path) -> None:

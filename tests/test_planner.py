@@ -356,20 +356,30 @@ def test_an_unsupported_aggregate_is_refused_listing_what_is_supported() -> None
     assert "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG" in message
 
 
-@pytest.mark.parametrize(
-    ("window", "kind"),
-    [
-        ("HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR, INTERVAL '10' MINUTE)", "HOP"),
-        ("SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' MINUTE)", "SESSION"),
-    ],
-)
-def test_hop_and_session_windows_are_refused_until_they_are_executed(window: str, kind: str) -> None:
+def test_session_windows_are_refused_until_they_are_executed() -> None:
+    window = "SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' MINUTE)"
     message = refusal(
         f"INSERT INTO daily_revenue SELECT window_start, window_end, region, COUNT(*) AS n "
         f"FROM TABLE({window}) {BY_REGION}"
     )
-    assert f"{kind} windows are not supported yet" in message
+    assert "SESSION windows are not supported yet" in message
     assert "use TUMBLE(TABLE orders, DESCRIPTOR(ts)" in message
+
+
+def test_hop_window_is_planned_with_size_and_slide() -> None:
+    window = only_stage(
+        "INSERT INTO daily_revenue SELECT window_start, window_end, region, COUNT(*) AS n "
+        f"FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR, INTERVAL '10' MINUTE)) {BY_REGION}"
+    ).window
+    assert (window.kind, window.size_micros, window.slide_micros) == ("hop", 3_600_000_000, 600_000_000)
+
+
+def test_hop_size_that_is_not_a_multiple_of_the_slide_is_refused() -> None:
+    message = refusal(
+        "INSERT INTO daily_revenue SELECT window_start, window_end, region, COUNT(*) AS n "
+        f"FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR, INTERVAL '7' MINUTE)) {BY_REGION}"
+    )
+    assert "size must be a multiple of the slide" in message and "INTERVAL '7' MINUTE" in message
 
 
 def test_a_second_aggregation_in_one_insert_is_refused() -> None:

@@ -105,41 +105,62 @@ def _aggregate(
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
-    keys = [k.name for k in stage.keys]
-    accs = [a.name for a in stage.accumulators]
+    keys = [F.col(f"`{k.name}`") for k in stage.keys]
+    window = stage.window
     pre = live.select(
         *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
-        F.col(f"`{stage.window.time_column}`").alias("__ts"),
+        F.col(f"`{window.time_column}`").alias("__ts"),
         *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
+        F.lit(False).alias("__seed"),
     )
     if seed is not None:
-        size, wm_us = seed.old_size_micros, seed.old_watermark_ms * 1000
-        if wm_us > 0:
+        wm_us = seed.old_watermark_ms * 1000
+        if window.kind == "tumble" and wm_us > 0:
             # Drop exactly the live events whose old window had closed at the cut.
+            size = seed.old_size_micros
             pre = pre.filter(
                 F.expr(f"unix_micros(__ts) - pmod(unix_micros(__ts), {size}) + {size} > {wm_us}")
             )
+        # Tumbling: a seed stamped at its old window's start folds into the new window holding it.
+        # Sliding: it goes to the new window with the same end, so stamp it at that window's start.
+        stamp = (
+            F.col("window_start")
+            if window.kind == "tumble"
+            else F.expr(f"timestamp_micros(unix_micros(window_end) - {window.size_micros})")
+        )
         seeds = (
             spark.readStream.schema(seed_schema(stage))
             .parquet(seed.path)
             .select(
-                *[F.col(f"`{k}`") for k in keys],
-                F.col("window_start").alias("__ts"),
+                *keys,
+                stamp.alias("__ts"),
                 *[F.col(a.name).cast(a.type) for a in stage.accumulators],
+                F.lit(True).alias("__seed"),
             )
         )
         pre = pre.unionByName(seeds)
     delay = _duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
-    grouped = pre.withWatermark("__ts", delay).groupBy(
-        F.window("__ts", _duration(stage.window.size_micros)).alias("window"),
-        *[F.col(f"`{k}`") for k in keys],
+    pre = pre.withWatermark("__ts", delay)
+    if window.kind == "tumble":
+        assigned = F.window("__ts", _duration(window.size_micros))
+    else:
+        assigned = F.window("__ts", _duration(window.size_micros), _duration(window.slide_micros or 0))
+    rows = pre.select(
+        assigned.alias("window"), *keys, *[F.col(a.name) for a in stage.accumulators], "__seed", "__ts"
     )
-    merged = grouped.agg(
+    if seed is not None and window.kind == "hop":
+        # An event is late for each window that had closed at the cut (Spark's rule, per window);
+        # a seed belongs to exactly one of the windows it is assigned to.
+        wm_us = seed.old_watermark_ms * 1000
+        rows = rows.filter(
+            F.expr(f"(__seed AND window.start = __ts) OR (NOT __seed AND unix_micros(window.end) > {wm_us})")
+        )
+    merged = rows.groupBy("window", *keys).agg(
         *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
     )
     return merged.select(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
-        *[F.col(f"`{k}`") for k in keys],
-        *[F.col(a) for a in accs],
+        *keys,
+        *[F.col(a.name) for a in stage.accumulators],
     )

@@ -27,7 +27,7 @@ from pitstop.planner.plan import (
 )
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
 from pitstop.sql.dialect import PitstopDialect
-from pitstop.sql.intervals import interval_micros
+from pitstop.sql.intervals import format_interval, interval_micros
 from pitstop.sql.nodes import WindowTvf
 
 SOURCE_TYPES = ("file", "generator")
@@ -386,10 +386,19 @@ def _window(tvf: WindowTvf, source: Mapping, src: _Layer) -> WindowSpec:
             f"close: declare it in the mapping, e.g. CREATE OR REPLACE MAPPING {source.name} "
             f"(..., WATERMARK FOR {col.name} AS {col.name} - INTERVAL '5' SECOND) ..."
         )
+    if kind == "HOP":
+        size, slide = interval_micros(tvf.args["size"]), interval_micros(tvf.args["slide"])
+        if size % slide != 0:
+            raise PlanError(
+                f"HOP(TABLE {source.name}, ...): the size must be a multiple of the slide; got size "
+                f"{format_interval(size)} and slide {format_interval(slide)}"
+            )
+        return WindowSpec("hop", col.name, size, slide_micros=slide)
     if kind != "TUMBLE":
         raise PlanError(
             f"{kind} windows are not supported yet; use TUMBLE(TABLE {source.name}, "
-            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR)"
+            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR) or HOP(TABLE {source.name}, "
+            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR, INTERVAL '10' MINUTE)"
         )
     return WindowSpec("tumble", col.name, interval_micros(tvf.args["size"]))
 

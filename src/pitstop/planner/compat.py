@@ -97,7 +97,23 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
     warnings: list[str] = []
     reason = "same window, keys and accumulators"
     old_size, new_size = old.window.size_micros, new.window.size_micros
-    if old_size != new_size:
+    if new.window.kind == "hop":
+        old_slide, new_slide = old.window.slide_micros or 0, new.window.slide_micros or 0
+        if old_slide != new_slide:
+            return StageVerdict(
+                name,
+                REFUSED,
+                f"sliding window slide changed from {format_interval(old_slide)} to "
+                f"{format_interval(new_slide)}; keep the slide (the size may change), or give the stage "
+                "a new name to start it empty",
+            )
+        if old_size != new_size:
+            reason = (
+                f"window size {format_interval(old_size)} -> {format_interval(new_size)}, slide kept: each "
+                "old window's accumulators go to the new window with the same end"
+            )
+            warnings.append("windows in flight at the cut may be incomplete until they close")
+    elif old_size != new_size:
         if new_size % old_size != 0:
             return StageVerdict(
                 name,
