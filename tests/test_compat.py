@@ -217,3 +217,21 @@ def test_sliding_window_slide_change_is_refused() -> None:
 def test_tumbling_to_sliding_is_refused() -> None:
     v = verdicts(plan(branch()), plan(hop("'2' HOUR", "'1' HOUR")))["daily"]
     assert v.outcome == REFUSED and "from TUMBLE to HOP" in v.reason
+
+
+def session(gap: str) -> str:
+    return branch().replace(
+        "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR)",
+        f"SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL {gap})",
+    )
+
+
+def test_session_gap_change_is_restored() -> None:
+    v = verdicts(plan(session("'10' MINUTE")), plan(session("'15' MINUTE")))["daily"]
+    assert v.outcome == RESTORED
+    assert "session gap INTERVAL '10' MINUTE -> INTERVAL '15' MINUTE" in v.reason
+
+
+def test_session_to_sliding_is_refused() -> None:
+    v = verdicts(plan(session("'10' MINUTE")), plan(hop("'2' HOUR", "'1' HOUR")))["daily"]
+    assert v.outcome == REFUSED and "from SESSION to HOP" in v.reason

@@ -114,27 +114,39 @@ def _all_rows(manager: Manager, table: str) -> list[tuple]:
     return sorted(manager.catalog.query(f"SELECT * FROM {table}")[1])
 
 
-def _uninterrupted_and_restored(tmp_path: Path, select: str, last: int) -> tuple[list[tuple], list[tuple]]:
-    """Sink rows of one run over two halves of the orders (the second with late orders), and of
-    a run stopped with a snapshot between the halves and restored with the same SQL."""
+def _halves(data: Path, part: int, last: int) -> None:
+    half = last // 2
+    if part == 0:
+        make_orders.write_orders(data, 0, half, files=2)
+    else:
+        make_orders.write_orders(data, half, last, files=2)
+        _write_late(data, last_watermark(half))
+
+
+def _uninterrupted_and_restored(
+    tmp_path: Path, select: str, last: int, write=_halves, new_select: str | None = None
+) -> tuple[list[tuple], list[tuple]]:
+    """Sink rows of one run over two parts of the orders (by default halves, the second with late
+    orders), and of a run stopped with a snapshot between the parts and restored with the same SQL
+    (or ``new_select``, which the uninterrupted run then uses throughout)."""
     from conftest import settings
 
-    job = f"CREATE JOB revenue AS INSERT INTO revenue {select};"
+    job = "CREATE JOB revenue AS INSERT INTO revenue {};"
     setup = "CREATE MAPPING revenue TYPE DuckDB;"
-    half = last // 2
     results = []
     for name, pit_stop in (("plain", False), ("restored", True)):
         data = tmp_path / name
-        make_orders.write_orders(data, 0, half, files=2)
+        write(data, 0, last)
         manager = Manager(settings(tmp_path / f"{name}-home"))
+        first = select if pit_stop else (new_select or select)
         try:
-            run(manager, orders_mapping(data) + setup + job + "AWAIT JOB revenue;")
+            run(manager, orders_mapping(data) + setup + job.format(first) + "AWAIT JOB revenue;")
             if pit_stop:
                 run(manager, "DROP JOB revenue WITH SNAPSHOT s1;")
-            make_orders.write_orders(data, half, last, files=2)
-            _write_late(data, last_watermark(half))
+            write(data, 1, last)
             if pit_stop:
-                run(manager, job.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1"))
+                again = job.format(new_select or select)
+                run(manager, again.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1"))
             run(manager, "AWAIT JOB revenue;")
             results.append(_all_rows(manager, "revenue"))
         finally:
@@ -260,3 +272,41 @@ def test_two_branches_stop_at_one_cut_and_both_restore(manager: Manager, tmp_pat
     everything = orders(0, 3500)
     assert sink_windows(manager, "daily_revenue") == closed(batch_windows(everything, DAY), DAY, wm)
     assert sink_windows(manager, "hourly_revenue") == closed(batch_windows(everything, HOUR), HOUR, wm)
+
+
+def _bursts(data: Path, part: int, last: int) -> None:
+    """Bursts of 120 orders (3 hours) every 240 orders; the cut falls inside the third burst."""
+    for lo in range(0, last, 240):
+        if part == 0 and lo < 480:
+            make_orders.write_orders(data, lo, lo + 120, files=1)
+        elif part == 0 and lo == 480:
+            make_orders.write_orders(data, lo, lo + 60, files=1)
+        elif part == 1 and lo == 480:
+            make_orders.write_orders(data, lo + 60, lo + 120, files=1)
+        elif part == 1 and lo > 480:
+            make_orders.write_orders(data, lo, lo + 120, files=1)
+
+
+def _session(gap: str) -> str:
+    return revenue_select("'1' HOUR").replace(
+        "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR)",
+        f"SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL {gap})",
+    )
+
+
+def test_restoring_session_windows_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    expected, got = _uninterrupted_and_restored(tmp_path, _session("'30' MINUTE"), 1200, write=_bursts)
+    assert got == expected
+    assert len(got) == 4 * 3  # five bursts, the last still open; three regions: one session each
+
+
+def test_session_gap_change_re_merges_open_sessions_on_the_new_gap(tmp_path: Path) -> None:
+    expected, got = _uninterrupted_and_restored(
+        tmp_path, _session("'30' MINUTE"), 1200, write=_bursts, new_select=_session("'40' MINUTE")
+    )
+    # Sessions closed before the cut keep the old gap; the one open at the cut and later ones
+    # are exactly those of a job that always had the new gap.
+    cut_burst = EPOCH + timedelta(seconds=480 * STEP)
+    assert [r for r in got if r[0] >= cut_burst] == [r for r in expected if r[0] >= cut_burst]
+    assert len([r for r in got if r[0] >= cut_burst]) == 2 * 3  # the last burst is still open
+    assert all(r[1] - r[0] > timedelta(minutes=40) for r in got if r[0] >= cut_burst)

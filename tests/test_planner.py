@@ -356,14 +356,12 @@ def test_an_unsupported_aggregate_is_refused_listing_what_is_supported() -> None
     assert "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG" in message
 
 
-def test_session_windows_are_refused_until_they_are_executed() -> None:
-    window = "SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' MINUTE)"
-    message = refusal(
-        f"INSERT INTO daily_revenue SELECT window_start, window_end, region, COUNT(*) AS n "
-        f"FROM TABLE({window}) {BY_REGION}"
-    )
-    assert "SESSION windows are not supported yet" in message
-    assert "use TUMBLE(TABLE orders, DESCRIPTOR(ts)" in message
+def test_session_window_is_planned_with_its_gap() -> None:
+    window = only_stage(
+        "INSERT INTO daily_revenue SELECT window_start, window_end, region, COUNT(*) AS n "
+        f"FROM TABLE(SESSION(TABLE orders, DESCRIPTOR(ts), INTERVAL '10' MINUTE)) {BY_REGION}"
+    ).window
+    assert (window.kind, window.gap_micros) == ("session", 600_000_000)
 
 
 def test_hop_window_is_planned_with_size_and_slide() -> None:

@@ -32,6 +32,7 @@ class StageSeed:
     path: str  # folder of Parquet files with keys, window_start, window_end, acc0..accN
     old_size_micros: int
     old_watermark_ms: int
+    old_gap_micros: int | None = None  # session windows
 
 
 def ddl(mapping: Mapping) -> str:
@@ -113,6 +114,8 @@ def _aggregate(
         *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
         F.lit(False).alias("__seed"),
     )
+    if window.kind == "session":
+        return _sessions(spark, pre, stage, seed)
     if seed is not None:
         wm_us = seed.old_watermark_ms * 1000
         if window.kind == "tumble" and wm_us > 0:
@@ -156,6 +159,50 @@ def _aggregate(
             F.expr(f"(__seed AND window.start = __ts) OR (NOT __seed AND unix_micros(window.end) > {wm_us})")
         )
     merged = rows.groupBy("window", *keys).agg(
+        *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
+    )
+    return merged.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *keys,
+        *[F.col(a.name) for a in stage.accumulators],
+    )
+
+
+def _sessions(
+    spark: SparkSession, pre: DataFrame, stage: AggregateStage, seed: StageSeed | None
+) -> DataFrame:
+    """Session windows: one seed row per open session, with its own gap, re-forms the session as
+    ``[start, last event + new gap)``; live events are late when ``ts + old gap`` had passed the
+    old watermark."""
+    from pyspark.sql import functions as F
+
+    keys = [F.col(f"`{k.name}`") for k in stage.keys]
+    gap = stage.window.gap_micros or stage.window.size_micros
+    pre = pre.withColumn("__gap", F.lit(gap).cast("bigint"))
+    if seed is not None:
+        old_gap = seed.old_gap_micros or gap
+        wm_us = seed.old_watermark_ms * 1000
+        if wm_us > 0:
+            pre = pre.filter(F.expr(f"unix_micros(__ts) + {old_gap} > {wm_us}"))
+        seeds = (
+            spark.readStream.schema(seed_schema(stage))
+            .parquet(seed.path)
+            .select(
+                *keys,
+                F.col("window_start").alias("__ts"),
+                *[F.col(a.name).cast(a.type) for a in stage.accumulators],
+                F.lit(True).alias("__seed"),
+                F.expr(f"unix_micros(window_end) - {old_gap} + {gap} - unix_micros(window_start)").alias(
+                    "__gap"
+                ),
+            )
+        )
+        pre = pre.unionByName(seeds)
+    delay = _duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
+    pre = pre.withWatermark("__ts", delay)
+    gap_column = F.concat(F.col("__gap").cast("string"), F.lit(" microseconds"))
+    merged = pre.groupBy(F.session_window("__ts", gap_column).alias("window"), *keys).agg(
         *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
     )
     return merged.select(

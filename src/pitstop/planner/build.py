@@ -394,12 +394,9 @@ def _window(tvf: WindowTvf, source: Mapping, src: _Layer) -> WindowSpec:
                 f"{format_interval(size)} and slide {format_interval(slide)}"
             )
         return WindowSpec("hop", col.name, size, slide_micros=slide)
-    if kind != "TUMBLE":
-        raise PlanError(
-            f"{kind} windows are not supported yet; use TUMBLE(TABLE {source.name}, "
-            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR) or HOP(TABLE {source.name}, "
-            f"DESCRIPTOR({col.name}), INTERVAL '1' HOUR, INTERVAL '10' MINUTE)"
-        )
+    if kind == "SESSION":
+        gap = interval_micros(tvf.args["gap"])
+        return WindowSpec("session", col.name, gap, gap_micros=gap)
     return WindowSpec("tumble", col.name, interval_micros(tvf.args["size"]))
 
 

@@ -97,6 +97,14 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
     warnings: list[str] = []
     reason = "same window, keys and accumulators"
     old_size, new_size = old.window.size_micros, new.window.size_micros
+    if new.window.kind == "session":
+        old_gap, new_gap = old.window.gap_micros or 0, new.window.gap_micros or 0
+        if old_gap != new_gap:
+            reason = (
+                f"session gap {format_interval(old_gap)} -> {format_interval(new_gap)}: open sessions "
+                "are re-merged on the new gap"
+            )
+        return StageVerdict(name, RESTORED, reason, tuple(_function_warnings(old, new)))
     if new.window.kind == "hop":
         old_slide, new_slide = old.window.slide_micros or 0, new.window.slide_micros or 0
         if old_slide != new_slide:
@@ -126,14 +134,19 @@ def _compare(old: AggregateStage, new: AggregateStage) -> StageVerdict:
             f"window size {format_interval(old_size)} -> {format_interval(new_size)}: "
             "old windows fold into the new ones"
         )
+    warnings += _function_warnings(old, new)
+    return StageVerdict(name, RESTORED, reason, tuple(warnings))
+
+
+def _function_warnings(old: AggregateStage, new: AggregateStage) -> list[str]:
     old_kinds = [a.kind for a in old.accumulators]
     new_kinds = [a.kind for a in new.accumulators]
     if old_kinds != new_kinds or old.functions != new.functions:
-        warnings.append(
+        return [
             f"aggregates changed from {', '.join(old.functions)} to {', '.join(new.functions)} with "
             "the same accumulator types; restored state was accumulated by the old functions"
-        )
-    return StageVerdict(name, RESTORED, reason, tuple(warnings))
+        ]
+    return []
 
 
 def _key(key: KeyColumn) -> tuple[str, str]:

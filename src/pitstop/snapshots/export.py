@@ -165,47 +165,42 @@ def _read_state(
     key_t = state.schema["key"].dataType
     value_t = state.schema["value"].dataType
     assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
-    # Check the shape: key = (window, keys...), value = the accumulators' buffers in order.
+    # Check the shape. Tumbling and sliding: key = (window, keys...), value = the accumulators'
+    # buffers. Sessions: key = (keys..., session start), value = (window, keys..., buffers).
     expected = expected_buffer(stage)
-    got = [f.dataType.simpleString() for f in value_t.fields]
-    if len(key_t.fields) != 1 + len(stage.keys) or got != [t for _, t in expected]:
+    nkeys = len(stage.keys)
+    session = stage.window.kind == "session"
+    buffers = value_t.fields[1 + nkeys :] if session else value_t.fields
+    got = [f.dataType.simpleString() for f in buffers]
+    if len(key_t.fields) != 1 + nkeys or got != [t for _, t in expected]:
         raise PitstopError(
             f"job '{job}', stage '{stage.name}': the state in the checkpoint has key {key_t.simpleString()} "
             f"and value {value_t.simpleString()}, not the shape the plan expects "
             f"({', '.join(t for _, t in expected)}); the snapshot was not written"
         )
-    key_cast = StructType.fromJson(
-        {
-            "type": "struct",
-            "fields": [
-                {
-                    "name": "__window",
-                    "type": key_t.fields[0].dataType.jsonValue(),
-                    "nullable": True,
-                    "metadata": {},
-                }
-            ]
-            + [
-                {"name": f"__k{i}", "type": f.dataType.jsonValue(), "nullable": True, "metadata": {}}
-                for i, f in enumerate(key_t.fields[1:])
-            ],
-        }
-    )
-    value_cast = StructType.fromJson(
-        {
-            "type": "struct",
-            "fields": [
-                {"name": n, "type": f.dataType.jsonValue(), "nullable": True, "metadata": {}}
-                for (n, _), f in zip(expected, value_t.fields, strict=True)
-            ],
-        }
-    )
+    keys = [f"__k{i}" for i in range(nkeys)]
+    accs = [n for n, _ in expected]
+    if session:
+        key_cast = _renamed(key_t, [*keys, "__start"])
+        value_cast = _renamed(value_t, ["__window", *[f"__v{i}" for i in range(nkeys)], *accs])
+        window = "v.__window"
+    else:
+        key_cast = _renamed(key_t, ["__window", *keys])
+        value_cast = _renamed(value_t, accs)
+        window = "k.__window"
     flat = state.select(F.col("key").cast(key_cast).alias("k"), F.col("value").cast(value_cast).alias("v"))
     columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
-    columns += [F.col("k.__window.start").alias("window_start"), F.col("k.__window.end").alias("window_end")]
+    columns += [F.col(f"{window}.start").alias("window_start"), F.col(f"{window}.end").alias("window_end")]
     columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
     table = flat.select(*columns).toArrow()
     return table.cast(_arrow(target))
+
+
+def _renamed(struct: Any, names: list[str]) -> Any:
+    """``struct`` with its fields renamed positionally (a struct cast in Spark is positional)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(n, f.dataType, True) for n, f in zip(names, struct.fields, strict=True)])
 
 
 def _arrow(schema: Any) -> pa.Schema:

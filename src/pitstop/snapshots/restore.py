@@ -32,6 +32,7 @@ class Restore:
                     "path": s.path,
                     "old_size_micros": s.old_size_micros,
                     "old_watermark_ms": s.old_watermark_ms,
+                    "old_gap_micros": s.old_gap_micros,
                 }
                 for k, s in self.seeds.items()
             },
@@ -74,6 +75,7 @@ def plan_restore(snapshot: Snapshot, plan: JobPlan, strict: bool) -> Restore:
                 path=str(root / "stages" / v.stage),
                 old_size_micros=old[v.stage].window.size_micros,
                 old_watermark_ms=int(entry["watermark_ms"]),
+                old_gap_micros=old[v.stage].window.gap_micros,
             )
     start: dict[str, int] = {}
     files: dict[str, list[str]] = {}
