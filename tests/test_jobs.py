@@ -59,3 +59,45 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(manager: Manager, 
     # A failed job can be dropped, and its name used again.
     run(manager, "DROP JOB copy;")
     assert run(manager, "SHOW JOBS;")[0].rows == ()
+
+
+def test_a_view_with_impose_order_feeds_a_window_like_hazelcast(manager: Manager, tmp_path: Path) -> None:
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from conftest import EPOCH, closed
+
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 400, files=2)
+    run(
+        manager,
+        f"""
+        CREATE MAPPING raw_orders (order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP)
+            TYPE File OPTIONS ('path'='{data}', 'format'='json');
+        CREATE VIEW ordered AS
+            SELECT * FROM TABLE(IMPOSE_ORDER(TABLE raw_orders, DESCRIPTOR(ts), INTERVAL '5' MINUTE));
+        CREATE VIEW big_orders AS SELECT region, amount * 2 AS doubled, ts FROM ordered WHERE amount > 10;
+        CREATE MAPPING hourly TYPE DuckDB;
+        CREATE JOB hourly_big AS INSERT INTO hourly
+            SELECT window_start, region, SUM(doubled) AS revenue, COUNT(*) AS orders
+            FROM TABLE(TUMBLE(TABLE big_orders, DESCRIPTOR(ts), INTERVAL '1' HOUR))
+            GROUP BY window_start, window_end, region;
+        AWAIT JOB hourly_big;
+    """,
+    )
+    assert [r[0] for r in run(manager, "SHOW VIEWS;")[0].rows] == ["big_orders", "ordered"]
+    got = {
+        (start, region): (Decimal(revenue), count)
+        for start, region, revenue, count in manager.catalog.query("SELECT * FROM hourly")[1]
+    }
+    hour = timedelta(hours=1)
+    big = [
+        dict(o, amount=float(o["amount"]) * 2)
+        for o in (make_orders.order(i) for i in range(400))
+        if float(o["amount"]) > 10
+    ]
+    from conftest import batch_windows
+
+    watermark = EPOCH + timedelta(seconds=399 * 90) - timedelta(minutes=5)
+    assert got == closed(batch_windows(big, hour), hour, watermark)
+    assert len(got) > 20

@@ -6,14 +6,15 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from pitstop import describe
-from pitstop.catalog.rows import ColumnDef, Mapping, WatermarkDef
+from pitstop.catalog.rows import ColumnDef, Mapping, View, WatermarkDef
+from pitstop.catalog.store import now
 from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -22,7 +23,14 @@ from pitstop.planner.types import spark_type
 from pitstop.snapshots.restore import check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
-from pitstop.sql.parser import ParsedStatement, name_of, option_dict, parse_script
+from pitstop.sql.parser import (
+    ParsedStatement,
+    name_of,
+    option_dict,
+    parse_script,
+    parse_script_all,
+    parse_statement,
+)
 
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
@@ -47,6 +55,10 @@ JOB_OPTIONS = {
 }
 ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore")
 DEFAULT_AWAIT_S = 600.0
+SESSION_SETTINGS = {
+    "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
+    "await_timeout_s": "how long AWAIT JOB waits when it names no TIMEOUT, in seconds",
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class Executor:
         self._overlay: dict[str, Mapping | None] = {}
         self._overlay_jobs: dict[str, JobPlan | None] = {}
         self._overlay_snapshots: dict[str, JobPlan] = {}
+        self._overlay_views: dict[str, exp.Query | None] = {}
+        self.session: dict[str, str] = {}  # SET 'key' = 'value'
         self.cancelled: Callable[[], bool] | None = None
 
     # -- scripts -----------------------------------------------------------------------------------
@@ -88,6 +102,21 @@ class Executor:
                 yield stmt, self.execute(stmt)
             except PitstopError as err:
                 raise positioned(err, stmt, file) from None
+
+    def check_script(self, text: str, file: str | None = None) -> tuple[int, list[PitstopError]]:
+        """Check mode over a whole script: every error, not only the first. Returns the number of
+        statements that passed and the errors in script order."""
+        parsed, errors = parse_script_all(text, file)
+        found: list[PitstopError] = list(errors)
+        ok = 0
+        for stmt in parsed:
+            try:
+                self.execute(stmt)
+                ok += 1
+            except PitstopError as err:
+                found.append(positioned(err, stmt, file))
+        found.sort(key=lambda e: (e.line or 0, e.col or 0))
+        return ok, found
 
     def execute(self, stmt: ParsedStatement) -> Result:
         handler = self._HANDLERS.get(type(stmt.node))
@@ -153,6 +182,93 @@ class Executor:
             rows.append((m.name, MAPPING_TYPES.get(m.type, m.type), cols, opts))
         return Result(f"{len(rows)} mapping(s)", ("name", "type", "columns", "options"), tuple(rows))
 
+    # -- views -------------------------------------------------------------------------------------
+    def _view(self, name: str) -> exp.Query | None:
+        key = name.lower()
+        if key in self._overlay_views:
+            return self._overlay_views[key]
+        view = self.catalog.get_view(name) if self.catalog is not None else None
+        if view is None:
+            return None
+        node = parse_statement(view.sql)
+        assert isinstance(node, nodes.CreateView)
+        query = node.expression
+        assert isinstance(query, exp.Query)
+        return query
+
+    def _create_view(self, node: nodes.CreateView, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        exists = self._view(name) is not None
+        if exists and node.args.get("exists"):
+            return Result(f"view '{name}' already exists; left as it is")
+        if exists and not node.args.get("replace"):
+            raise CatalogError(f"view '{name}' already exists; use CREATE OR REPLACE VIEW to change it")
+        if self._lookup(name) is not None:
+            raise CatalogError(f"'{name}' is a mapping; give the view another name")
+        # A view must be readable by a job: plan it as the input of a stateless job now.
+        probe = parse_statement(f"CREATE JOB __probe AS INSERT INTO __probe_sink SELECT * FROM {name}")
+        sink = Mapping("__probe_sink", "console", (), None)
+        query = node.expression
+
+        def views(view_name: str) -> exp.Query | None:
+            return query if view_name.lower() == name.lower() else self._view(view_name)
+
+        def mappings(mapping_name: str) -> Mapping | None:
+            return sink if mapping_name.lower() == "__probe_sink" else self._lookup(mapping_name)
+
+        assert isinstance(probe, nodes.CreateJob)
+        plan_job(name, list(probe.args["body"]), mappings, views)
+        if self.manager is None:
+            self._overlay_views[name.lower()] = query
+            return Result("OK")
+        assert self.catalog is not None
+        self.catalog.put_view(View(name, stmt.text, now()), replace=exists)
+        return Result(f"view '{name}' {'replaced' if exists else 'created'}")
+
+    def _drop_view(self, node: nodes.DropView, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        if self._view(name) is None:
+            if node.args.get("exists"):
+                return Result(f"view '{name}' does not exist; nothing dropped")
+            names = [v.name for v in self.catalog.views()] if self.catalog is not None else []
+            raise CatalogError(
+                f"unknown view '{name}'{did_you_mean(name, names)}; SHOW VIEWS lists the views"
+            )
+        if self.manager is None:
+            self._overlay_views[name.lower()] = None
+            return Result("OK")
+        assert self.catalog is not None
+        self.catalog.drop_view(name)
+        return Result(f"view '{name}' dropped")
+
+    def _show_views(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        rows = tuple((v.name, v.sql) for v in (self.catalog.views() if self.catalog is not None else []))
+        return Result(f"{len(rows)} view(s)", ("name", "definition"), rows)
+
+    # -- session settings ----------------------------------------------------------------------------
+    def _set(self, node: nodes.SetOption, stmt: ParsedStatement) -> Result:
+        key, value = node.this.name, node.expression.name
+        if key not in SESSION_SETTINGS:
+            if key.startswith("execution.savepoint"):
+                raise PlanError(
+                    f"'{key}' is Flink's; pitstop starts jobs from snapshots with "
+                    "CREATE JOB ... FROM SNAPSHOT name"
+                )
+            raise PlanError(
+                f"unknown setting '{key}'{did_you_mean(key, list(SESSION_SETTINGS))}; known settings: "
+                + ", ".join(f"{k} ({v})" for k, v in SESSION_SETTINGS.items())
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1
+        if number <= 0:
+            raise PlanError(f"setting '{key}' takes a positive number, got '{value}'")
+        self.session[key] = value
+        if key == "trigger_ms" and self.manager is not None:
+            self.manager.settings = replace(self.manager.settings, trigger_ms=int(number))
+        return Result(f"{key} = {value}")
+
     # -- jobs --------------------------------------------------------------------------------------
     def _job_plan(self, name: str) -> JobPlan | None:
         """The plan of an existing job (check mode: as created earlier in the checked script)."""
@@ -181,7 +297,7 @@ class Executor:
                 f"FROM SNAPSHOT {snapshot_name} and 'initialSnapshotName'='{initial}' disagree; give one"
             )
         try:
-            plan = plan_job(name, list(node.args["body"]), self._lookup)
+            plan = plan_job(name, list(node.args["body"]), self._lookup, self._view)
         except PlanError as err:
             match = re.match(r"unknown mapping '([^']+)'", err.message)
             if match:
@@ -278,7 +394,8 @@ class Executor:
     def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
         timeout = node.args.get("timeout")
-        seconds = interval_micros(timeout) / 1e6 if timeout is not None else DEFAULT_AWAIT_S
+        default = float(self.session.get("await_timeout_s", DEFAULT_AWAIT_S))
+        seconds = interval_micros(timeout) / 1e6 if timeout is not None else default
         if self._job_plan(name) is None:
             raise self._unknown("job", name)
         if self.manager is None:
@@ -438,6 +555,10 @@ class Executor:
         nodes.DescribeJob: _describe_job,
         nodes.AlterJob: _alter_job,
         nodes.Explain: _explain,
+        nodes.CreateView: _create_view,
+        nodes.DropView: _drop_view,
+        nodes.ShowViews: _show_views,
+        nodes.SetOption: _set,
         exp.Select: _select,
         exp.Union: _select,
     }

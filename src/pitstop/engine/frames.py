@@ -89,6 +89,10 @@ def branch_frame(
     from pyspark.sql import functions as F
 
     df = source_frame(spark, source, run_dir, start, parallelism)
+    for layer in branch.pre_layers:
+        if layer.where_sql:
+            df = df.filter(F.expr(layer.where_sql))
+        df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
     if branch.where_sql:
         df = df.filter(F.expr(branch.where_sql))
     stage = branch.stage

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from pitstop.catalog.rows import Mapping
+from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.errors import PlanError
 from pitstop.planner.plan import (
     Accumulator,
@@ -28,7 +28,7 @@ from pitstop.planner.plan import (
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
 from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.intervals import format_interval, interval_micros
-from pitstop.sql.nodes import WindowTvf
+from pitstop.sql.nodes import ImposeOrder, WindowTvf
 
 SOURCE_TYPES = ("file", "generator")
 SINK_TYPES = ("file", "duckdb", "console")
@@ -36,11 +36,23 @@ WINDOW_COLUMNS = ("window_start", "window_end")
 SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
 
 MappingLookup = Callable[[str], Mapping | None]
+ViewLookup = Callable[[str], exp.Query | None]
 
 
-def plan_job(job: str, inserts: list[exp.Insert], mappings: MappingLookup) -> JobPlan:
-    """Plan every branch of a job and check stage names are unique within it."""
-    branches = tuple(_plan_branch(job, i, insert, mappings) for i, insert in enumerate(inserts))
+@dataclass(frozen=True)
+class _Lookups:
+    mappings: MappingLookup
+    views: ViewLookup
+
+
+def plan_job(
+    job: str, inserts: list[exp.Insert], mappings: MappingLookup, views: ViewLookup | None = None
+) -> JobPlan:
+    """Plan every branch of a job and check stage names are unique within it.
+
+    ``views`` returns the SELECT of a view by name (None: no such view)."""
+    lookup = _Lookups(mappings, views or (lambda name: None))
+    branches = tuple(_plan_branch(job, i, insert, lookup) for i, insert in enumerate(inserts))
     seen: dict[str, int] = {}  # lower-case stage name -> branch index (names are case-insensitive)
     for b in branches:
         if b.stage is None:
@@ -65,7 +77,19 @@ class _Layer:
     columns: dict[str, str]
 
 
-def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLookup) -> Branch:
+@dataclass(frozen=True)
+class _Input:
+    """What a job's core SELECT reads: a source mapping seen through stateless layers (views,
+    subqueries, IMPOSE_ORDER), with the watermark that holds on the visible columns."""
+
+    source: Mapping
+    layer: _Layer
+    pre_layers: tuple[Projection, ...]
+    watermark: WatermarkDef | None
+
+
+def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> Branch:
+    mappings = lookup.mappings
     target = insert.this
     if isinstance(target, exp.Schema):
         raise PlanError("INSERT INTO sink (columns) is not supported; name the columns in the SELECT")
@@ -107,19 +131,9 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
     from_node = _from_of(core, sink_name)
 
     tvf = from_node if isinstance(from_node, WindowTvf) else None
-    source_table = tvf.this if tvf is not None else from_node
-    if not isinstance(source_table, exp.Table):
-        raise PlanError(f"INSERT INTO {sink_name}: FROM must name a source mapping")
-    source = _mapping(source_table.name, mappings, "source")
-    if source.type not in SOURCE_TYPES:
-        raise PlanError(
-            f"mapping '{source.name}' is of type {source.type}, which cannot be read as a stream; "
-            f"sources are of type {', '.join(SOURCE_TYPES)}"
-        )
-    src_layer = _Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
-    if not src_layer.columns:
-        raise PlanError(f"mapping '{source.name}' has no columns; declare them to read it")
-
+    plain_ctes = {k: v[1] for k, v in ctes.items()}
+    src = _resolve_input(tvf.this if tvf is not None else from_node, plain_ctes, lookup, sink_name, set())
+    source, src_layer = src.source, src.layer
     where_sql = _where(core, src_layer)
     has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
     stage: AggregateStage | None = None
@@ -132,7 +146,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
                 "window_end, ..."
             )
         stage_name = _stage_name(core, core_cte, sink.name)
-        stage, layer, first = _plan_aggregate(core, tvf, source, src_layer, stage_name)
+        stage, layer, first = _plan_aggregate(core, tvf, src, stage_name)
     else:
         if tvf is not None:
             raise PlanError(
@@ -153,7 +167,74 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, mappings: MappingLook
         where_sql=where_sql,
         stage=stage,
         layers=tuple(layers),
+        pre_layers=src.pre_layers,
         sql=insert.sql(dialect=PitstopDialect),
+    )
+
+
+def _resolve_input(
+    node: exp.Expression, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str, seen: set[str]
+) -> _Input:
+    """Follow views, stateless CTEs, subqueries and IMPOSE_ORDER down to a source mapping."""
+    if isinstance(node, ImposeOrder):
+        inner = _resolve_input(node.this, ctes, lookup, sink, seen)
+        column = node.args["descriptor"].name
+        typ = next((t for n, t in inner.layer.columns.items() if n.lower() == column.lower()), None)
+        if typ is None:
+            raise PlanError(f"IMPOSE_ORDER: {inner.layer.table} has no column '{column}'")
+        if typ != "TIMESTAMP":
+            raise PlanError(f"IMPOSE_ORDER: column '{column}' is {typ}; it orders by a TIMESTAMP column")
+        return _Input(
+            inner.source,
+            inner.layer,
+            inner.pre_layers,
+            WatermarkDef(column, interval_micros(node.args["lag"])),
+        )
+    if isinstance(node, exp.Subquery):
+        if not isinstance(node.this, exp.Select):
+            raise PlanError(f"INSERT INTO {sink}: a subquery in FROM must be a SELECT")
+        return _input_of_select(node.this, "subquery", ctes, lookup, sink, seen)
+    if not isinstance(node, exp.Table):
+        raise PlanError(f"INSERT INTO {sink}: FROM must name a source mapping or a view")
+    name = node.name
+    if name.lower() in seen:
+        raise PlanError(f"view or CTE '{name}' refers to itself")
+    if name.lower() in ctes:
+        return _input_of_select(
+            ctes[name.lower()], f"CTE '{name}'", ctes, lookup, sink, seen | {name.lower()}
+        )
+    view = lookup.views(name)
+    if view is not None:
+        if not isinstance(view, exp.Select):
+            raise PlanError(f"view '{name}' is a UNION; jobs read views that are one SELECT")
+        return _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
+    source = _mapping(name, lookup.mappings, "source")
+    if source.type not in SOURCE_TYPES:
+        raise PlanError(
+            f"mapping '{source.name}' is of type {source.type}, which cannot be read as a stream; "
+            f"sources are of type {', '.join(SOURCE_TYPES)}"
+        )
+    layer = _Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
+    if not layer.columns:
+        raise PlanError(f"mapping '{source.name}' has no columns; declare them to read it")
+    return _Input(source, layer, (), source.watermark)
+
+
+def _input_of_select(
+    select: exp.Select, what: str, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str, seen: set[str]
+) -> _Input:
+    if _aggregates_in(select) or select.args.get("group") is not None:
+        raise PlanError(f"{what} aggregates; a job reads only stateless views and CTEs below its window")
+    inner = _resolve_input(_from_of(select, sink), ctes, lookup, sink, seen)
+    where = _where(select, inner.layer)
+    projection, layer = _projection(select, inner.layer, where)
+    watermark = None
+    if inner.watermark is not None:
+        kept = [c for c in projection.columns if c.sql.strip("`").lower() == inner.watermark.column.lower()]
+        if kept:
+            watermark = WatermarkDef(kept[0].name, inner.watermark.delay_micros)
+    return _Input(
+        inner.source, _Layer(inner.source.name, layer.columns), (*inner.pre_layers, projection), watermark
     )
 
 
@@ -202,7 +283,11 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
             f"INSERT INTO {sink}: OVER (...) window functions are not supported; use TUMBLE with GROUP BY"
         )
     for sub in select.find_all(exp.Subquery):
-        raise PlanError(f"INSERT INTO {sink}: subqueries are not supported in jobs: {sub.sql()}")
+        if isinstance(sub.parent, (WindowTvf, exp.From)):
+            continue  # a subquery as the input of a window or as the FROM is planned as a view
+        raise PlanError(
+            f"INSERT INTO {sink}: subqueries are not supported in jobs: {sub.sql(dialect=PitstopDialect)}"
+        )
 
 
 def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
@@ -281,9 +366,10 @@ def _unique_names(columns: list[OutputColumn]) -> None:
 
 # --------------------------------------------------------------------------------------------
 def _plan_aggregate(
-    select: exp.Select, tvf: WindowTvf, source: Mapping, src: _Layer, stage_name: str
+    select: exp.Select, tvf: WindowTvf, input_: _Input, stage_name: str
 ) -> tuple[AggregateStage, _Layer, Projection]:
-    window = _window(tvf, source, src)
+    src = input_.layer
+    window = _window(tvf, input_)
     group = select.args.get("group")
     if group is None:
         raise PlanError(
@@ -360,31 +446,34 @@ def _plan_aggregate(
         keys=tuple(keys),
         accumulators=tuple(accumulators),
         functions=tuple(functions),
-        watermark_delay_micros=source.watermark.delay_micros if source.watermark else 0,
+        watermark_delay_micros=input_.watermark.delay_micros if input_.watermark else 0,
     )
     out_layer = _Layer(agg_layer.table, {c.name: c.type for c in columns})
     return stage, out_layer, Projection(having_sql, tuple(columns))
 
 
-def _window(tvf: WindowTvf, source: Mapping, src: _Layer) -> WindowSpec:
+def _window(tvf: WindowTvf, input_: _Input) -> WindowSpec:
     kind = str(tvf.args["kind"]).upper()
     time_col = tvf.args["descriptor"].name
-    col = source.column(time_col)
+    source, src = input_.source, input_.layer
+    col = next((n for n in src.columns if n.lower() == time_col.lower()), None)
     if col is None:
         raise PlanError(
             f"DESCRIPTOR({time_col}): mapping '{source.name}' has no column '{time_col}'; known "
             f"columns: {', '.join(src.columns)}"
         )
-    if spark_type(col.type) != "TIMESTAMP":
+    if src.columns[col] != "TIMESTAMP":
         raise PlanError(
-            f"DESCRIPTOR({time_col}): column '{col.name}' of mapping '{source.name}' is "
-            f"{col.type}; a window needs a TIMESTAMP column"
+            f"DESCRIPTOR({time_col}): column '{col}' of mapping '{source.name}' is "
+            f"{src.columns[col]}; a window needs a TIMESTAMP column"
         )
-    if source.watermark is None or source.watermark.column.lower() != col.name.lower():
+    watermark = input_.watermark
+    if watermark is None or watermark.column.lower() != col.lower():
         raise PlanError(
-            f"mapping '{source.name}' has no watermark on '{col.name}', so its windows would never "
+            f"mapping '{source.name}' has no watermark on '{col}', so its windows would never "
             f"close: declare it in the mapping, e.g. CREATE OR REPLACE MAPPING {source.name} "
-            f"(..., WATERMARK FOR {col.name} AS {col.name} - INTERVAL '5' SECOND) ..."
+            f"(..., WATERMARK FOR {col} AS {col} - INTERVAL '5' SECOND) ..., or read "
+            f"TABLE(IMPOSE_ORDER(TABLE {source.name}, DESCRIPTOR({col}), INTERVAL '5' SECOND))"
         )
     if kind == "HOP":
         size, slide = interval_micros(tvf.args["size"]), interval_micros(tvf.args["slide"])
@@ -393,11 +482,11 @@ def _window(tvf: WindowTvf, source: Mapping, src: _Layer) -> WindowSpec:
                 f"HOP(TABLE {source.name}, ...): the size must be a multiple of the slide; got size "
                 f"{format_interval(size)} and slide {format_interval(slide)}"
             )
-        return WindowSpec("hop", col.name, size, slide_micros=slide)
+        return WindowSpec("hop", col, size, slide_micros=slide)
     if kind == "SESSION":
         gap = interval_micros(tvf.args["gap"])
-        return WindowSpec("session", col.name, gap, gap_micros=gap)
-    return WindowSpec("tumble", col.name, interval_micros(tvf.args["size"]))
+        return WindowSpec("session", col, gap, gap_micros=gap)
+    return WindowSpec("tumble", col, interval_micros(tvf.args["size"]))
 
 
 def _aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:

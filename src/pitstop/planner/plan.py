@@ -84,6 +84,7 @@ class Branch:
     stage: AggregateStage | None
     layers: tuple[Projection, ...]  # over the stage's output (or the filtered source rows)
     sql: str  # the INSERT as written
+    pre_layers: tuple[Projection, ...] = ()  # views and subqueries between the source and the rest
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -128,6 +129,10 @@ def stage_from_json(s: dict[str, Any]) -> AggregateStage:
     )
 
 
+def _projection(p: dict[str, Any]) -> Projection:
+    return Projection(where_sql=p["where_sql"], columns=tuple(OutputColumn(**c) for c in p["columns"]))
+
+
 def _branch(b: dict[str, Any]) -> Branch:
     return Branch(
         index=b["index"],
@@ -135,12 +140,7 @@ def _branch(b: dict[str, Any]) -> Branch:
         source=b["source"],
         where_sql=b["where_sql"],
         stage=None if b["stage"] is None else stage_from_json(b["stage"]),
-        layers=tuple(
-            Projection(
-                where_sql=p["where_sql"],
-                columns=tuple(OutputColumn(**c) for c in p["columns"]),
-            )
-            for p in b["layers"]
-        ),
+        layers=tuple(_projection(p) for p in b["layers"]),
         sql=b["sql"],
+        pre_layers=tuple(_projection(p) for p in b.get("pre_layers", [])),
     )
