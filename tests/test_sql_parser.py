@@ -16,6 +16,7 @@ from pitstop.sql.parser import (
     name_of,
     option_dict,
     parse_script,
+    parse_script_all,
     parse_statement,
     split_statements,
     stage_hint,
@@ -133,6 +134,67 @@ ROUND_TRIPS = [
     ("ALTER JOB revenue RESUME", "ALTER JOB revenue RESUME"),
     ("ALTER JOB revenue RESTART", "ALTER JOB revenue RESTART"),
     ("ALTER JOB revenue OPTIONS ('a'='1', 'b'='2')", "ALTER JOB revenue OPTIONS ('a'='1', 'b'='2')"),
+    ("alter job revenue options ('a'='1') resume", "ALTER JOB revenue OPTIONS ('a'='1') RESUME"),
+    # Views
+    (
+        "create view trades_ordered as select * from table(impose_order(table trades, "
+        "descriptor(trade_ts), interval '0.5' seconds))",
+        "CREATE VIEW trades_ordered AS SELECT * FROM TABLE(IMPOSE_ORDER(TABLE trades, "
+        "DESCRIPTOR(trade_ts), INTERVAL '0.5' SECONDS))",
+    ),
+    (
+        "CREATE OR REPLACE VIEW IF NOT EXISTS v AS WITH c AS (SELECT 1 AS x) SELECT x FROM c",
+        "CREATE OR REPLACE VIEW IF NOT EXISTS v AS WITH c AS (SELECT 1 AS x) SELECT x FROM c",
+    ),
+    (
+        "CREATE VIEW v AS (SELECT a FROM t) UNION ALL (SELECT a FROM u)",
+        "CREATE VIEW v AS (SELECT a FROM t) UNION ALL (SELECT a FROM u)",
+    ),
+    ("CREATE VIEW v AS (SELECT a FROM t)", "CREATE VIEW v AS SELECT a FROM t"),
+    ("drop view if exists v", "DROP VIEW IF EXISTS v"),
+    ("DROP VIEW v", "DROP VIEW v"),
+    ("show views", "SHOW VIEWS"),
+    # Session settings
+    ("SET 'execution.savepoint.path' = '/tmp/sp'", "SET 'execution.savepoint.path' = '/tmp/sp'"),
+    ("set pitstop.trigger_ms='200'", "SET 'pitstop.trigger_ms' = '200'"),
+    ("SET 'it''s' = 'a;b'", "SET 'it''s' = 'a;b'"),
+    # Table functions
+    (
+        "SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts), LAG => INTERVAL '1' SECOND)) o "
+        "JOIN u ON o.k = u.k",
+        "SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND)) AS o "
+        "JOIN u ON o.k = u.k",
+    ),
+    (
+        "SELECT window_start FROM TABLE(TUMBLE((SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, "
+        "DESCRIPTOR(ts), INTERVAL '1' SECOND))), DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY 1",
+        "SELECT window_start FROM TABLE(TUMBLE((SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, "
+        "DESCRIPTOR(ts), INTERVAL '1' SECOND))), DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY 1",
+    ),
+    (
+        "SELECT * FROM TABLE(TUMBLE(DATA => TABLE t, TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1 hour'))",
+        "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR))",
+    ),
+    (
+        "SELECT * FROM TABLE(SESSION(TABLE t, DESCRIPTOR(ts), GAP => INTERVAL '90' MINUTES))",
+        "SELECT * FROM TABLE(SESSION(TABLE t, DESCRIPTOR(ts), INTERVAL '90' MINUTES))",
+    ),
+    (
+        "SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR, "
+        "SLIDE => INTERVAL '0.5' SECONDS))",
+        "SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR, INTERVAL '0.5' SECONDS))",
+    ),
+    # Jobs: column lists, EXPLAIN of a job restored from a snapshot with a BEGIN ... END body
+    (
+        "CREATE JOB j AS INSERT INTO a (x, y) SELECT x, y FROM t",
+        "CREATE JOB j AS INSERT INTO a (x, y) SELECT x, y FROM t",
+    ),
+    (
+        "EXPLAIN CREATE JOB j OPTIONS ('a'='1') FROM SNAPSHOT s AS BEGIN INSERT INTO a SELECT x FROM t; "
+        "SINK INTO b SELECT y FROM t; END",
+        "EXPLAIN CREATE JOB j OPTIONS ('a'='1') FROM SNAPSHOT s AS BEGIN INSERT INTO a SELECT x FROM t; "
+        "INSERT INTO b SELECT y FROM t; END",
+    ),
 ]
 
 
@@ -252,6 +314,47 @@ def test_lower_priority_statement_nodes() -> None:
     assert isinstance(parse_statement("DESCRIBE SNAPSHOT s"), nodes.DescribeSnapshot)
 
 
+def test_view_nodes() -> None:
+    view = parse_statement("CREATE OR REPLACE VIEW v AS SELECT a FROM t")
+    assert isinstance(view, nodes.CreateView)
+    assert name_of(view.this) == "v" and isinstance(view.this, exp.Identifier)
+    assert isinstance(view.expression, exp.Select)
+    assert view.args["replace"] is True and view.args["exists"] is False
+    union = parse_statement("CREATE VIEW v AS SELECT a FROM t UNION SELECT a FROM u")
+    assert isinstance(union.expression, exp.Union) and union.args["replace"] is False
+    drop = parse_statement("DROP VIEW IF EXISTS v")
+    assert isinstance(drop, nodes.DropView) and drop.args["exists"] is True and name_of(drop.this) == "v"
+    assert parse_statement("DROP VIEW v").args["exists"] is False
+    assert isinstance(parse_statement("SHOW VIEWS"), nodes.ShowViews)
+
+
+def test_set_option_holds_key_and_value_as_string_literals() -> None:
+    for text in ("SET 'pitstop.trigger_ms' = '200'", "SET pitstop.trigger_ms = '200'"):
+        node = parse_statement(text)
+        assert isinstance(node, nodes.SetOption)
+        assert isinstance(node.this, exp.Literal) and node.this.is_string
+        assert node.this.name == "pitstop.trigger_ms"
+        assert isinstance(node.expression, exp.Literal) and node.expression.is_string
+        assert node.expression.name == "200"
+
+
+def test_alter_job_options_then_resume_keeps_both() -> None:
+    node = parse_statement("ALTER JOB j OPTIONS ('snapshotIntervalMillis'='5000') RESUME")
+    assert node.args["action"] == "RESUME"
+    assert option_dict(node.args["options"]) == {"snapshotIntervalMillis": "5000"}
+    assert parse_statement("ALTER JOB j OPTIONS ('a'='1')").args["action"] == "OPTIONS"
+    assert parse_statement("ALTER JOB j RESUME").args.get("options") is None
+
+
+def test_explain_wraps_any_statement_node() -> None:
+    explain = parse_statement(
+        "EXPLAIN CREATE JOB j FROM SNAPSHOT s AS BEGIN INSERT INTO a SELECT 1 FROM t; END"
+    )
+    assert isinstance(explain.this, nodes.CreateJob)
+    assert name_of(explain.this.args["snapshot"]) == "s"
+    assert isinstance(parse_statement("EXPLAIN SELECT 1").this, exp.Select)
+
+
 def test_ad_hoc_queries_are_plain_sqlglot_nodes() -> None:
     assert isinstance(parse_statement("SELECT * FROM daily_revenue"), exp.Select)
     assert isinstance(parse_statement("SELECT 1 UNION SELECT 2"), exp.Union)
@@ -317,6 +420,32 @@ def test_window_inside_a_job_cte_and_stage_hint() -> None:
     assert stage_hint(select) == "daily"
     assert interval_micros(select.find(nodes.WindowTvf).args["size"]) == 24 * HOUR
     assert stage_hint(parse_statement("SELECT k FROM t")) is None
+
+
+def test_impose_order_sits_directly_in_from_with_its_fields() -> None:
+    select = parse_statement(
+        "SELECT * FROM TABLE(IMPOSE_ORDER(TABLE db.trades, DESCRIPTOR(trade_ts), "
+        "INTERVAL '0.5' SECONDS)) AS o"
+    )
+    node = select.args["from_"].this
+    assert isinstance(node, nodes.ImposeOrder)
+    assert isinstance(node.this, exp.Table) and node.this.name == "trades" and node.this.db == "db"
+    assert isinstance(node.args["descriptor"], exp.Identifier) and node.args["descriptor"].name == "trade_ts"
+    assert interval_micros(node.args["lag"]) == SECOND // 2
+    assert isinstance(node.args["alias"], exp.TableAlias) and node.alias == "o"
+
+
+def test_window_over_a_subquery_keeps_the_subquery_as_its_source() -> None:
+    select = parse_statement(
+        "SELECT * FROM TABLE(HOP((SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts), "
+        "INTERVAL '1' SECOND))), DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '5' SECOND))"
+    )
+    tvf = select.args["from_"].this
+    assert isinstance(tvf, nodes.WindowTvf) and isinstance(tvf.this, exp.Subquery)
+    assert isinstance(tvf.this.this, exp.Select)
+    assert isinstance(tvf.this.this.args["from_"].this, nodes.ImposeOrder)
+    assert interval_micros(tvf.args["size"]) == 10 * SECOND
+    assert interval_micros(tvf.args["slide"]) == 5 * SECOND
 
 
 def test_two_stage_hints_are_refused() -> None:
@@ -460,9 +589,11 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
     assert (err.line, err.col) == (7, 8)
     assert err.file == "jobs.sql"
     assert err.source_line == "CREATE JOBS revenue AS INSERT INTO x SELECT * FROM orders;"
-    assert err.message == "expected JOB, MAPPING or SNAPSHOT after CREATE, got 'JOBS'"
+    assert (
+        err.message == "expected JOB, MAPPING, SNAPSHOT or VIEW after CREATE, got 'JOBS'; did you mean JOB?"
+    )
     # The message reads as the issue asks; front ends that handle several files prefix the file.
-    assert str(err).startswith("ERROR at line 7, col 8: expected JOB, MAPPING or SNAPSHOT")
+    assert str(err).startswith("ERROR at line 7, col 8: expected JOB, MAPPING, SNAPSHOT or VIEW")
 
 
 @pytest.mark.parametrize(
@@ -479,7 +610,12 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
         ),
         ("UPDATE t SET a = 1", 1, 1, "unknown statement 'UPDATE'"),
         ("SHOW JOBS;\nDELETE FROM t", 2, 1, "unknown statement 'DELETE'"),
-        ("CREATE TABLE t (a INT)", 1, 8, "expected JOB, MAPPING or SNAPSHOT after CREATE"),
+        (
+            "CREATE TABLE t (a INT)",
+            1,
+            8,
+            "CREATE TABLE is not a pitstop statement: declare a source or sink with CREATE MAPPING",
+        ),
         ("frobnicate the jobs", 1, 1, "unknown statement 'frobnicate'"),
         ("INSERT INTO t SELECT 1", 1, 1, "INSERT runs inside a job"),
         ("CREATE JOB j AS\n  SELECT 1 FROM t", 2, 3, "a job's body is INSERT INTO <sink> SELECT"),
@@ -494,7 +630,7 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
             "SELECT *\nFROM TABLE(SLIDING(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR))",
             2,
             12,
-            "unknown window function 'SLIDING' in TABLE(...): use TUMBLE, HOP or SESSION",
+            "unknown table function 'SLIDING' in TABLE(...): use TUMBLE, HOP, SESSION or IMPOSE_ORDER",
         ),
         (
             "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0' HOUR))",
@@ -519,7 +655,13 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
         ("CREATE MAPPING m (a BIGINT) TYPE Kafka", 1, 34, "unknown mapping type 'Kafka'"),
         ("CREATE MAPPING m TYPE File OPTIONS ('path'=3)", 1, 44, "option values are quoted"),
         ("SHOW JOBS now", 1, 11, "unexpected 'now'"),
-        ("SHOW TABLES", 1, 6, "expected JOBS, MAPPINGS or SNAPSHOTS after SHOW"),
+        ("SHOW TABLES", 1, 6, "pitstop's tables are mappings: SHOW MAPPINGS"),
+        (
+            "SHOW JOB",
+            1,
+            6,
+            "expected JOBS, MAPPINGS, SNAPSHOTS or VIEWS after SHOW, got 'JOB'; did you mean JOBS?",
+        ),
         ("AWAIT JOB j TIMEOUT 5", 1, 21, "expected an interval"),
         ("SELECT a FROM (x", 1, 17, "Expecting )"),
         ("SHOW JOBS;\nSELECT 'unterminated FROM t", 2, 8, "unterminated string"),
@@ -539,6 +681,168 @@ def test_malformed_statements_report_exact_positions(script: str, line: int, col
     assert str(err).startswith(f"ERROR at line {line}, col {col}: ")
 
 
+SCRIPT_WITH_MULTILINE_ERRORS = """SHOW JOBS;
+CREATE MAPPING orders (
+    id BIGINT,
+    ts TIMESTAMP
+) TYPE File OPTIONS ('path'='p');
+CREATE JOB revenue AS
+INSERT INTO daily
+SELECT window_start, COUNT(id) AS n
+FROM TABLE(TUMBEL(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' DAY))
+GROUP BY window_start;
+SHOW MAPPINGS;
+CREATE VIEW v AS
+  SELECT * FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts),
+    INTERVAL '5' MINUTES, INTERVAL '10' MINUTES));
+DORP JOB revenue;
+SHOW JOBS
+"""
+
+
+@pytest.mark.parametrize(
+    ("script", "line", "col", "message"),
+    [
+        # misspelt keywords: the caret stays on the misspelt word
+        (
+            "DORP JOB x",
+            1,
+            1,
+            "unknown statement 'DORP': pitstop accepts",
+        ),
+        ("SHOW JOBS;\nSHOW JOB", 2, 6, "got 'JOB'; did you mean JOBS?"),
+        ("AWAIT JOBB x", 1, 7, "expected JOB after AWAIT, got 'JOBB'; did you mean JOB?"),
+        ("AWAIT JOB x TIMOUT INTERVAL '1' SECOND", 1, 13, "did you mean TIMEOUT?"),
+        ("ALTER JOB j SUPSEND", 1, 13, "got 'SUPSEND'; did you mean SUSPEND?"),
+        ("CREATE JOB j OPTION ('a'='1') AS INSERT INTO a SELECT 1", 1, 14, "did you mean OPTIONS?"),
+        ("DROP JOB j WITH SNAPSHTO s", 1, 17, "did you mean SNAPSHOT?"),
+        ("CREATE VEIW v AS SELECT 1", 1, 8, "did you mean VIEW?"),
+        ("CREATE MAPPING m TYPE Flie", 1, 23, "did you mean File?"),
+        (
+            "SELECT *\n  FROM TABLE(TUMBEL(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR))",
+            2,
+            14,
+            "did you mean TUMBLE?",
+        ),
+        # views
+        ("CREATE VIEW v SELECT 1", 1, 15, "expected AS after view 'v'"),
+        ("CREATE VIEW v AS INSERT INTO a SELECT 1", 1, 18, "a view's body is a query"),
+        ("CREATE VIEW v AS SELECT 1 EXCEPT SELECT 2", 1, 18, "a SELECT or a UNION of SELECTs"),
+        ("DROP VIEW IF EXISTS", 1, 20, "expected a view name"),
+        # SET
+        ("SET 'k' 'v'", 1, 9, "expected = after setting 'k'"),
+        ("SET 'k' = 5", 1, 11, "the value of setting 'k' is a quoted string"),
+        ("SET = 'v'", 1, 5, "expected a setting name after SET"),
+        # ALTER JOB ... OPTIONS (...) RESUME
+        ("ALTER JOB j OPTIONS ('a'='1') SUSPEND", 1, 31, "only RESUME may follow ALTER JOB j OPTIONS"),
+        # table functions
+        (
+            "SELECT * FROM TABLE(IMPOSE_ORDER((SELECT 1), DESCRIPTOR(ts), INTERVAL '1' SECOND))",
+            1,
+            34,
+            "IMPOSE_ORDER expects TABLE <name> as its first argument",
+        ),
+        ("SELECT * FROM TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts)))", 1, 57, "IMPOSE_ORDER needs LAG"),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(a, b), INTERVAL '1' HOUR))",
+            1,
+            49,
+            "names one time column",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND)),"
+            " DESCRIPTOR(ts), INTERVAL '1' HOUR))",
+            1,
+            33,
+            "write TUMBLE((SELECT * FROM TABLE(...)), ...)",
+        ),
+        (
+            "SELECT * FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts),\n  INTERVAL '1' MINUTE,\n  INTERVAL '1' HOUR))",
+            3,
+            3,
+            "HOP takes the window size first, then the slide",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(SIZE => INTERVAL '1' HOUR, TABLE t, DESCRIPTOR(ts)))",
+            1,
+            28,
+            "TUMBLE's first argument is its input",
+        ),
+        ("SELECT * FROM TABLE(TUMBLE TABLE t)", 1, 28, "expected ( after TUMBLE"),
+        ("SELECT HOP(ts, INTERVAL '1' HOUR, INTERVAL '1' DAY) FROM t", 1, 8, "HOP is a table function"),
+        # unknown syntax inside a job's INSERT is refused, not dropped
+        ("CREATE JOB j AS INSERT INTO a SELECT 1 ON CONFLICT DO NOTHING", 1, 17, "ON CONFLICT"),
+        ("SHOW JOBS;\n  SELECT `a` FROM t", 2, 10, "quote names with double quotes"),
+    ],
+)
+def test_new_statement_errors_report_exact_positions(script: str, line: int, col: int, message: str) -> None:
+    err = error_of(script)
+    assert (err.line, err.col) == (line, col), str(err)
+    assert message in err.message
+    assert err.source_line == script.split("\n")[line - 1]
+    caret = str(err).split("\n")[-1]
+    assert caret == "  " + " " * (col - 1) + "^"
+
+
+def test_first_error_of_a_multiline_script_is_positioned_in_the_script() -> None:
+    err = error_of(SCRIPT_WITH_MULTILINE_ERRORS)
+    assert (err.line, err.col) == (9, 12)
+    assert err.message.endswith("did you mean TUMBLE?")
+    assert str(err).split("\n")[1:] == [
+        "  FROM TABLE(TUMBEL(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' DAY))",
+        "             ^",
+    ]
+
+
+def test_parse_script_all_reports_every_bad_statement_and_keeps_the_good_ones() -> None:
+    parsed, errors = parse_script_all(SCRIPT_WITH_MULTILINE_ERRORS, file="jobs.sql")
+    assert [type(p.node) for p in parsed] == [
+        nodes.ShowJobs,
+        nodes.CreateMapping,
+        nodes.ShowMappings,
+        nodes.ShowJobs,
+    ]
+    assert [(e.line, e.col) for e in errors] == [(9, 12), (14, 27), (15, 1)]
+    assert [e.file for e in errors] == ["jobs.sql"] * 3
+    assert "HOP takes the window size first" in errors[1].message
+    assert errors[2].message.endswith("did you mean DROP?")
+    assert errors[1].source_line == "    INTERVAL '5' MINUTES, INTERVAL '10' MINUTES));"
+
+
+def test_parse_script_all_of_a_good_script_has_no_errors() -> None:
+    parsed, errors = parse_script_all("SHOW JOBS; SHOW VIEWS;")
+    assert errors == [] and [type(p.node) for p in parsed] == [nodes.ShowJobs, nodes.ShowViews]
+
+
+def test_parse_script_all_reports_an_unclosed_comment_after_the_statements() -> None:
+    parsed, errors = parse_script_all("SHOW JOBZ;\nSHOW JOBS; /* open")
+    assert [type(p.node) for p in parsed] == [nodes.ShowJobs]
+    assert [(e.line, e.col, e.message.split(":")[0]) for e in errors] == [
+        (1, 6, "expected JOBS, MAPPINGS, SNAPSHOTS or VIEWS after SHOW, got 'JOBZ'; did you mean JOBS?"),
+        (2, 12, "unterminated comment"),
+    ]
+
+
+def test_a_keyword_of_other_sql_gets_no_suggestion() -> None:
+    assert "did you mean" not in error_of("UPDATE t SET a = 1").message
+    assert "did you mean" not in error_of("frobnicate the jobs").message
+
+
+def test_explain_of_a_job_from_a_snapshot_with_a_block_splits_as_one_statement() -> None:
+    script = (
+        "EXPLAIN CREATE JOB j FROM SNAPSHOT s AS BEGIN\n"
+        "  INSERT INTO a SELECT x FROM t;\n"
+        "  INSERT INTO b SELECT ';' AS y FROM t;\n"
+        "END;\n"
+        "SHOW JOBS;"
+    )
+    assert [line for _, line, _ in split_statements(script)] == [1, 5]
+    assert not is_complete(script.split("END;")[0])
+    explained = parse_script(script)[0].node
+    assert isinstance(explained, nodes.Explain)
+    assert [name_of(i.this) for i in explained.this.args["body"]] == ["a", "b"]
+
+
 def test_parse_statement_positions_are_relative_to_the_statement() -> None:
     with pytest.raises(SqlError) as caught:
         parse_statement("DROP\n  JOBS j")
@@ -554,7 +858,17 @@ def test_parse_statement_takes_exactly_one_statement() -> None:
 
 
 def test_nothing_becomes_a_command() -> None:
-    for text in ["EXECUTE x", "RENAME TABLE a TO b", "CALL p()", "BEGIN", "COMMIT", "SET x = 1"]:
+    for text in [
+        "EXECUTE x",
+        "RENAME TABLE a TO b",
+        "CALL p()",
+        "BEGIN",
+        "COMMIT",
+        "SET x = 1",
+        "SET",
+        "GRANT SELECT ON t TO u",
+        "CREATE INDEX i ON t (a)",
+    ]:
         with pytest.raises(SqlError):
             parse_statement(text)
 
@@ -584,4 +898,5 @@ def test_a_comment_left_open_at_the_end_of_a_script_is_an_error() -> None:
 def test_quoted_window_name_is_not_a_window_function() -> None:
     err = error_of("SELECT * FROM TABLE(\"TUMBLE\"(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR))")
     assert (err.line, err.col) == (1, 21)
-    assert "unknown window function 'TUMBLE'" in err.message
+    assert err.message.startswith("unknown table function 'TUMBLE' in TABLE(...)")
+    assert "did you mean" not in err.message

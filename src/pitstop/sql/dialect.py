@@ -7,12 +7,19 @@ know is a ``ParseError`` positioned at the offending token (1-based line and col
 token's *first* character, unlike sqlglot's default which points at its last one).
 
 Window table-valued functions (``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR))``)
-parse into :class:`~pitstop.sql.nodes.WindowTvf` and sit where a table would: directly in
-``exp.From.this`` or ``exp.Join.this``, with their alias in ``WindowTvf.args['alias']``.
+parse into :class:`~pitstop.sql.nodes.WindowTvf`, Hazelcast's ``TABLE(IMPOSE_ORDER(...))`` into
+:class:`~pitstop.sql.nodes.ImposeOrder`; both sit where a table would: directly in
+``exp.From.this`` or ``exp.Join.this``, with their alias in ``args["alias"]`` (the parsing lives
+in :mod:`pitstop.sql.windows`).
+
+A misspelt keyword where the dialect expects one of a few words gets a "did you mean" suggestion
+(:func:`did_you_mean`); statements of Flink and Hazelcast that pitstop writes differently are
+refused with what to write instead (``REJECTED_STATEMENTS``, ``REJECTED_WORDS``).
 """
 
 from __future__ import annotations
 
+import re
 import typing as t
 
 from sqlglot import exp, generator, parser, tokens
@@ -23,12 +30,34 @@ from sqlglot.tokens import Token, TokenType
 from pitstop.errors import SqlError
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
+from pitstop.sql.windows import (
+    TABLE_FUNCTION_PARAMS,
+    WINDOW_TVF_PARAMS,
+    TableFunctionParser,
+    impose_order_sql,
+    window_tvf_sql,
+)
+from pitstop.sql.words import LITERAL_TOKENS, did_you_mean, one_of
+
+__all__ = [
+    "MAPPING_KINDS",
+    "TABLE_FUNCTION_PARAMS",
+    "WINDOW_TVF_PARAMS",
+    "JobBlock",
+    "PitstopDialect",
+    "chunk_tokens",
+    "did_you_mean",
+    "one_of",
+    "position",
+]
 
 ACCEPTED_STATEMENTS = (
     "CREATE MAPPING, DROP MAPPING, SHOW MAPPINGS, CREATE JOB, DROP JOB, ALTER JOB, SHOW JOBS, "
     "DESCRIBE JOB, AWAIT JOB, CREATE SNAPSHOT, DROP SNAPSHOT, SHOW SNAPSHOTS, DESCRIBE SNAPSHOT, "
-    "EXPLAIN and SELECT"
+    "CREATE VIEW, DROP VIEW, SHOW VIEWS, SET, EXPLAIN and SELECT"
 )
+# The first words of every statement, for "did you mean" on a misspelt one.
+STATEMENT_WORDS = ("ALTER", "AWAIT", "CREATE", "DESCRIBE", "DROP", "EXPLAIN", "SELECT", "SET", "SHOW", "WITH")
 JOB_BODY_EXPECTED = "a job's body is INSERT INTO <sink> SELECT ..., or BEGIN ... END around several"
 MAPPING_KINDS = ("File", "DuckDB", "Generator", "Console")
 
@@ -48,18 +77,8 @@ MAPPING_COLUMN_TYPES = {
     _T.DATE: "DATE",
 }
 
-# Parameters of each window function, in positional order (Hazelcast's: size before slide).
-WINDOW_TVF_PARAMS: dict[str, tuple[str, ...]] = {
-    "TUMBLE": ("size",),
-    "HOP": ("size", "slide"),
-    "SESSION": ("gap",),
-}
-
-
-def one_of(words: t.Iterable[str]) -> str:
-    """``JOB, MAPPING or SNAPSHOT``."""
-    items = list(words)
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+_CLAUSE_NAMES = {"conflict": "ON CONFLICT", "by_name": "BY NAME", "overwrite": "OVERWRITE"}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class JobBlock:
@@ -102,9 +121,6 @@ class JobBlock:
         )
 
 
-_LITERAL_TOKENS = {TokenType.STRING, TokenType.IDENTIFIER, TokenType.NUMBER}
-
-
 def chunk_tokens(raw_tokens: list[Token]) -> list[list[Token]]:
     """Split tokens into statements at ';', except inside a job's ``AS BEGIN ... END`` block
     (see :class:`JobBlock`). Empty statements are dropped."""
@@ -116,7 +132,7 @@ def chunk_tokens(raw_tokens: list[Token]) -> list[list[Token]]:
             block = JobBlock()
             continue
         chunks[-1].append(token)
-        block.feed("" if token.token_type in _LITERAL_TOKENS else token.text.upper())
+        block.feed("" if token.token_type in LITERAL_TOKENS else token.text.upper())
     return [chunk for chunk in chunks if chunk] or [[]]
 
 
@@ -134,7 +150,7 @@ class PitstopDialect(Dialect):
         COMMANDS: t.ClassVar[set[TokenType]] = set()
         KEYWORDS = {k: v for k, v in tokens.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
 
-    class Parser(parser.Parser):
+    class Parser(TableFunctionParser):
         # END closes a job's BEGIN block, so it may not be read as an alias or a name there
         # ("INSERT INTO a SELECT x FROM t END" must not alias t as END). Quote it: "end".
         ID_VAR_TOKENS = parser.Parser.ID_VAR_TOKENS - {TokenType.END}
@@ -149,6 +165,7 @@ class PitstopDialect(Dialect):
             TokenType.SHOW: lambda self: self._parse_word("SHOW", self.SHOW_PARSERS),
             TokenType.ALTER: lambda self: self._parse_word("ALTER", self.ALTER_PARSERS),
             TokenType.DESCRIBE: lambda self: self._parse_word("DESCRIBE", self.DESCRIBE_PARSERS),
+            TokenType.SET: lambda self: self._parse_set_option(),
         }
 
         # Statements whose first word is not a keyword of sqlglot's tokenizer.
@@ -159,16 +176,49 @@ class PitstopDialect(Dialect):
 
         QUERY_START_TOKENS: t.ClassVar = {TokenType.SELECT, TokenType.WITH, TokenType.L_PAREN}
 
-        # First words that are real SQL but not pitstop statements, with what to do instead.
+        # First words that are real SQL (often Flink's or Hazelcast's) but not pitstop
+        # statements, with what to write instead.
         REJECTED_STATEMENTS: t.ClassVar = {
             "INSERT": "INSERT runs inside a job: CREATE JOB <name> AS INSERT INTO <sink> SELECT ...",
             "SINK": "SINK INTO runs inside a job: CREATE JOB <name> AS SINK INTO <sink> SELECT ...",
+            "STOP": (
+                "STOP JOB is Flink's: use DROP JOB <name> WITH SNAPSHOT <snapshot> to stop a job and "
+                "keep its state, then CREATE JOB <name> FROM SNAPSHOT <snapshot> AS ... to go on"
+            ),
+            "EXECUTE": (
+                "EXECUTE STATEMENT SET is Flink's: put several INSERTs in one job with "
+                "CREATE JOB <name> AS BEGIN INSERT INTO a SELECT ...; INSERT INTO b SELECT ...; END"
+            ),
+            "BEGIN": (
+                "BEGIN opens a job's body only after CREATE JOB <name> AS: "
+                "CREATE JOB <name> AS BEGIN INSERT INTO a SELECT ...; INSERT INTO b SELECT ...; END"
+            ),
+            "RESET": "RESET is not a pitstop statement: set the value again with SET 'key' = 'value'",
+            "USE": "pitstop has no catalogs or databases to USE: name mappings, views and jobs directly",
+        }
+        # Second words that are real SQL but not pitstop statements: first word -> word -> hint.
+        REJECTED_WORDS: t.ClassVar = {
+            "CREATE": {
+                "TABLE": (
+                    "CREATE TABLE is not a pitstop statement: declare a source or sink with "
+                    "CREATE MAPPING <name> (<column> <type>, ...) TYPE File OPTIONS ('path'='...', "
+                    f"'format'='json'); the mapping types are {one_of(MAPPING_KINDS)}"
+                ),
+                "TEMPORARY": (
+                    "pitstop has no TEMPORARY objects: write CREATE MAPPING for a source or sink and "
+                    "CREATE VIEW for a query"
+                ),
+                "EXTERNAL": "write CREATE MAPPING without EXTERNAL: CREATE MAPPING <name> (...) TYPE ...",
+            },
+            "DROP": {"TABLE": "pitstop's tables are mappings: DROP MAPPING <name>"},
+            "SHOW": {"TABLES": "pitstop's tables are mappings: SHOW MAPPINGS"},
         }
 
         CREATE_PARSERS: t.ClassVar = {
             "JOB": lambda self, replace: self._parse_create_job(replace),
             "MAPPING": lambda self, replace: self._parse_create_mapping(replace),
             "SNAPSHOT": lambda self, replace: self._parse_create_snapshot(replace),
+            "VIEW": lambda self, replace: self._parse_create_view(replace),
         }
         DROP_PARSERS: t.ClassVar = {
             "JOB": lambda self: self._parse_drop_job(),
@@ -178,11 +228,15 @@ class PitstopDialect(Dialect):
             "SNAPSHOT": lambda self: self.expression(
                 nodes.DropSnapshot(exists=self._parse_exists(), this=self._parse_name("snapshot"))
             ),
+            "VIEW": lambda self: self.expression(
+                nodes.DropView(exists=self._parse_exists(), this=self._parse_name("view"))
+            ),
         }
         SHOW_PARSERS: t.ClassVar = {
             "JOBS": lambda self: self.expression(nodes.ShowJobs()),
             "MAPPINGS": lambda self: self.expression(nodes.ShowMappings()),
             "SNAPSHOTS": lambda self: self.expression(nodes.ShowSnapshots()),
+            "VIEWS": lambda self: self.expression(nodes.ShowViews()),
         }
         DESCRIBE_PARSERS: t.ClassVar = {
             "JOB": lambda self: self.expression(nodes.DescribeJob(this=self._parse_name("job"))),
@@ -199,6 +253,10 @@ class PitstopDialect(Dialect):
             "RESTART": lambda self: None,
             "OPTIONS": lambda self: self._parse_options(),
         }
+
+        # What a job's INSERT may hold: the sink (a table, or a table with a column list), the
+        # query and its CTEs. Anything else sqlglot reads (ON CONFLICT, RETURNING, ...) is refused.
+        JOB_INSERT_ARGS: t.ClassVar = frozenset({"this", "expression", "with_"})
 
         # Clauses between a job's name and AS, in any order: word -> (arg name, parser).
         JOB_CLAUSE_PARSERS: t.ClassVar = {
@@ -231,18 +289,26 @@ class PitstopDialect(Dialect):
                 statement = self.WORD_STATEMENT_PARSERS.get(first.text.upper())
             if statement is None:
                 hint = self.REJECTED_STATEMENTS.get(first.text.upper())
+                # Only a plain word can be a misspelt keyword: UPDATE is not a typo of CREATE.
+                typo = did_you_mean(first.text, STATEMENT_WORDS) if first.token_type == TokenType.VAR else ""
                 self.raise_error(
-                    hint or f"unknown statement {first.text!r}: pitstop accepts {ACCEPTED_STATEMENTS}",
+                    hint or f"unknown statement {first.text!r}: pitstop accepts {ACCEPTED_STATEMENTS}{typo}",
                     first,
                 )
             self._advance()
             return statement(self)
 
-        def _parse_word(self, after: str, parsers: dict[str, t.Callable], **kwargs: t.Any) -> exp.Expr:
-            """Dispatch on the word after ``after`` (``DROP JOB``, ``SHOW MAPPINGS``, ...)."""
+        def _parse_word(
+            self, after: str, parsers: dict[str, t.Callable], context: str = "", **kwargs: t.Any
+        ) -> exp.Expr:
+            """Dispatch on the word after ``after`` (``DROP JOB``, ``SHOW MAPPINGS``, ...);
+            ``context`` is the key of ``REJECTED_WORDS`` (``after`` unless given)."""
             word = self._curr
             if not self._match_texts(parsers):
-                got = f", got {word.text!r}" if word else ""
+                rejected = self.REJECTED_WORDS.get(context or after, {})
+                if word and word.token_type not in LITERAL_TOKENS and word.text.upper() in rejected:
+                    self.raise_error(rejected[word.text.upper()], word)
+                got = f", got {word.text!r}{did_you_mean(word.text, parsers)}" if word else ""
                 self.raise_error(f"expected {one_of(sorted(parsers))} after {after}{got}", word)
             return parsers[word.text.upper()](self, **kwargs)
 
@@ -259,13 +325,49 @@ class PitstopDialect(Dialect):
         def _parse_create_statement(self) -> exp.Expr:
             replace = self._match_pair(TokenType.OR, TokenType.REPLACE)
             return self._parse_word(
-                "CREATE OR REPLACE" if replace else "CREATE", self.CREATE_PARSERS, replace=replace
+                "CREATE OR REPLACE" if replace else "CREATE",
+                self.CREATE_PARSERS,
+                context="CREATE",
+                replace=replace,
             )
+
+        def _parse_set_option(self) -> nodes.SetOption:
+            expected = "SET 'key' = 'value'"
+            if self._match(TokenType.STRING):
+                key = self._prev.text
+            else:
+                key = self._parse_setting_name(expected)
+            if not self._match(TokenType.EQ):
+                self.raise_error(
+                    f"expected = after setting {key!r}: {expected} (quote a name that is not "
+                    "a plain dotted name)"
+                )
+            if not self._match(TokenType.STRING):
+                self.raise_error(f"the value of setting {key!r} is a quoted string: {expected}")
+            value = self._prev.text
+            return self.expression(
+                nodes.SetOption(this=exp.Literal.string(key), expression=exp.Literal.string(value))
+            )
+
+        def _parse_setting_name(self, expected: str) -> str:
+            """An unquoted setting name: words joined by dots (``pitstop.trigger_ms``)."""
+            parts: list[str] = []
+            while True:
+                token = self._curr
+                if not token or token.token_type in LITERAL_TOKENS or not _WORD.fullmatch(token.text):
+                    got = f", got {token.text!r}" if token else ""
+                    self.raise_error(f"expected a setting name after SET{got}: {expected}", token)
+                parts.append(token.text)
+                self._advance()
+                if not self._match(TokenType.DOT):
+                    return ".".join(parts)
 
         def _parse_explain(self) -> nodes.Explain:
             start = self._curr
             if start and start.text.upper() == "EXPLAIN":
                 self.raise_error("EXPLAIN EXPLAIN is not a statement", start)
+            if start and start.text.upper() == "PLAN":
+                self.raise_error("write EXPLAIN <statement>, without PLAN FOR", start)
             if not start:
                 self.raise_error(f"expected a statement after EXPLAIN: {ACCEPTED_STATEMENTS}")
             return self.expression(nodes.Explain(this=self._parse_statement()))
@@ -285,7 +387,9 @@ class PitstopDialect(Dialect):
             kind = self._parse_name("mapping type")
             if kind.name.upper() not in {k.upper() for k in MAPPING_KINDS}:
                 self.raise_error(
-                    f"unknown mapping type {kind.name!r}: use {one_of(MAPPING_KINDS)}", kind_token
+                    f"unknown mapping type {kind.name!r}: use {one_of(MAPPING_KINDS)}"
+                    f"{did_you_mean(kind.name, MAPPING_KINDS)}",
+                    kind_token,
                 )
             options = self._parse_options() if self._match_text_seq("OPTIONS") else None
             return self.expression(
@@ -316,15 +420,25 @@ class PitstopDialect(Dialect):
             return columns, watermark
 
         def _parse_mapping_column(self) -> exp.ColumnDef:
+            if self._curr and self._curr.text.upper().startswith(("PRIMARY", "CONSTRAINT")):
+                self.raise_error(
+                    "a mapping has no keys or constraints: remove the PRIMARY KEY / CONSTRAINT clause",
+                    self._curr,
+                )
             name = self._parse_name("column")
             type_token = self._curr
             kind = self._parse_types(check_func=False, schema=True, allow_identifiers=False)
             if not isinstance(kind, exp.DataType) or kind.this not in MAPPING_COLUMN_TYPES:
-                shown = repr(type_token.text) if type_token else "nothing"
+                written = self.sql[type_token.start : self._prev.end + 1] if kind else type_token.text
+                shown = repr(written) if type_token else "nothing"
                 self.raise_error(
                     f"unsupported type {shown} for column {name.name!r}: use "
                     f"{one_of(sorted(set(MAPPING_COLUMN_TYPES.values())))}",
                     type_token,
+                )
+            if self._curr and self._curr.text.upper() == "EXTERNAL":
+                self.raise_error(
+                    f"pitstop reads column {name.name!r} by its name: remove EXTERNAL NAME", self._curr
                 )
             return self.expression(exp.ColumnDef(this=name, kind=kind))
 
@@ -370,16 +484,23 @@ class PitstopDialect(Dialect):
                     self.raise_error(f"{word.text.upper()} is given twice for job {name.name!r}", word)
                 clauses[key] = parse_clause(self)
             if not self._match(TokenType.ALIAS):
+                word = self._curr
+                typo = did_you_mean(word.text, [*self.JOB_CLAUSE_PARSERS, "AS"]) if word else ""
                 self.raise_error(
-                    f"expected OPTIONS (...), FROM SNAPSHOT <name> or AS <body> after job {name.name!r}"
+                    f"expected OPTIONS (...), FROM SNAPSHOT <name> or AS <body> after job {name.name!r}{typo}"
                 )
             return self.expression(
                 nodes.CreateJob(this=name, exists=exists, body=self._parse_job_body(), **clauses)
             )
 
         def _parse_from_snapshot(self) -> exp.Identifier:
+            return self._parse_snapshot_clause("FROM", "FROM SNAPSHOT <name>")
+
+        def _parse_snapshot_clause(self, after: str, expected: str) -> exp.Identifier:
+            word = self._curr
             if not self._match_text_seq("SNAPSHOT"):
-                self.raise_error("expected SNAPSHOT after FROM: FROM SNAPSHOT <name>")
+                got = f", got {word.text!r}{did_you_mean(word.text, ['SNAPSHOT'])}" if word else ""
+                self.raise_error(f"expected SNAPSHOT after {after} ({expected}){got}", word)
             return self._parse_name("snapshot")
 
         def _parse_job_body(self) -> list[exp.Insert]:
@@ -406,6 +527,13 @@ class PitstopDialect(Dialect):
             insert = self._parse_insert()
             if not isinstance(insert, exp.Insert) or not isinstance(insert.expression, exp.Query):
                 self.raise_error(f"a job's INSERT reads from a SELECT: {JOB_BODY_EXPECTED}", start)
+            extra = sorted(k for k, v in insert.args.items() if v and k not in self.JOB_INSERT_ARGS)
+            if extra:
+                self.raise_error(
+                    f"a job's INSERT is INSERT INTO <sink> [(<columns>)] SELECT ...: pitstop does not "
+                    f"support {_CLAUSE_NAMES.get(extra[0], extra[0].upper().replace('_', ' '))} here",
+                    start,
+                )
             if with_ is not None:
                 insert.set("with_", with_)
             return t.cast(exp.Insert, insert)
@@ -413,26 +541,70 @@ class PitstopDialect(Dialect):
         def _parse_drop_job(self) -> nodes.DropJob:
             exists = self._parse_exists()
             name = self._parse_name("job")
-            snapshot = self._parse_name("snapshot") if self._match_text_seq("WITH", "SNAPSHOT") else None
+            snapshot = None
+            if self._match(TokenType.WITH):
+                snapshot = self._parse_snapshot_clause(
+                    "WITH", f"DROP JOB {name.name} WITH SNAPSHOT <snapshot>"
+                )
             return self.expression(nodes.DropJob(this=name, exists=exists, snapshot=snapshot))
 
         def _parse_alter_job(self) -> nodes.AlterJob:
             name = self._parse_name("job")
             word = self._curr
             if not self._match_texts(self.ALTER_JOB_ACTIONS):
+                got = f", got {word.text!r}{did_you_mean(word.text, self.ALTER_JOB_ACTIONS)}" if word else ""
                 self.raise_error(
-                    f"expected {one_of(self.ALTER_JOB_ACTIONS)} after ALTER JOB {name.name}", word
+                    f"expected {one_of(self.ALTER_JOB_ACTIONS)} after ALTER JOB {name.name}{got}", word
                 )
             action = word.text.upper()
             options = self.ALTER_JOB_ACTIONS[action](self)
+            if action == "OPTIONS":
+                # Hazelcast's ALTER JOB j OPTIONS (...) RESUME: new options, then resume.
+                after = self._curr
+                if self._match_text_seq("RESUME"):
+                    action = "RESUME"
+                elif after and after.text.upper() in self.ALTER_JOB_ACTIONS:
+                    self.raise_error(
+                        f"only RESUME may follow ALTER JOB {name.name} OPTIONS (...), got "
+                        f"{after.text.upper()}",
+                        after,
+                    )
             return self.expression(nodes.AlterJob(this=name, action=action, options=options))
 
         def _parse_await_job(self) -> nodes.AwaitJob:
             name = self._parse_name("job")
             timeout = None
+            word = self._curr
+            typo = did_you_mean(word.text, ["TIMEOUT"]) if word.token_type == TokenType.VAR else ""
             if self._match_text_seq("TIMEOUT"):
                 timeout = self._parse_pitstop_interval(f"the timeout of AWAIT JOB {name.name}")
+            elif typo:
+                self.raise_error(
+                    f"expected TIMEOUT INTERVAL 'n' unit or the end of AWAIT JOB {name.name}, got "
+                    f"{word.text!r}{typo}",
+                    word,
+                )
             return self.expression(nodes.AwaitJob(this=name, timeout=timeout))
+
+        # Views ---------------------------------------------------------------------------
+
+        def _parse_create_view(self, replace: bool) -> nodes.CreateView:
+            exists = self._parse_exists(not_=True)
+            name = self._parse_name("view")
+            expected = f"CREATE VIEW {name.name} AS SELECT ..."
+            if not self._match(TokenType.ALIAS):
+                self.raise_error(f"expected AS after view {name.name!r}: {expected}")
+            start = self._curr
+            if not start or start.token_type not in self.QUERY_START_TOKENS:
+                self.raise_error(f"a view's body is a query: {expected}", start)
+            query: exp.Expr = self._parse_query_statement()
+            while isinstance(query, exp.Subquery) and not query.alias:
+                query = query.this
+            if not isinstance(query, (exp.Select, exp.Union)):
+                self.raise_error(f"a view's body is a SELECT or a UNION of SELECTs: {expected}", start)
+            return self.expression(
+                nodes.CreateView(this=name, expression=query, replace=replace, exists=exists)
+            )
 
         # Snapshots -----------------------------------------------------------------------
 
@@ -442,74 +614,6 @@ class PitstopDialect(Dialect):
                 self.raise_error(f"expected FOR JOB <job> after snapshot {name.name!r}")
             job = self._parse_name("job")
             return self.expression(nodes.CreateSnapshot(this=name, job=job, replace=replace))
-
-        # Window table-valued functions ---------------------------------------------------
-
-        def _parse_table(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
-            if self._curr.token_type == TokenType.TABLE and self._next.token_type == TokenType.L_PAREN:
-                tvf = self._parse_window_tvf()
-                alias_tokens = kwargs.get("alias_tokens") or self.TABLE_ALIAS_TOKENS
-                tvf.set("alias", self._parse_table_alias(alias_tokens=alias_tokens))
-                return tvf
-            return super()._parse_table(*args, **kwargs)
-
-        def _parse_window_tvf(self) -> nodes.WindowTvf:
-            self._advance(2)  # TABLE (
-            name = self._curr
-            kind = name.text.upper() if name.token_type not in _LITERAL_TOKENS else ""
-            params = WINDOW_TVF_PARAMS.get(kind)
-            if params is None or self._next.token_type != TokenType.L_PAREN:
-                functions = one_of(WINDOW_TVF_PARAMS)
-                self.raise_error(
-                    f"unknown window function {name.text!r} in TABLE(...): use {functions}"
-                    if name
-                    else f"expected {functions} after TABLE(",
-                    name,
-                )
-            self._advance(2)  # KIND (
-
-            if not self._match(TokenType.TABLE):
-                self.raise_error(f"{kind} expects TABLE <name> as its first argument")
-            source = self._parse_table_parts()
-            if not self._match(TokenType.COMMA) or not self._match_text_seq("DESCRIPTOR"):
-                self.raise_error(f"{kind} expects DESCRIPTOR(<time column>) as its second argument")
-            self._match_l_paren()
-            descriptor = self._parse_name("time column")
-            self._match_r_paren()
-
-            intervals: dict[str, exp.Expr] = {}
-            while self._match(TokenType.COMMA):
-                intervals.update(self._parse_window_interval(kind, params, intervals))
-            missing = [p.upper() for p in params if p not in intervals]
-            if missing:
-                self.raise_error(f"{kind} needs {one_of(missing)}: an interval such as INTERVAL '1' HOUR")
-            self._match_r_paren()
-            self._match_r_paren()
-            return self.expression(
-                nodes.WindowTvf(kind=kind, this=source, descriptor=descriptor, **intervals)
-            )
-
-        def _parse_window_interval(
-            self, kind: str, params: tuple[str, ...], seen: dict[str, exp.Expr]
-        ) -> dict[str, exp.Expr]:
-            start = self._curr
-            if self._next.token_type == TokenType.FARROW:
-                key = start.text.lower()
-                if key not in params:
-                    self.raise_error(
-                        f"{kind} has no argument {start.text.upper()}; its arguments are "
-                        f"{one_of([p.upper() for p in params])}",
-                        start,
-                    )
-                self._advance(2)
-            else:
-                free = [p for p in params if p not in seen]
-                if not free:
-                    self.raise_error(f"too many arguments for {kind}", start)
-                key = free[0]
-            if key in seen:
-                self.raise_error(f"{kind} argument {key.upper()} is given twice", start)
-            return {key: self._parse_pitstop_interval(f"{kind} {key.upper()}")}
 
         # Shared pieces -------------------------------------------------------------------
 
@@ -595,10 +699,7 @@ class PitstopDialect(Dialect):
                 _drop_sql(self, e, "JOB") + _clause(self, e, "snapshot", " WITH SNAPSHOT ")
             ),
             nodes.ShowJobs: lambda self, e: "SHOW JOBS",
-            nodes.AlterJob: lambda self, e: (
-                f"ALTER JOB {self.sql(e, 'this')} "
-                + (_options_sql(self, e) if e.args.get("options") else e.args["action"])
-            ),
+            nodes.AlterJob: lambda self, e: _alter_job_sql(self, e),
             nodes.AwaitJob: lambda self, e: (
                 f"AWAIT JOB {self.sql(e, 'this')}" + _clause(self, e, "timeout", " TIMEOUT ")
             ),
@@ -610,8 +711,17 @@ class PitstopDialect(Dialect):
             nodes.DropSnapshot: lambda self, e: _drop_sql(self, e, "SNAPSHOT"),
             nodes.ShowSnapshots: lambda self, e: "SHOW SNAPSHOTS",
             nodes.DescribeSnapshot: lambda self, e: f"DESCRIBE SNAPSHOT {self.sql(e, 'this')}",
+            nodes.CreateView: lambda self, e: (
+                f"CREATE {'OR REPLACE ' if e.args.get('replace') else ''}VIEW "
+                f"{'IF NOT EXISTS ' if e.args.get('exists') else ''}{self.sql(e, 'this')} "
+                f"AS {self.sql(e, 'expression')}"
+            ),
+            nodes.DropView: lambda self, e: _drop_sql(self, e, "VIEW"),
+            nodes.ShowViews: lambda self, e: "SHOW VIEWS",
+            nodes.SetOption: lambda self, e: f"SET {self.sql(e, 'this')} = {self.sql(e, 'expression')}",
             nodes.Explain: lambda self, e: f"EXPLAIN {self.sql(e, 'this')}",
-            nodes.WindowTvf: lambda self, e: _window_tvf_sql(self, e),
+            nodes.WindowTvf: window_tvf_sql,
+            nodes.ImposeOrder: impose_order_sql,
         }
 
 
@@ -622,6 +732,14 @@ def _clause(gen: generator.Generator, e: exp.Expr, key: str, prefix: str) -> str
 
 def _options_sql(gen: generator.Generator, e: exp.Expr) -> str:
     return f"OPTIONS ({', '.join(gen.sql(option) for option in e.args['options'])})"
+
+
+def _alter_job_sql(gen: generator.Generator, e: nodes.AlterJob) -> str:
+    action = e.args["action"]
+    if not e.args.get("options"):
+        return f"ALTER JOB {gen.sql(e, 'this')} {action}"
+    resume = " RESUME" if action == "RESUME" else ""
+    return f"ALTER JOB {gen.sql(e, 'this')} {_options_sql(gen, e)}{resume}"
 
 
 def _drop_sql(gen: generator.Generator, e: exp.Expr, kind: str) -> str:
@@ -647,11 +765,3 @@ def _create_job_sql(gen: generator.Generator, e: nodes.CreateJob) -> str:
     inserts = [gen.sql(insert) for insert in e.args["body"]]
     body = inserts[0] if len(inserts) == 1 else f"BEGIN {'; '.join(inserts)}; END"
     return f"CREATE JOB {exists}{gen.sql(e, 'this')}{options}{snapshot} AS {body}"
-
-
-def _window_tvf_sql(gen: generator.Generator, e: nodes.WindowTvf) -> str:
-    kind = e.args["kind"]
-    intervals = [gen.sql(e, key) for key in WINDOW_TVF_PARAMS[kind]]
-    args = ", ".join([f"TABLE {gen.sql(e, 'this')}", f"DESCRIPTOR({gen.sql(e, 'descriptor')})"] + intervals)
-    alias = _clause(gen, e, "alias", " AS ")
-    return f"TABLE({kind}({args})){alias}"

@@ -67,8 +67,9 @@ class ShowJobs(exp.Expression):
 
 
 class AlterJob(exp.Expression):
-    """``ALTER JOB name SUSPEND | RESUME | RESTART | OPTIONS (...)``: ``action`` is the upper-case
-    word as a plain string; ``options`` is set only for ``OPTIONS``."""
+    """``ALTER JOB name SUSPEND | RESUME | RESTART | OPTIONS (...) [RESUME]``: ``action`` is the
+    upper-case word as a plain string; ``options`` is set only with ``OPTIONS (...)``, whose action
+    is ``'OPTIONS'``, or ``'RESUME'`` for Hazelcast's ``ALTER JOB j OPTIONS (...) RESUME``."""
 
     arg_types = {"this": True, "action": True, "options": False}
 
@@ -101,6 +102,30 @@ class DescribeSnapshot(exp.Expression):
     arg_types = {"this": True}
 
 
+class CreateView(exp.Expression):
+    """``CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name AS query``: ``expression`` is the query, an
+    ``exp.Select`` (possibly with a ``with_``) or an ``exp.Union``."""
+
+    arg_types = {"this": True, "expression": True, "replace": False, "exists": False}
+
+
+class DropView(exp.Expression):
+    """``DROP VIEW [IF EXISTS] name``."""
+
+    arg_types = {"this": True, "exists": False}
+
+
+class ShowViews(exp.Expression):
+    arg_types: t.ClassVar[dict[str, bool]] = {}
+
+
+class SetOption(exp.Expression):
+    """``SET 'key' = 'value'`` (or ``SET dotted.key = 'value'``): ``this`` and ``expression`` are
+    string literals. Which keys exist is the executor's business, not the parser's."""
+
+    arg_types = {"this": True, "expression": True}
+
+
 class Explain(exp.Expression):
     """``EXPLAIN <statement>``: ``this`` is the explained statement's node."""
 
@@ -111,8 +136,9 @@ class WindowTvf(exp.Expression):
     """A window table-valued function in a FROM clause or a join:
     ``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size)) [AS alias]``.
 
-    ``kind`` is the plain string ``'TUMBLE'``, ``'HOP'`` or ``'SESSION'``; ``this`` the source
-    ``exp.Table``; ``descriptor`` the time column's ``exp.Identifier``; ``size`` (TUMBLE, HOP),
+    ``kind`` is the plain string ``'TUMBLE'``, ``'HOP'`` or ``'SESSION'``; ``this`` the source, an
+    ``exp.Table`` or an ``exp.Subquery`` (Hazelcast's ``TUMBLE((SELECT * FROM TABLE(IMPOSE_ORDER(
+    ...))), ...)``); ``descriptor`` the time column's ``exp.Identifier``; ``size`` (TUMBLE, HOP),
     ``slide`` (HOP) and ``gap`` (SESSION) are interval nodes; ``alias`` an ``exp.TableAlias``.
     """
 
@@ -131,6 +157,15 @@ class WindowTvf(exp.Expression):
         return str(self.args["kind"])
 
 
+class ImposeOrder(exp.Expression):
+    """Hazelcast's ``TABLE(IMPOSE_ORDER(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND)) [AS alias]``
+    in a FROM clause or a join: ``this`` is the source ``exp.Table``, ``descriptor`` the time
+    column's ``exp.Identifier``, ``lag`` the interval events may arrive late by (the watermark
+    delay), ``alias`` an ``exp.TableAlias``."""
+
+    arg_types = {"this": True, "descriptor": True, "lag": True, "alias": False}
+
+
 STATEMENT_NODES: tuple[type[exp.Expression], ...] = (
     CreateMapping,
     DropMapping,
@@ -145,6 +180,10 @@ STATEMENT_NODES: tuple[type[exp.Expression], ...] = (
     DropSnapshot,
     ShowSnapshots,
     DescribeSnapshot,
+    CreateView,
+    DropView,
+    ShowViews,
+    SetOption,
     Explain,
 )
 """Every pitstop statement node (ad-hoc queries are sqlglot's own ``exp.Select``/``exp.Union``)."""

@@ -21,6 +21,7 @@ __all__ = [
     "name_of",
     "option_dict",
     "parse_script",
+    "parse_script_all",
     "parse_statement",
     "split_statements",
     "stage_hint",
@@ -51,6 +52,8 @@ class _Scan:
     """The script ends with ';' (or holds nothing but whitespace and comments)."""
     unclosed: tuple[str, int] | None
     """What was left open at the end of the script and where it started: ("string", offset)."""
+    backtick: int | None = None
+    """Offset of the first backtick outside quotes and comments (Flink's quoted names)."""
 
 
 def _scan(script: str) -> _Scan:
@@ -61,6 +64,7 @@ def _scan(script: str) -> _Scan:
     end = 0
     block = JobBlock()
     unclosed: tuple[str, int] | None = None
+    backtick: int | None = None
     i, n = 0, len(script)
     while i < n:
         char = script[i]
@@ -95,13 +99,15 @@ def _scan(script: str) -> _Scan:
                 word = "" if char.isdigit() else script[i:j].upper()
                 i = j
             else:
+                if char == "`" and backtick is None:
+                    backtick = i
                 i += 1
             block.feed(word)
             end = i
     if start is not None:
         statements.append((start, end))
     complete = start is None and unclosed is None
-    return _Scan(statements, complete, unclosed)
+    return _Scan(statements, complete, unclosed, backtick)
 
 
 def _skip_block_comment(script: str, i: int) -> tuple[int, bool]:
@@ -165,6 +171,8 @@ def parse_statement(text: str) -> exp.Expression:
         raise SqlError("empty statement: expected a statement", 1, 1, text.split("\n")[0], None)
     if len(scan.statements) > 1:
         _raise_at(text, scan.statements[1][0], "expected one statement, found a second one here")
+    if scan.backtick is not None:
+        _raise_at(text, scan.backtick, 'quote names with double quotes ("name"), not backticks')
 
     try:
         tokens = _DIALECT.tokenize(text)
@@ -189,7 +197,27 @@ def parse_statement(text: str) -> exp.Expression:
 def parse_script(script: str, file: str | None = None) -> list[ParsedStatement]:
     """Parse every statement of a script; the first bad one raises SqlError positioned in the
     script, with ``file`` passed through."""
-    parsed = []
+    parsed, errors = _parse_script(script, file, stop_at_first=True)
+    if errors:
+        raise errors[0]
+    return parsed
+
+
+def parse_script_all(script: str, file: str | None = None) -> tuple[list[ParsedStatement], list[SqlError]]:
+    """Parse every statement of a script, going on after a bad one (for ``pitstop check``).
+
+    Returns the statements that parsed and one SqlError per statement that did not (positioned
+    in the script, in script order, with ``file`` passed through). A string or quoted
+    identifier left open swallows the rest of the script, so it is reported once.
+    """
+    return _parse_script(script, file, stop_at_first=False)
+
+
+def _parse_script(
+    script: str, file: str | None, stop_at_first: bool
+) -> tuple[list[ParsedStatement], list[SqlError]]:
+    parsed: list[ParsedStatement] = []
+    errors: list[SqlError] = []
     for text, line, col in split_statements(script):
         try:
             node = parse_statement(text)
@@ -197,20 +225,27 @@ def parse_script(script: str, file: str | None = None) -> list[ParsedStatement]:
             inner_line, inner_col = error.line or 1, error.col or 1
             at_line = line + inner_line - 1
             at_col = col + inner_col - 1 if inner_line == 1 else inner_col
-            raise SqlError(error.message, at_line, at_col, _source_line(script, at_line), file) from None
+            errors.append(SqlError(error.message, at_line, at_col, _source_line(script, at_line), file))
+            if stop_at_first:
+                return parsed, errors
+            continue
         parsed.append(ParsedStatement(node=node, text=text, line=line, col=col))
     unclosed = _scan(script).unclosed
-    if unclosed is not None:  # only a comment can be left open outside every statement's text
+    if unclosed is not None and unclosed[0] == "comment":
+        # A string or identifier left open is inside the last statement's text and reported
+        # there; only a comment can be left open outside every statement.
         what, offset = unclosed
         at_line, at_col = position(script, offset)
-        raise SqlError(
-            f"unterminated {what}: close it before the end of the script",
-            at_line,
-            at_col,
-            _source_line(script, at_line),
-            file,
+        errors.append(
+            SqlError(
+                f"unterminated {what}: close it before the end of the script",
+                at_line,
+                at_col,
+                _source_line(script, at_line),
+                file,
+            )
         )
-    return parsed
+    return parsed, errors
 
 
 def stage_hint(select: exp.Expression) -> str | None:
