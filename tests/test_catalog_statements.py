@@ -279,3 +279,66 @@ def test_check_mode_refuses_to_await_a_job_the_script_dropped(manager: Manager, 
     with pytest.raises(CatalogError) as caught:
         check(manager, script)
     assert "unknown job 'revenue'" in caught.value.message
+
+
+# -- EXPLAIN, views, SET, suggestions (still no Spark) -----------------------------------------------
+def test_explain_shows_each_branch_and_starts_nothing(manager: Manager, tmp_path: Path) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK + "CREATE MAPPING copies TYPE DuckDB;")
+    explained = run(
+        manager,
+        f"""EXPLAIN CREATE JOB revenue AS BEGIN
+            INSERT INTO daily_revenue {revenue_select("'1' HOUR")};
+            INSERT INTO copies SELECT order_id, region FROM orders WHERE amount > 5;
+        END;""",
+    )[0]
+    assert "nothing was started" in explained.message
+    first, second = explained.rows
+    assert first[3] == "daily_revenue.aggregate" and first[7] == "starts empty"
+    assert first[4] == "TUMBLE(ts, INTERVAL '1' HOUR)" and first[5] == "region STRING"
+    assert second[3] is None and second[7] == "stateless"
+    assert job_names(manager) == []
+    assert not (manager.home / "runs").exists()
+
+
+def test_unknown_names_get_a_did_you_mean(manager: Manager, tmp_path: Path) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK)
+    err = error_of(manager, "DROP MAPPING ordrs;", CatalogError)
+    assert "unknown mapping 'ordrs' (did you mean 'orders'?)" in err.message
+    err = error_of(manager, revenue_job().replace("TABLE orders", "TABLE order"), PlanError)
+    assert "unknown mapping 'order' (did you mean 'orders'?)" in err.message
+    err = error_of(manager, "SET 'trigger_mz' = '100';", PlanError)
+    assert "did you mean 'trigger_ms'?" in err.message
+    err = error_of(manager, revenue_job(header="OPTIONS ('processingGuarante'='exactlyOnce')"), PlanError)
+    assert "did you mean 'processingGuarantee'?" in err.message
+
+
+def test_views_are_checked_when_created_and_listed(manager: Manager, tmp_path: Path) -> None:
+    run(manager, orders_mapping(tmp_path / "orders") + SINK)
+    made = run(manager, "CREATE VIEW big AS SELECT region, amount, ts FROM orders WHERE amount > 10;")[0]
+    assert made.message == "view 'big' created"
+    err = error_of(manager, "CREATE VIEW bad AS SELECT region FROM nosuch;", PlanError)
+    assert "unknown mapping 'nosuch'" in err.message
+    err = error_of(manager, "CREATE VIEW agg AS SELECT region, COUNT(*) AS n FROM orders GROUP BY region;")
+    assert "aggregates" in err.message
+    err = error_of(manager, "CREATE VIEW big AS SELECT * FROM orders;", CatalogError)
+    assert "CREATE OR REPLACE VIEW" in err.message
+    # A job reads the view; the filter and projection run before its window.
+    explained = run(
+        manager,
+        f"EXPLAIN CREATE JOB r AS INSERT INTO daily_revenue {revenue_select(repr('1') + ' HOUR')};".replace(
+            "TABLE orders", "TABLE big"
+        ),
+    )[0]
+    assert explained.rows[0][1] == "orders"
+    assert [r[0] for r in run(manager, "SHOW VIEWS;")[0].rows] == ["big"]
+    run(manager, "DROP VIEW big;")
+    assert run(manager, "SHOW VIEWS;")[0].rows == ()
+
+
+def test_set_changes_session_settings(manager: Manager) -> None:
+    assert run(manager, "SET 'trigger_ms' = '250';")[0].message == "trigger_ms = 250"
+    assert manager.settings.trigger_ms == 250
+    err = error_of(manager, "SET 'execution.savepoint.path' = '/tmp/sp';", PlanError)
+    assert "CREATE JOB ... FROM SNAPSHOT" in err.message
+    err = error_of(manager, "SET 'trigger_ms' = 'soon';", PlanError)
+    assert "positive number" in err.message
