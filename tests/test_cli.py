@@ -53,7 +53,7 @@ def test_first_error_stops_the_script_with_its_line_and_column(tmp_path: Path) -
     )
     done = pitstop("run", str(script), home=tmp_path / "home")
     assert done.returncode == 1
-    assert done.stderr.startswith("ERROR at line 4, col 1: unknown job 'nosuch'")
+    assert done.stderr.startswith(f"ERROR in {script} at line 4, col 1: unknown job 'nosuch'")
     assert "SHOW JOBS" not in done.stdout and "0 job(s)" not in done.stdout
 
 
@@ -129,3 +129,24 @@ def test_check_refuses_an_incompatible_update_in_a_later_file(tmp_path: Path) ->
     done = pitstop("check", str(start), str(bad), home=tmp_path / "home")
     assert done.returncode == 1
     assert "stage 'daily_revenue.aggregate': refused" in done.stderr
+
+
+def test_check_reports_every_error_in_a_file(tmp_path: Path) -> None:
+    script = tmp_path / "many.sql"
+    script.write_text(
+        MAPPINGS.format(path=tmp_path / "orders")
+        + "CREATE JOBS foo AS INSERT INTO x SELECT 1;\n"
+        + "CREATE JOB j AS INSERT INTO daily_revenue SELECT order_id FROM ordrs;\n"
+        + "DORP JOB j;\n"
+    )
+    done = pitstop("check", str(script), home=tmp_path / "home")
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if ": ERROR at line" in line]
+    assert [e.split("ERROR at ")[1].split(":")[0] for e in errors] == [
+        "line 6, col 8",
+        "line 7, col 1",
+        "line 8, col 1",
+    ]
+    assert "did you mean JOB?" in errors[0] and "did you mean 'orders'?" in errors[1]
+    assert "did you mean DROP?" in errors[2]
+    assert "2 statement(s) OK, 3 error(s)" in done.stdout

@@ -2,59 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import sys
 from collections.abc import Iterator
-from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
 from pitstop.errors import PitstopError
-from pitstop.executor import Executor, Result
+from pitstop.executor import Executor
 from pitstop.settings import Settings
+from pitstop.shell.formatting import FORMATS, OutputOptions, render
+from pitstop.shell.script import ON_ERROR, ScriptOptions, ScriptRunner, parse_variables
 from pitstop.sql.parser import is_complete
 
-FORMATS = ("table", "csv", "json")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, Decimal):
-        return str(value)
-    return str(value)
-
-
-def render(result: Result, fmt: str) -> str:
-    if not result.has_rows:
-        return result.message
-    if fmt == "json":
-        return "\n".join(
-            json.dumps(dict(zip(result.columns, row, strict=True)), default=_json_default)
-            for row in result.rows
-        )
-    from cli_helpers.tabular_output import TabularOutputFormatter
-
-    formatter = TabularOutputFormatter(format_name="csv" if fmt == "csv" else "psql")
-    rows = [[_cell(v) for v in row] for row in result.rows]
-    text = "\n".join(formatter.format_output(rows, list(result.columns), disable_numparse=True))
-    if fmt == "table":
-        text += f"\n({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})"
-    return text
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ", timespec="seconds" if not value.microsecond else "auto")
-    if isinstance(value, Decimal):
-        return str(value)  # keep the scale: 15944.00, not 15944
-    return value
+__all__ = ["main", "render", "stdin_statements"]
 
 
 def stdin_statements(stream: IO[str]) -> Iterator[str]:
@@ -115,10 +80,20 @@ def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool
     )
     ctx.obj = Settings.resolve(home, master)
     if ctx.invoked_subcommand is None:
-        if sys.stdin.isatty():
-            click.echo(ctx.get_help())
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            ctx.invoke(shell)
         else:
             ctx.invoke(run, file="-")
+
+
+def _open_manager(settings: Settings) -> Any:
+    from pitstop.engine.manager import Manager
+
+    try:
+        return Manager(settings)
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -132,13 +107,45 @@ def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool
     show_default=True,
     help="how result sets are printed",
 )
+@click.option("--echo", is_flag=True, help="print each statement before its result")
+@click.option(
+    "--on-error",
+    type=click.Choice(ON_ERROR),
+    default="stop",
+    show_default=True,
+    help="stop at the first failed statement, or report it and continue with the next",
+)
+@click.option(
+    "-v",
+    "--var",
+    "variables",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="substitute VALUE for ${NAME} in the script (repeatable)",
+)
 @click.pass_obj
-def run(settings: Settings, file: str | None, command: str | None, fmt: str = "table") -> None:
-    """Run the statements of FILE (or - for stdin, or -c SQL) in order; stop at the first error."""
+def run(
+    settings: Settings,
+    file: str | None,
+    command: str | None,
+    fmt: str = "table",
+    echo: bool = False,
+    on_error: str = "stop",
+    variables: tuple[str, ...] = (),
+) -> None:
+    """Run the statements of FILE (or - for stdin, or -c SQL) in order.
+
+    The exit status is 0 only when every statement succeeded. A FILE is parsed whole before
+    anything runs (with --on-error stop); stdin runs each statement as its ';' arrives.
+    """
     if command is not None and file is not None:
         raise click.UsageError("give a FILE or -c SQL, not both")
     if command is None and file is None:
         raise click.UsageError("give a FILE (or - for stdin) or -c SQL")
+    try:
+        values = parse_variables(variables)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     chunks: Iterator[str]
     if command is not None:
         chunks, label = iter([command]), None
@@ -150,32 +157,51 @@ def run(settings: Settings, file: str | None, command: str | None, fmt: str = "t
             raise click.UsageError(f"no such file: {file}")
         chunks, label = iter([path.read_text()]), str(path)
     signal.signal(signal.SIGTERM, _terminate)
-    from pitstop.engine.manager import Manager
-
+    manager = _open_manager(settings)
+    options = ScriptOptions(OutputOptions(fmt), echo, on_error, values)
+    ok = False
     try:
-        manager = Manager(settings)
-    except PitstopError as err:
-        click.echo(f"ERROR: {err}", err=True)
-        sys.exit(1)
-    failed = False
-    try:
-        executor = Executor(manager)
-        for text in chunks:
-            for _stmt, result in executor.run_script(text, label):
-                click.echo(render(result, fmt))
-    except PitstopError as err:
-        click.echo(_error_text(err), err=True)
-        failed = True
+        runner = ScriptRunner(
+            Executor(manager), options, out=click.echo, err=lambda text: click.echo(text, err=True)
+        )
+        ok = runner.run(chunks, label)
     finally:
         manager.close()
-    _exit(1 if failed else 0)
+    _exit(0 if ok else 1)
+
+
+@main.command()
+@click.option("--vi", is_flag=True, help="vi editing keys (default: emacs)")
+@click.option(
+    "--history",
+    envvar="PITSTOP_HISTORY",
+    type=click.Path(dir_okay=False),
+    help="history file (default: pitstop's folder in the user data directory)",
+)
+@click.pass_obj
+def shell(settings: Settings, vi: bool = False, history: str | None = None) -> None:
+    """The interactive SQL shell (what plain `pitstop` opens on a terminal)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        click.get_current_context().invoke(run, file="-")
+        return
+    from pitstop.shell.app import Shell
+
+    signal.signal(signal.SIGTERM, _terminate)
+    manager = _open_manager(settings)
+    code = 1
+    try:
+        code = Shell(manager, vi=vi, history=history).loop()
+    finally:
+        manager.close()
+    _exit(code)
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
 def check(settings: Settings, files: tuple[str, ...]) -> None:
-    """Parse and plan FILES, in order, against the home's catalog; run and change nothing."""
+    """Parse and plan FILES, in order, against the home's catalog; report every error; run and
+    change nothing."""
     from pitstop.catalog.store import Catalog
 
     catalog = None
@@ -190,15 +216,14 @@ def check(settings: Settings, files: tuple[str, ...]) -> None:
             click.echo(f"ERROR: no such file: {file}", err=True)
             errors += 1
             continue
-        count = 0
-        try:
-            for _stmt, _result in executor.run_script(path.read_text(), str(path)):
-                count += 1
-        except PitstopError as err:
+        count, found = executor.check_script(path.read_text(), str(path))
+        for err in found:
             click.echo(f"{file}: {_error_text(err)}", err=True)
-            errors += 1
-            continue
-        click.echo(f"{file}: {count} statement(s) OK")
+        errors += len(found)
+        if found:
+            click.echo(f"{file}: {count} statement(s) OK, {len(found)} error(s)")
+        else:
+            click.echo(f"{file}: {count} statement(s) OK")
     sys.exit(1 if errors else 0)
 
 
