@@ -374,7 +374,7 @@ class Executor:
         assert self.catalog is not None
         job = self.catalog.get_job(name)
         assert job is not None
-        snap = self.manager.drop_job(job.name, snapshot)
+        snap = self.manager.drop_job(job.name, snapshot, self.cancelled)
         if snap is None:
             return Result(f"job '{job.name}' dropped")
         return Result(
@@ -433,7 +433,7 @@ class Executor:
             raise self._unknown("job", job)
         if self.manager is None:
             return Result("OK")
-        snap = self.manager.create_snapshot(job, name, bool(node.args.get("replace")))
+        snap = self.manager.create_snapshot(job, name, bool(node.args.get("replace")), self.cancelled)
         return Result(
             f"snapshot '{snap.name}' of job '{snap.job}' created ({snap.rows} state rows, "
             f"{snap.size_bytes:,} bytes); the job goes on"

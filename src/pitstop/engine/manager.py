@@ -161,7 +161,9 @@ class Manager:
         self.runs.pop(run.job.lower(), None)
         self.catalog.set_job_status(run.job, FAILED, reason)
 
-    def drop_job(self, name: str, snapshot: str | None) -> Snapshot | None:
+    def drop_job(
+        self, name: str, snapshot: str | None, cancelled: Callable[[], bool] | None = None
+    ) -> Snapshot | None:
         job = self.catalog.get_job(name)
         if job is None:
             raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
@@ -179,7 +181,7 @@ class Manager:
             )
         run = self.active(job.name, wake=True)
         try:
-            cut = run.stop_at_cut(STOP_TIMEOUT_S)
+            cut = run.stop_at_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
             self._fail(run, str(exc))
             raise
@@ -197,7 +199,9 @@ class Manager:
             raise
         return snap
 
-    def create_snapshot(self, job_name: str, snapshot: str, replace: bool) -> Snapshot:
+    def create_snapshot(
+        self, job_name: str, snapshot: str, replace: bool, cancelled: Callable[[], bool] | None = None
+    ) -> Snapshot:
         """Export a running job's state at a clean cut; the job goes on afterwards."""
         job = self.catalog.get_job(job_name)
         if job is None:
@@ -209,7 +213,7 @@ class Manager:
             )
         run = self.active(job.name)
         try:
-            cut = run.drain_to_cut(STOP_TIMEOUT_S)
+            cut = run.drain_to_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
             self._fail(run, str(exc))
             raise

@@ -191,7 +191,7 @@ class ActiveRun:
             if predicate():
                 return
             if cancelled is not None and cancelled():
-                raise PitstopError(f"{what} cancelled")
+                raise PitstopError(f"cancelled: job '{self.job}' did not {what}; it keeps running, unchanged")
             if time.monotonic() > deadline:
                 raise AwaitTimeoutError(
                     f"job '{self.job}' did not {what} within {timeout_s:g} s; it is still running. "
@@ -213,7 +213,7 @@ class ActiveRun:
             if bq.query is not None and bq.query.isActive:
                 bq.query.stop()
 
-    def drain_to_cut(self, timeout_s: float) -> Cut:
+    def drain_to_cut(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> Cut:
         """Bring every branch to the same source positions and hold it there (the job keeps
         running, idle, until :meth:`release` or :meth:`stop`).
 
@@ -235,7 +235,11 @@ class ActiveRun:
         while True:
             for src, pos in fence.items():
                 positions.write_fence(positions.source_dir(self.folder, src), pos)
-            self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut")
+            try:
+                self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut", cancelled)
+            except PitstopError:
+                self.release()  # nothing is lost: the job reads on from where it stood
+                raise
             beyond = dict(fence)
             for bq in self.branches:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)
@@ -272,11 +276,11 @@ class ActiveRun:
         for src in self.plan.sources:
             positions.clear_fence(positions.source_dir(self.folder, src))
 
-    def stop_at_cut(self, timeout_s: float) -> Cut:
+    def stop_at_cut(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> Cut:
         """Stop with every branch at the same source positions, nothing processed after the cut:
         drain to a cut, refuse further batches at the sinks, stop the queries, and check that the
         checkpoints and the sinks still stand at the cut."""
-        cut = self.drain_to_cut(timeout_s)
+        cut = self.drain_to_cut(timeout_s, cancelled)
         self.stop()
         return self._cut(cut.positions)
 
