@@ -612,7 +612,7 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
             raise PlanError(f"mapping '{name}': unknown format '{fmt}'; known: {', '.join(FILE_FORMATS)}")
         options["format"] = fmt
     if kind == "generator":
-        for key in ("rate", "limit", "keys", "step_ms"):
+        for key in ("rate", "limit", "keys", "step_ms", "max_per_batch"):
             if key in options:
                 try:
                     if float(options[key]) <= 0:

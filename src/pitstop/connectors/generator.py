@@ -10,7 +10,8 @@ an uninterrupted job would have seen. Columns are filled by declared type:
 
 Options: ``rate`` (events per second of wall-clock time, default 100), ``limit`` (stop after this
 many events; default none), ``keys`` (default 10), ``start`` (first event time, default
-``2024-01-01 00:00:00``), ``step_ms`` (event-time spacing, default ``1000 / rate``).
+``2024-01-01 00:00:00``), ``step_ms`` (event-time spacing, default ``1000 / rate``),
+``max_per_batch`` (at most this many events per micro-batch; default no limit).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class GeneratorStreamReader(DataSourceStreamReader):
         self.rate = float(options.get("rate", "100"))
         self.limit = int(options["limit"]) if options.get("limit") else None
         self.parallelism = max(1, int(options.get("parallelism", "2")))
+        self.max_per_batch = int(options["max_per_batch"]) if options.get("max_per_batch") else None
 
     def _clock_start(self) -> float:
         """Wall-clock time at which this run's generator started (kept in the run folder)."""
@@ -116,6 +118,8 @@ class GeneratorStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         pos = self.available()
+        if self.max_per_batch is not None and start is not None:
+            pos = min(pos, int(start["pos"]) + self.max_per_batch)
         fence = positions.read_fence(self.state_dir)
         if fence is not None:
             pos = min(pos, fence)
