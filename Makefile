@@ -17,8 +17,8 @@ quickstart: $(STAMP)
 	bash examples/quickstart.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests examples
-	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/ruff check src tests examples bench
+	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy src
 
 test: lint

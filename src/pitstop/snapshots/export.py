@@ -3,7 +3,7 @@
 Layout of ``<home>/snapshots/<name>/``::
 
     manifest.json                  positions, watermarks, plan, versions, rows, bytes
-    stages/<stage>/part-0.parquet  keys..., window_start, window_end, acc0..accN
+    stages/<stage>/part-<i>.parquet  keys..., window_start, window_end, acc0..accN (one file per core)
     sources/<source>.files         file sources: the files read up to the cut, in order
 """
 
@@ -65,7 +65,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             table = _read_state(spark, bq.checkpoint, batch, stage, run.job)
             out = tmp / "stages" / stage.name
             out.mkdir(parents=True)
-            pq.write_table(table, out / "part-0.parquet")
+            write_stage(table, out, spark.sparkContext.defaultParallelism)
             stages[stage.name] = {
                 "plan": _stage_json(run, stage.name),
                 "rows": table.num_rows,
@@ -108,6 +108,18 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Snapshot(name, run.job, now(), str(final), size, total_rows, manifest)
+
+
+def write_stage(table: pa.Table, folder: Path, parts: int) -> None:
+    """Write a stage's rows as ``parts`` Parquet files (at least one, even when empty).
+
+    A restore reads the files as the seeds of its first micro-batch; Spark reads one file (one row
+    group) per task, so one file per core lets every core read seeds, rather than one core all.
+    """
+    parts = max(1, min(parts, table.num_rows // 10_000))
+    size = -(-table.num_rows // parts)
+    for i in range(parts):
+        pq.write_table(table.slice(i * size, size), folder / f"part-{i}.parquet")
 
 
 def _stage_json(run: ActiveRun, name: str) -> dict[str, Any]:
@@ -153,11 +165,13 @@ def _read_state(
     assert isinstance(target, StructType)
     if batch is None:
         return pa.Table.from_batches([], schema=_arrow(target))
-    meta = spark.read.format("state-metadata").load(str(ckpt)).collect()
-    if len(meta) != 1:
+    # Stateful operators are the checkpoint's state/<operatorId> folders: listing them is what
+    # Spark's state-metadata source reports, without a Spark job (~0.4 s in a fresh session).
+    operators = _operator_ids(ckpt)
+    if operators != [0]:
         raise PitstopError(
             f"job '{job}', stage '{stage.name}': expected one stateful operator in the checkpoint, "
-            f"found {len(meta)}; the snapshot was not written"
+            f"found {len(operators)}; the snapshot was not written"
         )
     state: DataFrame = (
         spark.read.format("statestore").option("batchId", batch).option("operatorId", 0).load(str(ckpt))
@@ -201,6 +215,13 @@ def _renamed(struct: Any, names: list[str]) -> Any:
     from pyspark.sql.types import StructField, StructType
 
     return StructType([StructField(n, f.dataType, True) for n, f in zip(names, struct.fields, strict=True)])
+
+
+def _operator_ids(ckpt: Path) -> list[int]:
+    try:
+        return sorted(int(e.name) for e in os.scandir(ckpt / "state") if e.is_dir() and e.name.isdigit())
+    except FileNotFoundError:
+        return []
 
 
 def _arrow(schema: Any) -> pa.Schema:
