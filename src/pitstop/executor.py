@@ -406,8 +406,10 @@ class Executor:
     # -- snapshots ---------------------------------------------------------------------------------
     def _show_snapshots(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
         rows = tuple(
-            (s.created.replace(microsecond=0), s.size_bytes, s.job, s.name, s.rows)
-            for s in (self.catalog.snapshots() if self.catalog is not None else [])
+            (created.replace(microsecond=0), size, job, name, count)
+            for created, size, job, name, count in (
+                self.catalog.snapshot_listing() if self.catalog is not None else []
+            )
         )
         return Result(
             f"{len(rows)} snapshot(s)",

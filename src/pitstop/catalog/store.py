@@ -283,6 +283,17 @@ class Catalog:
         )
         return [_snapshot(r) for r in rows]
 
+    def snapshot_listing(self) -> list[tuple[Any, ...]]:
+        """``(created, size_bytes, job, name, rows)`` of every snapshot, without the manifests
+        (what SHOW SNAPSHOTS prints; parsing 1,000 manifests would cost more than the query)."""
+        return (
+            self.cursor()
+            .execute(
+                "SELECT created, size_bytes, job, name, rows FROM pitstop.snapshots ORDER BY created, name"
+            )
+            .fetchall()
+        )
+
     def add_snapshot(self, snap: Snapshot, tx: duckdb.DuckDBPyConnection) -> None:
         tx.execute(
             f"INSERT INTO pitstop.snapshots ({self._SNAPSHOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -162,7 +162,7 @@ class ConsoleSink:
     def write(self, table: pa.Table, batch_id: int) -> None:
         if table.num_rows == 0:
             return
-        rows = table.to_pylist()
+        rows = _naive_utc(table).to_pylist()
         out = [f"-- {self.label}, batch {batch_id}: {len(rows)} row(s)"]
         out += ["  " + ", ".join(f"{k}={v}" for k, v in r.items()) for r in rows]
         sys.stdout.write("\n".join(out) + "\n")

@@ -316,18 +316,26 @@ class Manager:
 
     # -- shutdown --------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop running jobs at a batch boundary and mark them STOPPED; they resume next time."""
+        """Stop running jobs at a batch boundary and mark them STOPPED; they resume next time.
+        The jobs stop side by side: each waits for its batch in flight, not for the others."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def stop(run: ActiveRun) -> None:
+            try:
+                run.stop()
+                self.catalog.set_job_status(
+                    run.job,
+                    STOPPED,
+                    f"stopped when pitstop exited at {now():%Y-%m-%d %H:%M:%S} UTC; resumes from its "
+                    "checkpoints when pitstop next starts Spark on this home",
+                )
+            except Exception:
+                log.exception("stopping job '%s'", run.job)
+
         with self._lock:
-            for key, run in list(self.runs.items()):
-                try:
-                    run.stop()
-                    self.catalog.set_job_status(
-                        run.job,
-                        STOPPED,
-                        f"stopped when pitstop exited at {now():%Y-%m-%d %H:%M:%S} UTC; resumes from its "
-                        "checkpoints when pitstop next starts Spark on this home",
-                    )
-                except Exception:
-                    log.exception("stopping job '%s'", run.job)
-                self.runs.pop(key, None)
+            runs = list(self.runs.values())
+            if runs:
+                with ThreadPoolExecutor(max_workers=min(8, len(runs))) as pool:
+                    list(pool.map(stop, runs))
+            self.runs.clear()
             self.catalog.close()

@@ -27,32 +27,42 @@ def spark_session(settings: Settings) -> SparkSession:
         # Python workers must run the interpreter that has pitstop installed.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
 
         from pitstop.connectors.files import FileSource
         from pitstop.connectors.generator import GeneratorSource
 
         log.info("starting Spark (%s)", settings.master)
-        builder = (
-            SparkSession.builder.appName("pitstop")
-            .master(settings.master)
-            .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-            .config("spark.sql.session.timeZone", "UTC")
-            .config(
-                "spark.sql.streaming.stateStore.providerClass",
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-            )
-            # RocksDB otherwise reads every key before writing it, only to count the state's rows
-            # for a metric; without that read, a restore seeds 1M keys ~1/3 faster (bench/RESULTS.md).
-            .config("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.streaming.metricsEnabled", "false")
-            .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-            .config("spark.sql.warehouse.dir", str(settings.home / "spark-warehouse"))
-            .config("spark.driver.memory", os.environ.get("PITSTOP_DRIVER_MEMORY", "2g"))
+        conf = SparkConf().setAppName("pitstop").setMaster(settings.master)
+        conf.setAll(
+            [
+                ("spark.sql.shuffle.partitions", str(settings.shuffle_partitions)),
+                ("spark.sql.session.timeZone", "UTC"),
+                (
+                    "spark.sql.streaming.stateStore.providerClass",
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+                ),
+                # RocksDB otherwise reads every key before writing it, only to count the state's
+                # rows for a metric; without that read, a restore seeds 1M keys ~1/3 faster
+                # (bench/RESULTS.md).
+                ("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false"),
+                ("spark.ui.enabled", "false"),
+                ("spark.ui.showConsoleProgress", "false"),
+                ("spark.sql.streaming.metricsEnabled", "false"),
+                ("spark.sql.warehouse.dir", str(settings.home / "spark-warehouse")),
+                ("spark.driver.memory", os.environ.get("PITSTOP_DRIVER_MEMORY", "2g")),
+            ]
         )
-        session = builder.getOrCreate()
+        # The JVM (and the Python workers it starts) write their logs to the home, not over the
+        # shell's prompt or a script's output: <home>/logs/spark.log.
+        logs = settings.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / "spark.log", "ab") as handle:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
+        context = SparkContext(conf=conf, gateway=gateway)
+        session = SparkSession(context)
         session.sparkContext.setLogLevel("ERROR")
         session.dataSource.register(FileSource)
         session.dataSource.register(GeneratorSource)
