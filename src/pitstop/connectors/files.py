@@ -79,12 +79,7 @@ class FileStreamReader(DataSourceStreamReader):
         pos = positions.discover(self.state_dir, self.folder)
         if self.available_now is not None:
             pos = min(pos, self.available_now)
-        fence = positions.read_fence(self.state_dir)
-        if fence is not None:
-            pos = min(pos, fence)
-        if start is not None:
-            pos = max(pos, int(start["pos"]))
-        return positions.offset(self.source, pos)
+        return positions.offset(self.source, positions.bounded(self.state_dir, pos, start))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.available_now = positions.discover(self.state_dir, self.folder)

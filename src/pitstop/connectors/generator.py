@@ -120,12 +120,7 @@ class GeneratorStreamReader(DataSourceStreamReader):
         pos = self.available()
         if self.max_per_batch is not None and start is not None:
             pos = min(pos, int(start["pos"]) + self.max_per_batch)
-        fence = positions.read_fence(self.state_dir)
-        if fence is not None:
-            pos = min(pos, fence)
-        if start is not None:
-            pos = max(pos, int(start["pos"]))
-        return positions.offset(self.source, pos)
+        return positions.offset(self.source, positions.bounded(self.state_dir, pos, start))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         lo, hi = int(start["pos"]), int(end["pos"])

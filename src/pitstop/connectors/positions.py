@@ -58,6 +58,16 @@ def write_fence(directory: Path, pos: int) -> None:
     os.replace(tmp, directory / FENCE)
 
 
+def bounded(directory: Path, pos: int, start: dict[str, Any] | None) -> int:
+    """What a reader may report: at most the fence (if set), never less than where it stands."""
+    fence = read_fence(directory)
+    if fence is not None:
+        pos = min(pos, fence)
+    if start is not None:
+        pos = max(pos, int(start["pos"]))
+    return pos
+
+
 def clear_fence(directory: Path) -> None:
     try:
         (directory / FENCE).unlink()
