@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ def spark_session(settings: Settings) -> SparkSession:
         from pitstop.connectors.generator import GeneratorSource
 
         log.info("starting Spark (%s)", settings.master)
-        conf = SparkConf().setAppName("pitstop").setMaster(settings.master)
+        conf = SparkConf().setAppName("pitstop").setMaster(with_task_retries(settings.master))
         conf.setAll(
             [
                 ("spark.sql.shuffle.partitions", str(settings.shuffle_partitions)),
@@ -68,6 +69,18 @@ def spark_session(settings: Settings) -> SparkSession:
         session.dataSource.register(GeneratorSource)
         _session = session
         return session
+
+
+def with_task_retries(master: str) -> str:
+    """``local[*]`` fails a query on the first task failure; a cluster retries a task (4 attempts
+    by default). Give local mode the same retries, so that a transient task failure (seen: a rare
+    task deserialization error under concurrent queries) is retried instead of failing the job."""
+    m = re.fullmatch(r"local\[([^,\]]+)\]", master.strip())
+    if m:
+        return f"local[{m.group(1)},4]"
+    if master.strip() == "local":
+        return "local[1,4]"
+    return master
 
 
 def running_session() -> SparkSession | None:
