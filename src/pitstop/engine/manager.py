@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 600.0
+SUPERVISE_S = 1.0
 
 
 class Manager:
@@ -44,6 +45,7 @@ class Manager:
         self.runs: dict[str, ActiveRun] = {}
         self._spark: SparkSession | None = None
         self._lock = threading.RLock()
+        self._closed = threading.Event()
 
     # -- Spark -----------------------------------------------------------------------------------
     @property
@@ -56,7 +58,16 @@ class Manager:
             if self._spark is None:
                 self._spark = spark_session(self.settings)
                 self._resume_jobs()
+                threading.Thread(target=self._supervise, name="pitstop-supervisor", daemon=True).start()
             return self._spark
+
+    def _supervise(self) -> None:
+        """Restart failed branches (and record jobs that keep failing) even when nobody waits."""
+        while not self._closed.wait(SUPERVISE_S):
+            try:
+                self.refresh_failures()
+            except Exception:  # the catalog may be closing; the next round will tell
+                log.debug("supervisor round failed", exc_info=True)
 
     def _resume_jobs(self) -> None:
         for job in self.catalog.jobs():
@@ -290,11 +301,12 @@ class Manager:
         shutil.rmtree(snap.path, ignore_errors=True)
 
     def refresh_failures(self) -> None:
-        """Record jobs whose Spark query failed since we last looked."""
-        for run in list(self.runs.values()):
-            reason = run.failure()
-            if reason is not None:
-                self._fail(run, reason)
+        """Restart failed branches; record jobs whose Spark query keeps failing."""
+        with self._lock:
+            for run in list(self.runs.values()):
+                reason = run.failure()
+                if reason is not None:
+                    self._fail(run, reason)
 
     def live_status(self) -> list[tuple[str, str, float]]:
         """``(job, status, input rows per second)`` of every job in the catalog, for toolbars.
@@ -332,6 +344,7 @@ class Manager:
             except Exception:
                 log.exception("stopping job '%s'", run.job)
 
+        self._closed.set()
         with self._lock:
             runs = list(self.runs.values())
             if runs:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05
+MAX_RESTARTS = 3
 
 
 class StopRequested(Exception):
@@ -71,6 +72,7 @@ class BranchQuery:
     gate: Gate
     sink: Sink
     query: StreamingQuery | None = None
+    restarts: int = 0  # restarts from the checkpoint after a failure, in this process
 
 
 @dataclass(frozen=True)
@@ -92,28 +94,36 @@ class ActiveRun:
     start_positions: dict[str, int]
     seeds: dict[str, StageSeed] = field(default_factory=dict)
     branches: list[BranchQuery] = field(default_factory=list)
+    _spark: Any = field(default=None, init=False, repr=False)
+    _trigger_ms: int = field(default=500, init=False, repr=False)
+    _parallelism: int = field(default=2, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     # -- starting --------------------------------------------------------------------------------
     def start(self, spark: SparkSession, catalog: Catalog, trigger_ms: int, parallelism: int) -> None:
+        self._spark, self._trigger_ms, self._parallelism = spark, trigger_ms, parallelism
         for src in self.plan.sources:
             positions.clear_fence(positions.source_dir(self.folder, src))
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             sink = make_sink(catalog, self.mappings[branch.sink], self.job, self.run.run_id, branch.index)
             bq = BranchQuery(branch, ckpt, Gate(), sink)
-            seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
-            df = branch_frame(
-                spark,
-                branch,
-                self.mappings[branch.source],
-                str(self.folder),
-                self.start_positions.get(branch.source, 0),
-                parallelism,
-                seed,
-            )
+            df = self._frame(branch)
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields])
             self.branches.append(bq)
             bq.query = self._start_query(df, bq, trigger_ms)
+
+    def _frame(self, branch: Branch) -> DataFrame:
+        seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
+        return branch_frame(
+            self._spark,
+            branch,
+            self.mappings[branch.source],
+            str(self.folder),
+            self.start_positions.get(branch.source, 0),
+            self._parallelism,
+            seed,
+        )
 
     def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:
         gate, sink = bq.gate, bq.sink
@@ -136,16 +146,39 @@ class ActiveRun:
 
     # -- watching ---------------------------------------------------------------------------------
     def failure(self) -> str | None:
-        """Spark's reason if a branch's query failed (not counting pitstop's own stop)."""
+        """Spark's reason if a branch's query failed for good (not counting pitstop's own stop).
+
+        A failed branch is restarted from its checkpoint up to ``MAX_RESTARTS`` times, as a
+        cluster restarts a failed job: its sink skips the batches it already holds, so nothing is
+        read twice or lost. Only a branch that keeps failing makes the job fail."""
+        with self._lock:
+            return self._failure()
+
+    def _failure(self) -> str | None:
         for bq in self.branches:
             q = bq.query
             if q is None or bq.gate.refusing:
                 continue
             exc = q.exception()
-            if exc is not None:
-                return f"INSERT INTO {bq.branch.sink} failed: {spark_reason(exc)}"
-            if not q.isActive:
-                return f"INSERT INTO {bq.branch.sink} stopped unexpectedly"
+            if exc is None and q.isActive:
+                continue
+            reason = spark_reason(exc) if exc is not None else "stopped unexpectedly"
+            if bq.restarts < MAX_RESTARTS:
+                bq.restarts += 1
+                log.warning(
+                    "job '%s': INSERT INTO %s failed (%s); restarting it from its checkpoint (%d of %d)",
+                    self.job,
+                    bq.branch.sink,
+                    reason,
+                    bq.restarts,
+                    MAX_RESTARTS,
+                )
+                try:
+                    bq.query = self._start_query(self._frame(bq.branch), bq, self._trigger_ms)
+                    continue
+                except Exception as again:  # noqa: BLE001 - any failure to restart is reported
+                    reason = f"{reason}; restarting failed: {spark_reason(again)}"
+            return f"INSERT INTO {bq.branch.sink} failed: {reason}"
         return None
 
     def available(self) -> dict[str, int]:

@@ -62,8 +62,10 @@ def spark_session(settings: Settings) -> SparkSession:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / "spark.log", "ab") as handle:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
-        context = SparkContext(conf=conf, gateway=gateway)
-        session = SparkSession(context)
+        SparkContext(conf=conf, gateway=gateway)
+        # The builder adopts the running context and registers the session as the JVM's default
+        # and active one, which streaming threads and foreachBatch rely on.
+        session = SparkSession.builder.config(conf=conf).getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         session.dataSource.register(FileSource)
         session.dataSource.register(GeneratorSource)
