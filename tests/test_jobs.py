@@ -39,7 +39,9 @@ def test_file_sink_writes_each_row_once_in_whole_files(manager: Manager, tmp_pat
     assert {(r["order_id"], r["region"], r["doubled"]) for r in rows} == expected
 
 
-def test_await_reports_a_failed_job_and_show_jobs_says_failed(manager: Manager, tmp_path: Path) -> None:
+def test_await_reports_a_failed_job_and_show_jobs_says_failed(
+    manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 10, files=1)
     (data / "broken.json").write_text('{"order_id": "not a number", "region": "eu"}\n')
@@ -53,6 +55,11 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(manager: Manager, 
     )
     with pytest.raises(JobFailedError, match="job 'copy' failed"):
         run(manager, "AWAIT JOB copy TIMEOUT INTERVAL '120' SECOND;")
+    # It was restarted from its checkpoint before it was given up on.
+    restarts = [
+        r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()
+    ]
+    assert len(restarts) == 3 and restarts[-1].endswith("(3 of 3)")
     [job] = run(manager, "SHOW JOBS;")[0].rows
     assert job[0] == "copy" and job[1] == "FAILED"
     assert "failed" in job[4]
