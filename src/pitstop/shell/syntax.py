@@ -44,7 +44,7 @@ STATEMENTS: tuple[StatementHelp, ...] = (
     ),
     StatementHelp(
         "ALTER JOB",
-        "ALTER JOB name SUSPEND | RESUME | RESTART | OPTIONS ('key'='value', ...)",
+        "ALTER JOB name SUSPEND | RESUME | RESTART | OPTIONS ('key'='value', ...) [RESUME]",
         "suspend, resume or restart a job, or change its options",
         "ALTER JOB ",
     ),
