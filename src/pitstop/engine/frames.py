@@ -14,6 +14,7 @@ resized to a multiple folds old windows into the new ones.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,27 +40,44 @@ def ddl(mapping: Mapping) -> str:
     return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in mapping.columns)
 
 
+def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
+    """Register the mapping's streaming source under a name of this query's own, and return it.
+
+    A registered Python data source is one Spark ``PythonFunction`` whose environment map Spark
+    mutates whenever it starts a Python process for it on the driver. Queries sharing one
+    registration then race: another query's task can be serialized while the map changes, and
+    Spark fails it with ``java.io.OptionalDataException`` (seen when two branches start together).
+    One registration per query gives each query its own map.
+    """
+    from pitstop.connectors.files import FileSource
+    from pitstop.connectors.generator import GeneratorSource
+
+    base: type[FileSource] | type[GeneratorSource] = FileSource if mapping.type == "file" else GeneratorSource
+    name = f"{base.name()}_{re.sub(r'[^A-Za-z0-9]', '_', query_key)}"
+    own = type(f"{base.__name__}_{len(name)}", (base,), {"name": classmethod(lambda cls, n=name: n)})
+    spark.dataSource.register(own)
+    return name
+
+
 def source_frame(
-    spark: SparkSession, mapping: Mapping, run_dir: str, start: int, parallelism: int
+    spark: SparkSession, mapping: Mapping, run_dir: str, start: int, parallelism: int, query_key: str
 ) -> DataFrame:
     reader = (
         spark.readStream.schema(ddl(mapping))
         .option("source", mapping.name)
         .option("run_dir", run_dir)
         .option("parallelism", str(parallelism))
+        .format(source_format(spark, mapping, query_key))
     )
     if mapping.type == "file":
         return (
-            reader.format("pitstop_files")
-            .option("path", mapping.options["path"])
+            reader.option("path", mapping.options["path"])
             .option("format", mapping.options.get("format", "json"))
             .option("header", mapping.options.get("header", "true"))
             .option("start", str(start))
             .load()
         )
-    return (
-        reader.format("pitstop_generator").options(**mapping.options).option("start_pos", str(start)).load()
-    )
+    return reader.options(**mapping.options).option("start_pos", str(start)).load()
 
 
 def _duration(micros: int) -> str:
@@ -85,10 +103,11 @@ def branch_frame(
     start: int,
     parallelism: int,
     seed: StageSeed | None,
+    query_key: str,
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
-    df = source_frame(spark, source, run_dir, start, parallelism)
+    df = source_frame(spark, source, run_dir, start, parallelism, query_key)
     for layer in branch.pre_layers:
         if layer.where_sql:
             df = df.filter(F.expr(layer.where_sql))

@@ -123,6 +123,7 @@ class ActiveRun:
             self.start_positions.get(branch.source, 0),
             self._parallelism,
             seed,
+            f"{self.run.run_id}_{branch.index}",
         )
 
     def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:
