@@ -44,10 +44,11 @@ def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
     """Register the mapping's streaming source under a name of this query's own, and return it.
 
     A registered Python data source is one Spark ``PythonFunction`` whose environment map Spark
-    mutates whenever it starts a Python process for it on the driver. Queries sharing one
-    registration then race: another query's task can be serialized while the map changes, and
-    Spark fails it with ``java.io.OptionalDataException`` (seen when two branches start together).
-    One registration per query gives each query its own map.
+    mutates whenever it starts a Python process for it on the driver
+    (``PythonStreamingSourceRunner.init`` puts ``SPARK_LOCAL_DIRS`` and others into the map
+    itself). Queries sharing one registration then race: another query's task can be serialized
+    while the map changes, and Spark fails it with ``java.io.OptionalDataException`` (seen when
+    two branches start together). One registration per query gives each query its own map.
     """
     from pitstop.connectors.files import FileSource
     from pitstop.connectors.generator import GeneratorSource
