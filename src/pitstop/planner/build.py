@@ -29,6 +29,7 @@ from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spar
 from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.intervals import format_interval, interval_micros
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
+from pitstop.sql.parser import stage_hint
 
 SOURCE_TYPES = ("file", "generator")
 SINK_TYPES = ("file", "duckdb", "console")
@@ -291,16 +292,10 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
 
 
 def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
-    hint = select.args.get("hint")
-    if hint is not None:
-        for h in hint.expressions:
-            if isinstance(h, exp.Anonymous) and h.name.upper() == "STAGE":
-                args = h.expressions
-                if len(args) != 1:
-                    raise PlanError("STAGE hint takes one name: /*+ STAGE(daily) */")
-                name = args[0].name or args[0].sql()
-                _check_stage_name(name)
-                return name
+    name = stage_hint(select)
+    if name is not None:
+        _check_stage_name(name)
+        return name
     if cte is not None:
         return cte
     return f"{sink}.aggregate"
@@ -407,7 +402,7 @@ def _plan_aggregate(
 
     agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
     agg_columns.update({k.name: k.type for k in keys})
-    agg_columns.update({a.name: _merged_type(a) for a in accumulators})
+    agg_columns.update({a.name: a.type for a in accumulators})
     agg_layer = _Layer(stage_name.replace(".", "_"), agg_columns)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
@@ -500,10 +495,6 @@ def _aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:
                 raise PlanError(f"nested aggregates are not supported: {call.sql()}")
             calls.append(call)
     return calls
-
-
-def _merged_type(acc: Accumulator) -> str:
-    return acc.type
 
 
 def _accumulate(call: exp.AggFunc, src: _Layer, add: Callable[[str, str, str], str]) -> str:
