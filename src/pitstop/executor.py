@@ -518,7 +518,7 @@ class Executor:
             names = [j.name for j in self.catalog.jobs()] if self.catalog is not None else []
             overlay = self._overlay_jobs
         elif kind == "snapshot":
-            names = [s.name for s in self.catalog.snapshots()] if self.catalog is not None else []
+            names = self.catalog.snapshot_names() if self.catalog is not None else []
             overlay = self._overlay_snapshots
         else:
             names = [m.name for m in self.catalog.mappings()] if self.catalog is not None else []

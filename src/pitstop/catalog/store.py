@@ -283,6 +283,10 @@ class Catalog:
         )
         return [_snapshot(r) for r in rows]
 
+    def snapshot_names(self) -> list[str]:
+        """Snapshot names only (for completion and suggestions; no manifest is read)."""
+        return [row[3] for row in self.snapshot_listing()]
+
     def snapshot_listing(self) -> list[tuple[Any, ...]]:
         """``(created, size_bytes, job, name, rows)`` of every snapshot, without the manifests
         (what SHOW SNAPSHOTS prints; parsing 1,000 manifests would cost more than the query)."""

@@ -54,7 +54,7 @@ class CatalogNames:
             mappings=tuple(m.name for m in mappings),
             columns={m.name.lower(): tuple(c.name for c in m.columns) for m in mappings},
             jobs=tuple(j.name for j in jobs),
-            snapshots=tuple(s.name for s in catalog.snapshots()),
+            snapshots=tuple(catalog.snapshot_names()),
             stages=tuple(sorted(stages)),
         )
 

@@ -133,7 +133,7 @@ def _describe(shell: Shell, arg: str) -> None:
     if not arg:
         rows = [("mapping", m.name) for m in catalog.mappings()]
         rows += [("job", j.name) for j in catalog.jobs()]
-        rows += [("snapshot", s.name) for s in catalog.snapshots()]
+        rows += [("snapshot", name) for name in catalog.snapshot_names()]
         shell.show(Result(f"{len(rows)} name(s)", ("kind", "name"), tuple(rows)))
         return
     if catalog.get_job(arg) is not None:
@@ -144,7 +144,7 @@ def _describe(shell: Shell, arg: str) -> None:
         _describe_mapping(shell, arg)
     else:
         names = [m.name for m in catalog.mappings()] + [j.name for j in catalog.jobs()]
-        names += [s.name for s in catalog.snapshots()]
+        names += catalog.snapshot_names()
         close = difflib.get_close_matches(arg, names, n=1, cutoff=0.6)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         shell.warn(f"ERROR: no mapping, job or snapshot named '{arg}'{hint} \\d lists the names")

@@ -27,7 +27,7 @@ def catalog_names(catalog: Catalog | None, kind: str) -> list[str]:
         return [j.name for j in catalog.jobs()]
     if kind == "mapping":
         return [m.name for m in catalog.mappings()]
-    return [s.name for s in catalog.snapshots()]
+    return catalog.snapshot_names()
 
 
 def with_suggestion(message: str, catalog: Catalog | None) -> str:
