@@ -188,10 +188,16 @@ class Worker:
             data.drop_in(folder, "after-cut.json", data.after_cut_lines())
             self._run(executor, job_sql("dt", "agg", snapshot="s1"))
             t_created = time.perf_counter()
-            t_first = self._first_commit(manager, "dt")
-            phases["first_batch_ms"] = self._first_progress(manager, "dt")
+            # The new run's first batch: 0, or the one after the cut when it started on the
+            # snapshot's native copy of the checkpoint (which holds the old run's commits).
             snap = manager.catalog.get_snapshot("s1")
             assert snap is not None
+            restore = manager.runs["dt"].run.restore or {}
+            native = bool(restore.get("native"))
+            first = next(iter(snap.manifest["stages"].values()))["batch_id"] + 1 if native else 0
+            t_first = self._first_commit(manager, "dt", first)
+            phases["first_batch_ms"] = self._first_progress(manager, "dt", first)
+            phases["native"] = native
             self._run(executor, "DROP JOB dt;")
         finally:
             export_mod.export = real_export  # type: ignore[assignment]
@@ -243,13 +249,13 @@ class Worker:
             pass
 
     @staticmethod
-    def _first_progress(manager: Any, job: str) -> dict[str, Any]:
+    def _first_progress(manager: Any, job: str, batch: int = 0) -> dict[str, Any]:
         """Spark's own timing of the job's first micro-batch (``durationMs``), for the report."""
         query = manager.runs[job].branches[0].query
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             for p in query.recentProgress:
-                if p["batchId"] == 0:
+                if p["batchId"] == batch:
                     out = dict(p["durationMs"])
                     for op in p["stateOperators"]:
                         out.update(
@@ -262,8 +268,8 @@ class Worker:
         return {}
 
     @staticmethod
-    def _first_commit(manager: Any, job: str, timeout_s: float = 600.0) -> float:
-        commit = manager.runs[job].branches[0].checkpoint / "commits" / "0"
+    def _first_commit(manager: Any, job: str, batch: int = 0, timeout_s: float = 600.0) -> float:
+        commit = manager.runs[job].branches[0].checkpoint / "commits" / str(batch)
         deadline = time.monotonic() + timeout_s
         while not commit.exists():
             if time.monotonic() > deadline:

@@ -21,7 +21,8 @@ from conftest import (
     sink_windows,
 )
 from pitstop.engine.manager import Manager
-from pitstop.errors import CatalogError, CompatibilityError
+from pitstop.errors import CatalogError, CompatibilityError, PlanError
+from pitstop.snapshots.restore import NATIVE, ROWS
 
 DAY = timedelta(hours=24)
 HOUR = timedelta(hours=1)
@@ -63,6 +64,25 @@ def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, 
 
     # More orders arrive, in files whose names sort before the ones already read.
     make_orders.write_orders(data, 2000, 4000, files=4, prefix="a-later")
+
+    # EXPLAIN says how each stage would be restored, and starts nothing.
+    updated = f"""FROM SNAPSHOT revenue_v1 AS BEGIN
+            INSERT INTO daily_revenue {revenue_select("'24' HOUR", "WHERE amount > 10")};
+            INSERT INTO hourly_revenue {revenue_select("'1' HOUR", "WHERE amount > 10")};
+        END;"""
+    explained = run(manager, f"EXPLAIN CREATE JOB revenue {updated}")[0]
+    reasons = {r[3]: (r[7], r[8]) for r in explained.rows}
+    assert reasons["daily_revenue.aggregate"][0] == "restored"
+    assert reasons["daily_revenue.aggregate"][1].endswith(NATIVE)
+    assert reasons["hourly_revenue.aggregate"][0] == "starts empty"
+    canonical = run(manager, f"EXPLAIN CREATE JOB revenue OPTIONS ('restoreFormat'='canonical') {updated}")[0]
+    assert f"{ROWS} (3); 'restoreFormat' is 'canonical'" in canonical.rows[0][8]
+    with pytest.raises(
+        PlanError, match="'restoreFormat'='fast' is not a restore format; use one of: auto, canonical"
+    ):
+        run(manager, f"CREATE JOB revenue OPTIONS ('restoreFormat'='fast') {updated}")
+    assert run(manager, "SHOW JOBS;")[0].rows == ()
+
     result = run(
         manager,
         f"""
@@ -73,7 +93,10 @@ def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, 
         AWAIT JOB revenue;
     """,
     )
-    assert "stage 'daily_revenue.aggregate': restored" in result[0].message
+    # The daily stage is unchanged (the filter is stateless): it starts on Spark's state files.
+    assert f"stage 'daily_revenue.aggregate': restored: same window, keys and accumulators; {NATIVE}" in (
+        result[0].message
+    )
     assert "stage 'hourly_revenue.aggregate': starts empty" in result[0].message
 
     # A snapshot name that is taken is refused, and the job keeps running.
@@ -124,11 +147,18 @@ def _halves(data: Path, part: int, last: int) -> None:
 
 
 def _uninterrupted_and_restored(
-    tmp_path: Path, select: str, last: int, write=_halves, new_select: str | None = None
+    tmp_path: Path,
+    select: str,
+    last: int,
+    write=_halves,
+    new_select: str | None = None,
+    fmt: str = "auto",
+    expect: str | None = None,
 ) -> tuple[list[tuple], list[tuple]]:
     """Sink rows of one run over two parts of the orders (by default halves, the second with late
     orders), and of a run stopped with a snapshot between the parts and restored with the same SQL
-    (or ``new_select``, which the uninterrupted run then uses throughout)."""
+    (or ``new_select``, which the uninterrupted run then uses throughout), with ``'restoreFormat'``
+    ``fmt``. ``expect``: how CREATE JOB must say the stage was restored (native or from rows)."""
     from conftest import settings
 
     job = "CREATE JOB revenue AS INSERT INTO revenue {};"
@@ -145,8 +175,13 @@ def _uninterrupted_and_restored(
                 run(manager, "DROP JOB revenue WITH SNAPSHOT s1;")
             write(data, 1, last)
             if pit_stop:
-                again = job.format(new_select or select)
-                run(manager, again.replace("CREATE JOB revenue", "CREATE JOB revenue FROM SNAPSHOT s1"))
+                again = job.format(new_select or select).replace(
+                    "CREATE JOB revenue",
+                    f"CREATE JOB revenue OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT s1",
+                )
+                message = run(manager, again)[0].message
+                if expect is not None:
+                    assert expect in message, message
             run(manager, "AWAIT JOB revenue;")
             results.append(_all_rows(manager, "revenue"))
         finally:
@@ -154,8 +189,51 @@ def _uninterrupted_and_restored(
     return results[0], results[1]
 
 
-def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    expected, got = _uninterrupted_and_restored(tmp_path, revenue_select("'24' HOUR"), 4000)
+HOW = {"auto": NATIVE, "canonical": ROWS}
+
+
+def test_a_chain_of_pit_stops_in_both_formats_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    """Rows, then native from a run that was seeded (its checkpoint has a seed source), then
+    native from a natively restored run: every window exactly as one uninterrupted run has it."""
+    from conftest import settings
+
+    select = revenue_select("'24' HOUR")
+    setup = "CREATE MAPPING revenue TYPE DuckDB;"
+    formats = ["canonical", "auto", "auto"]
+    results = []
+    for name, pit_stop in (("plain", False), ("chain", True)):
+        data = tmp_path / name
+        manager = Manager(settings(tmp_path / f"{name}-home"))
+        try:
+            make_orders.write_orders(data, 0, 1000, files=2)
+            run(
+                manager, orders_mapping(data) + setup + f"CREATE JOB revenue AS INSERT INTO revenue {select};"
+            )
+            run(manager, "AWAIT JOB revenue;")
+            for i, fmt in enumerate(formats, start=1):
+                if pit_stop:
+                    run(manager, f"DROP JOB revenue WITH SNAPSHOT s{i};")
+                make_orders.write_orders(data, 1000 * i, 1000 * (i + 1), files=2, prefix=f"p{i}")
+                if pit_stop:
+                    message = run(
+                        manager,
+                        f"CREATE JOB revenue OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT s{i} "
+                        f"AS INSERT INTO revenue {select};",
+                    )[0].message
+                    assert HOW[fmt] in message, message
+                run(manager, "AWAIT JOB revenue;")
+            results.append(sink_windows(manager, "revenue"))
+        finally:
+            manager.close()
+    assert results[1] == results[0]
+    assert results[0] == closed(batch_windows(orders(0, 4000), DAY), DAY, last_watermark(4000))
+
+
+@pytest.mark.parametrize("fmt", ["auto", "canonical"])
+def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path, fmt: str) -> None:
+    expected, got = _uninterrupted_and_restored(
+        tmp_path, revenue_select("'24' HOUR"), 4000, fmt=fmt, expect=HOW[fmt]
+    )
     assert got == expected
     # The late orders were judged like the old job would have: day 1 and 2 had closed, day 3 had not.
     day3 = [r for r in got if r[0] == datetime(2024, 1, 3) and r[2] == "eu"]
@@ -163,12 +241,13 @@ def test_restoring_same_sql_matches_an_uninterrupted_run(tmp_path: Path) -> None
     assert len(got) == 12
 
 
-def test_restoring_a_sliding_window_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["auto", "canonical"])
+def test_restoring_a_sliding_window_matches_an_uninterrupted_run(tmp_path: Path, fmt: str) -> None:
     hop = revenue_select("'24' HOUR").replace(
         "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '24' HOUR)",
         "HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '3' HOUR, INTERVAL '1' HOUR)",
     )
-    expected, got = _uninterrupted_and_restored(tmp_path, hop, 1200)
+    expected, got = _uninterrupted_and_restored(tmp_path, hop, 1200, fmt=fmt, expect=HOW[fmt])
     assert got == expected
     everything = orders(0, 1200)
     three = timedelta(hours=3)
@@ -294,15 +373,23 @@ def _session(gap: str) -> str:
     )
 
 
-def test_restoring_session_windows_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    expected, got = _uninterrupted_and_restored(tmp_path, _session("'30' MINUTE"), 1200, write=_bursts)
+@pytest.mark.parametrize("fmt", ["auto", "canonical"])
+def test_restoring_session_windows_matches_an_uninterrupted_run(tmp_path: Path, fmt: str) -> None:
+    expected, got = _uninterrupted_and_restored(
+        tmp_path, _session("'30' MINUTE"), 1200, write=_bursts, fmt=fmt, expect=HOW[fmt]
+    )
     assert got == expected
     assert len(got) == 4 * 3  # five bursts, the last still open; three regions: one session each
 
 
 def test_session_gap_change_re_merges_open_sessions_on_the_new_gap(tmp_path: Path) -> None:
     expected, got = _uninterrupted_and_restored(
-        tmp_path, _session("'30' MINUTE"), 1200, write=_bursts, new_select=_session("'40' MINUTE")
+        tmp_path,
+        _session("'30' MINUTE"),
+        1200,
+        write=_bursts,
+        new_select=_session("'40' MINUTE"),
+        expect=f"{ROWS} (",  # a changed stage is always seeded from the rows
     )
     # Sessions closed before the cut keep the old gap; the one open at the cut and later ones
     # are exactly those of a job that always had the new gap.

@@ -46,6 +46,8 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         v = by_stage.get(st.name)
         outcome = v.outcome if v is not None else compat.EMPTY
         reason = v.reason if v is not None else "no snapshot: starts empty"
+        if v is not None and v.how:
+            reason += f"; {v.how}"
         if v is not None and v.warnings:
             reason += "".join(f" (warning: {w})" for w in v.warnings)
         rows.append(

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from pitstop import describe
-from pitstop.catalog.rows import ColumnDef, Mapping, View, WatermarkDef
+from pitstop.catalog.rows import ColumnDef, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.planner.types import spark_type
-from pitstop.snapshots.restore import check_compatible, plan_restore
+from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.parser import (
@@ -44,6 +44,8 @@ FILE_FORMATS = ("json", "csv", "parquet")
 JOB_OPTIONS = {
     "initialSnapshotName": "start from this snapshot (same as FROM SNAPSHOT)",
     "strictRestore": "refuse to start if a snapshot stage has no stage in the new job",
+    "restoreFormat": "'auto' (default): an unchanged stage starts on Spark's own state files from the "
+    "snapshot, others from its rows; 'canonical': every stage from the rows",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -53,7 +55,7 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
-ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore")
+ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat")
 DEFAULT_AWAIT_S = 600.0
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
@@ -290,6 +292,12 @@ class Executor:
                     f"unknown job option '{key}'{did_you_mean(key, list(JOB_OPTIONS))}; "
                     f"known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
+        fmt = options.get("restoreFormat", "auto").lower()
+        if fmt not in RESTORE_FORMATS:
+            raise PlanError(
+                f"'restoreFormat'='{options['restoreFormat']}' is not a restore format; "
+                f"use one of: {', '.join(RESTORE_FORMATS)}"
+            )
         snapshot_name = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
         initial = options.get("initialSnapshotName")
         if initial and snapshot_name and initial.lower() != snapshot_name.lower():
@@ -326,7 +334,7 @@ class Executor:
             snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
             if snap is None:
                 raise self._unknown("snapshot", snapshot_name)
-            restore = plan_restore(snap, plan, strict)
+            restore = self._plan_restore(snap, plan, options)
         if self.manager is None:
             self._overlay_jobs[name.lower()] = plan
             return Result("OK")
@@ -339,6 +347,11 @@ class Executor:
             if key not in ACTED_ON_OPTIONS:
                 lines.append(f"  option '{key}': {JOB_OPTIONS[key]}")
         return Result("\n".join(lines))
+
+    def _plan_restore(self, snap: Snapshot, plan: JobPlan, options: dict[str, str]) -> Restore:
+        strict = options.get("strictRestore", "false").lower() == "true"
+        partitions = self.manager.settings.shuffle_partitions if self.manager is not None else None
+        return plan_restore(snap, plan, strict, partitions, options.get("restoreFormat", "auto").lower())
 
     def _check_sinks(self, plan: JobPlan) -> None:
         for b in plan.branches:
@@ -488,6 +501,13 @@ class Executor:
             strict = options.get("strictRestore", "false").lower() == "true"
             old = self._snapshot_stages(snapshot_name)
             verdicts = compat.check(old, plan, strict)
+            snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
+            if (
+                snap is not None
+                and snapshot_name.lower() not in self._overlay_snapshots
+                and not compat.refused(verdicts)
+            ):
+                verdicts = list(self._plan_restore(snap, plan, options).verdicts)  # how each is restored
         rows = describe.explain_rows(plan, verdicts)
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""

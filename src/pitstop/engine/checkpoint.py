@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +83,55 @@ def progress(checkpoint: Path, start_positions: dict[str, int]) -> Progress:
     positions.update(offsets.positions)
     settled = (planned is None or planned <= committed) and offsets.watermark_ms == next_wm
     return Progress(committed, positions, next_wm, settled)
+
+
+def copy_checkpoint(checkpoint: Path, batch: int, dest: Path) -> int:
+    """Copy what Spark needs to go on from ``batch`` of a checkpoint into ``dest``; return the
+    number of state partitions.
+
+    Offsets and commits up to ``batch`` (Spark reads the last two offsets), the source logs, and
+    the state files of every version up to ``batch + 1`` (RocksDB's files are written once and
+    never changed, so hard links are safe; a copy where links cannot be made). Nothing after the
+    cut is copied.
+    """
+    version = batch + 1
+    for root, _dirs, files in os.walk(checkpoint):
+        rel = Path(root).relative_to(checkpoint)
+        top = rel.parts[0] if rel.parts else ""
+        for name in files:
+            if top in ("offsets", "commits") and (_batch_of(name) or 0) > batch:
+                continue
+            if top == "state" and (_version_of(name) or 0) > version:
+                continue
+            if name.endswith(".tmp"):
+                continue  # a file Spark is still writing (it renames it into place when done)
+            target = dest / rel / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                _link_or_copy(Path(root) / name, target)
+            except FileNotFoundError:
+                continue  # an old version Spark's maintenance removed meanwhile: not needed
+    state = dest / "state" / "0"
+    return sum(1 for e in os.scandir(state) if e.is_dir() and e.name.isdigit()) if state.exists() else 0
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        raise
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
+
+
+def _batch_of(name: str) -> int | None:
+    """Batch id of an offsets or commits file (``7``, ``.7.crc``)."""
+    core = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
+    return int(core) if core.isdigit() else None
+
+
+def _version_of(name: str) -> int | None:
+    """State version of a state store file (``8.zip``, ``8.delta``, ``8.changelog``, ``.8.zip.crc``)."""
+    core = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
+    stem, _, ext = core.partition(".")
+    return int(stem) if stem.isdigit() and ext in ("zip", "delta", "snapshot", "changelog") else None

@@ -116,7 +116,7 @@ class Manager:
         folder = self.home / "runs" / run_id
         folder.mkdir(parents=True)
         if restore is not None:
-            prepare_run_folder(folder, restore)
+            restore = prepare_run_folder(folder, restore)
         run = Run(
             run_id, name, str(folder), plan.to_json(), None if restore is None else restore.to_json(), now()
         )

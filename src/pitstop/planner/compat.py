@@ -23,10 +23,12 @@ class StageVerdict:
     outcome: str
     reason: str
     warnings: tuple[str, ...] = ()
+    how: str = ""  # restored stages: from Spark's state files or from the snapshot's rows, and why
 
     def text(self) -> str:
         warn = "".join(f" (warning: {w})" for w in self.warnings)
-        return f"stage '{self.stage}': {self.outcome}: {self.reason}{warn}"
+        how = f"; {self.how}" if self.how else ""
+        return f"stage '{self.stage}': {self.outcome}: {self.reason}{how}{warn}"
 
 
 def check(old: dict[str, AggregateStage], plan: JobPlan, strict: bool = False) -> list[StageVerdict]:

@@ -5,6 +5,13 @@ Layout of ``<home>/snapshots/<name>/``::
     manifest.json                  positions, watermarks, plan, versions, rows, bytes
     stages/<stage>/part-<i>.parquet  keys..., window_start, window_end, acc0..accN (one file per core)
     sources/<source>.files         file sources: the files read up to the cut, in order
+    native/<stage>/                Spark's own checkpoint of the stage's branch at the cut (offsets,
+                                   commits and state files, hard links where the disk allows)
+
+The Parquet rows are the snapshot: portable, readable, and what every restore can use. The native
+copy is a shortcut, like Flink's native savepoint format: a job created from the snapshot whose
+stage and source are unchanged (only stateless parts may differ) starts on a copy of it, so Spark
+loads its state files instead of taking every key in again through the aggregation.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import pitstop
 from pitstop.catalog.rows import Snapshot
 from pitstop.catalog.store import now
 from pitstop.connectors import positions
+from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import seed_schema
 from pitstop.engine.runs import ActiveRun, Cut
 from pitstop.errors import PitstopError
@@ -72,6 +80,16 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                 "watermark_ms": cut.watermarks_ms[bq.branch.index],
                 "batch_id": batch,
             }
+            if batch is not None:
+                native = tmp / "native" / stage.name
+                stages[stage.name]["native"] = {
+                    "path": f"native/{stage.name}",
+                    "source": bq.branch.source,
+                    "partitions": copy_checkpoint(bq.checkpoint, batch, native),
+                    "seeded": stage.name in run.seeds,
+                    "spark": spark.version,
+                    "bytes": _size(native),
+                }
             total_rows += table.num_rows
         # Step 3. Source positions.
         sources: dict[str, Any] = {}
@@ -97,7 +115,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             "rows": total_rows,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+        size = _size(tmp)
         manifest["bytes"] = size
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         _fsync_tree(tmp)
@@ -120,6 +138,10 @@ def write_stage(table: pa.Table, folder: Path, parts: int) -> None:
     size = -(-table.num_rows // parts)
     for i in range(parts):
         pq.write_table(table.slice(i * size, size), folder / f"part-{i}.parquet")
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 def _stage_json(run: ActiveRun, name: str) -> dict[str, Any]:

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import uuid
+from dataclasses import dataclass, field, replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from pitstop.catalog.rows import Snapshot
 from pitstop.connectors import positions
+from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import StageSeed
 from pitstop.errors import CompatibilityError
 from pitstop.planner import compat
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
+
+NATIVE = "from Spark's state files (native)"
+ROWS = "from the snapshot's rows"
+RESTORE_FORMATS = ("auto", "canonical")
+
+
+@dataclass(frozen=True)
+class NativeCopy:
+    """A stage restored natively: the snapshot's copy of the old branch's checkpoint."""
+
+    path: str
+    branch: int  # index of the new job's branch that starts on it
+    seeded: bool  # the old branch read seeds too: its checkpoint has a second (seed) source
 
 
 @dataclass(frozen=True)
@@ -21,11 +39,13 @@ class Restore:
     start_positions: dict[str, int]
     seeds: dict[str, StageSeed]
     files: dict[str, list[str]]  # file sources: files already read
+    native: dict[str, NativeCopy] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "snapshot": self.snapshot,
             "verdicts": [v.text() for v in self.verdicts],
+            "native": sorted(self.native),
             "start_positions": self.start_positions,
             "seeds": {
                 k: {
@@ -61,22 +81,40 @@ def check_compatible(
     return verdicts
 
 
-def plan_restore(snapshot: Snapshot, plan: JobPlan, strict: bool) -> Restore:
-    """Check compatibility (refusing with every refused stage named) and gather what to seed."""
+def plan_restore(
+    snapshot: Snapshot, plan: JobPlan, strict: bool, partitions: int | None = None, fmt: str = "auto"
+) -> Restore:
+    """Check compatibility (refusing with every refused stage named) and gather what to seed.
+
+    A restored stage starts on the snapshot's native copy of its checkpoint when
+    :func:`native_reason` finds nothing against it (``fmt`` ``auto``); otherwise, or with ``fmt``
+    ``canonical``, it is seeded from the snapshot's rows. Each verdict says which."""
     manifest = snapshot.manifest
     old = {name: stage_from_json(s["plan"]) for name, s in manifest["stages"].items()}
     verdicts = check_compatible(snapshot.name, old, plan, strict)
     root = Path(snapshot.path)
     seeds: dict[str, StageSeed] = {}
+    native: dict[str, NativeCopy] = {}
+    branches = {b.stage.name: b for b in plan.branches if b.stage is not None}
+    annotated: list[compat.StageVerdict] = []
     for v in verdicts:
         if v.outcome == compat.RESTORED:
             entry = manifest["stages"][v.stage]
-            seeds[v.stage] = StageSeed(
-                path=str(root / "stages" / v.stage),
-                old_size_micros=old[v.stage].window.size_micros,
-                old_watermark_ms=int(entry["watermark_ms"]),
-                old_gap_micros=old[v.stage].window.gap_micros,
-            )
+            branch = branches[v.stage]
+            against = native_reason(entry, old[v.stage], branch, partitions, fmt)
+            if against is None:
+                copy = entry["native"]
+                native[v.stage] = NativeCopy(str(root / copy["path"]), branch.index, bool(copy["seeded"]))
+                v = replace(v, how=NATIVE)
+            else:
+                seeds[v.stage] = StageSeed(
+                    path=str(root / "stages" / v.stage),
+                    old_size_micros=old[v.stage].window.size_micros,
+                    old_watermark_ms=int(entry["watermark_ms"]),
+                    old_gap_micros=old[v.stage].window.gap_micros,
+                )
+                v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
+        annotated.append(v)
     start: dict[str, int] = {}
     files: dict[str, list[str]] = {}
     for src, entry in manifest["sources"].items():
@@ -84,10 +122,74 @@ def plan_restore(snapshot: Snapshot, plan: JobPlan, strict: bool) -> Restore:
         if entry.get("files"):
             text = (root / entry["files"]).read_text()
             files[src] = [n for n in text.split("\n") if n]
-    return Restore(snapshot.name, tuple(verdicts), start, seeds, files)
+    return Restore(snapshot.name, tuple(annotated), start, seeds, files, native)
 
 
-def prepare_run_folder(folder: Path, restore: Restore) -> None:
-    """Give each file source the snapshot's list of files already read."""
+def native_reason(
+    entry: dict[str, Any], old: AggregateStage, branch: Branch, partitions: int | None, fmt: str
+) -> str | None:
+    """Why a restored stage cannot start on the snapshot's native copy, or None if it can.
+
+    Spark goes on from a copied checkpoint exactly as from its own after a restart, so the copy is
+    used only where that is the same as seeding the rows: the stage's window, keys and
+    accumulators unchanged (only stateless parts of the job may differ), the same source, the same
+    number of state partitions and the same Spark version. Anything else is seeded from the rows,
+    which handle resizes, new gaps and a new number of partitions."""
+    new = branch.stage
+    assert new is not None
+    copy = entry.get("native")
+    if fmt == "canonical":
+        return "'restoreFormat' is 'canonical'"
+    if not copy:
+        return "the snapshot has no native copy of this stage"
+    if (old.window, old.keys, old.accumulators, old.functions) != (
+        new.window,
+        new.keys,
+        new.accumulators,
+        new.functions,
+    ):
+        return "the stage changed"
+    if copy["source"] != branch.source:
+        return f"the stage read '{copy['source']}', it now reads '{branch.source}'"
+    if partitions is not None and int(copy["partitions"]) != partitions:
+        return f"state partitions {copy['partitions']} -> {partitions}"
+    if copy["spark"] != version("pyspark"):
+        return f"Spark {copy['spark']} -> {version('pyspark')}"
+    return None
+
+
+def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
+    """Give each file source the snapshot's list of files already read, and each natively
+    restored branch its copy of the old checkpoint. Returns the restore as the run records it.
+
+    A natively restored branch whose old branch read seeds keeps an (empty) seed source, so that
+    its plan has the sources its checkpoint records; its old late-event filter is not needed,
+    since Spark goes on with the checkpoint's own watermark."""
     for src, names in restore.files.items():
         positions.write_log(positions.source_dir(folder, src), names)
+    seeds = dict(restore.seeds)
+    for stage, copy in restore.native.items():
+        checkpoint = folder / "branches" / str(copy.branch) / "checkpoint"
+        copy_checkpoint(Path(copy.path), _last_batch(Path(copy.path)), checkpoint)
+        # A query id of its own: Spark refuses two active queries with one id.
+        # (A new file, not a write into the hard link, which the snapshot shares.)
+        _unlink(checkpoint / "metadata")
+        _unlink(checkpoint / ".metadata.crc")
+        (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
+        if copy.seeded:
+            empty = folder / "seeds" / stage
+            empty.mkdir(parents=True, exist_ok=True)
+            # Watermark 0: no late-event filter (Spark applies the checkpoint's watermark).
+            seeds[stage] = StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)
+    return replace(restore, seeds=seeds)
+
+
+def _last_batch(checkpoint: Path) -> int:
+    return max(int(n) for n in os.listdir(checkpoint / "commits") if n.isdigit())
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
