@@ -30,8 +30,8 @@ WATERMARK_DELAY = "1 minute"
 SCHEMA = "k BIGINT, v BIGINT, ts TIMESTAMP"
 
 
-def job_sql(name: str, sink: str, snapshot: str | None = None) -> str:
-    source = f" FROM SNAPSHOT {snapshot}" if snapshot else ""
+def job_sql(name: str, sink: str, snapshot: str | None = None, fmt: str = "auto") -> str:
+    source = f" OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT {snapshot}" if snapshot else ""
     return (
         f"CREATE JOB {name}{source} AS INSERT INTO {sink} "
         "SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS total, MAX(v) AS top "
@@ -151,9 +151,11 @@ class Worker:
         return {"seconds": seconds, "rows_out": row[0], "events_in_windows": row[1], "batches": batches}
 
     # -- downtime ----------------------------------------------------------------------------------
-    def downtime(self, keys: int) -> dict[str, Any]:
+    def downtime(self, keys: int, fmt: str = "auto") -> dict[str, Any]:
         """A job holding ``keys`` rows of state; time from ``DROP JOB ... WITH SNAPSHOT`` to the first
-        micro-batch committed by the job created ``FROM SNAPSHOT`` (1,000 new events wait for it)."""
+        micro-batch committed by the job created ``FROM SNAPSHOT`` (1,000 new events wait for it),
+        with ``'restoreFormat'`` ``fmt``: ``auto`` (the unchanged stage starts on Spark's state
+        files) or ``canonical`` (seeded from the snapshot's rows)."""
         import pitstop.engine.runs as runs_mod
         import pitstop.snapshots.export as export_mod
 
@@ -161,7 +163,7 @@ class Worker:
         folder = work / "events"
         shutil.copytree(data.state_events(keys), folder, ignore=shutil.ignore_patterns(".done"))
         manager, executor = self._pitstop(work / "home")
-        phases: dict[str, float] = {}
+        phases: dict[str, Any] = {}
         real_export, real_cut = export_mod.export, runs_mod.ActiveRun.stop_at_cut
 
         def timed_export(*args: Any, **kwargs: Any) -> Any:
@@ -186,7 +188,7 @@ class Worker:
             self._run(executor, "DROP JOB dt WITH SNAPSHOT s1;")
             t_dropped = time.perf_counter()
             data.drop_in(folder, "after-cut.json", data.after_cut_lines())
-            self._run(executor, job_sql("dt", "agg", snapshot="s1"))
+            self._run(executor, job_sql("dt", "agg", snapshot="s1", fmt=fmt))
             t_created = time.perf_counter()
             # The new run's first batch: 0, or the one after the cut when it started on the
             # snapshot's native copy of the checkpoint (which holds the old run's commits).
@@ -208,6 +210,10 @@ class Worker:
             "keys": keys,
             "snapshot_rows": snap.rows,
             "snapshot_bytes": snap.size_bytes,
+            "native_bytes": sum(
+                s.get("native", {}).get("bytes", 0) for s in snap.manifest["stages"].values()
+            ),
+            "fmt": fmt,
             "downtime_s": t_first - t0,
             "drop_s": t_dropped - t0,
             "create_s": t_created - t_dropped,

@@ -41,11 +41,14 @@ def test_snapshot_of_a_running_job_restores_while_the_job_goes_on(manager: Manag
     assert described["job"] == "revenue"
     assert described["source orders"] == "2 files read"
     assert "TUMBLE(ts, INTERVAL '1' DAY)" in described["stage daily"]
+    assert "2 partitions" in described["stage daily (native)"]
 
     make_orders.write_orders(data, 1500, 3000, files=2)
     run(manager, "AWAIT JOB revenue;")  # the original job went on after the snapshot
     # A second job starts from the snapshot of the running one and emits the days still open then.
-    run(manager, f"CREATE JOB replay FROM SNAPSHOT mid AS {daily('daily_copy')}; AWAIT JOB replay;")
+    # It starts on a copy of the running job's checkpoint at the cut, beside the original.
+    started = run(manager, f"CREATE JOB replay FROM SNAPSHOT mid AS {daily('daily_copy')}; AWAIT JOB replay;")
+    assert "from Spark's state files (native)" in started[0].message
     original = sink_windows(manager, "daily_revenue")
     replayed = sink_windows(manager, "daily_copy")
     mid_watermark = make_orders.EPOCH + timedelta(seconds=1499 * 90) - timedelta(minutes=5)

@@ -111,4 +111,14 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
                 f"{accumulators_text(stage)}; watermark {wm} UTC",
             )
         )
+        native = entry.get("native")
+        if native:
+            rows.append(
+                (
+                    f"stage {name} (native)",
+                    f"Spark {native['spark']} state files of batch {entry['batch_id']}, "
+                    f"{native['partitions']} partitions, {native['bytes']:,} bytes (hard links while the "
+                    "old run's files exist)",
+                )
+            )
     return tuple(rows)
