@@ -1,5 +1,6 @@
-"""pitstop's benchmark: ``python bench/run.py`` (about 6 minutes here) or ``--quick`` (about 5: the
-fixed costs of Spark sessions, of the Spark-defaults job and of 1,000 SHOW SNAPSHOTS dominate).
+"""pitstop's benchmark: ``python bench/run.py`` (about 10 minutes on 2 cores) or ``--quick`` (small
+sizes, 2 runs per case, about 2-3 minutes: fixed costs dominate there, so its ratios are indicative
+and the issue's targets are judged on the full run).
 
 Cases, each measured side by side with its baseline in the same run, interleaved:
 
@@ -202,8 +203,8 @@ def downtime(
     same.call("floor")  # warm-up
     for rep in range(reps):
         for k in sizes:
+            floors.append(same.call("floor")["floor_s"])
             for fmt in FORMATS:
-                floors.append(same.call("floor")["floor_s"])
                 r = same.call("downtime", keys=k, fmt=fmt)
                 results[f"{fmt} {k}"].append(r)
                 log(
@@ -269,18 +270,20 @@ def shell_times(env: dict[str, str], reps: int) -> list[float] | str:
 # -- report -----------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, about 5 minutes")
-    parser.add_argument("--reps", type=int, default=3, help="runs per case (default 3)")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes and 2 runs per case, about 2 minutes"
+    )
+    parser.add_argument("--reps", type=int, help="runs per case (default 3; 2 with --quick)")
     args = parser.parse_args()
     if args.quick:
         tp_sizes, main_n = [50_000, 100_000, 200_000], 200_000
         dt_sizes = [10_000, 50_000, 100_000]
-        calls, cli_reps = 1000, 3
+        calls, cli_reps = 300, 2
     else:
         tp_sizes, main_n = [500_000, 1_000_000, 2_000_000], 2_000_000
         dt_sizes = [10_000, 100_000, 1_000_000]
         calls, cli_reps = 1000, 5
-    reps = args.reps
+    reps = args.reps or (2 if args.quick else 3)
 
     say(f"# pitstop benchmark{' (--quick)' if args.quick else ''}")
     say()
