@@ -108,3 +108,17 @@ def test_a_view_with_impose_order_feeds_a_window_like_hazelcast(manager: Manager
     watermark = EPOCH + timedelta(seconds=399 * 90) - timedelta(minutes=5)
     assert got == closed(batch_windows(big, hour), hour, watermark)
     assert len(got) > 20
+
+
+def test_python_workers_import_the_installed_pyspark_not_sparks_zip(manager: Manager) -> None:
+    """Spark puts its zipped pyspark first on the workers' path, where Python cannot cache compiled
+    modules; pitstop's worker script drops it, so workers use the installed, compiled pyspark."""
+    import pyspark
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    spark = manager.spark()
+    where = F.udf(lambda _: __import__("pyspark").__file__, StringType())
+    seen = spark.range(1).select(where("id")).first()[0]
+    assert ".zip" not in seen
+    assert seen == pyspark.__file__
