@@ -7,8 +7,9 @@ Cases, each measured side by side with its baseline in the same run, interleaved
 1. Throughput: a 1 h tumbling COUNT/SUM/MAX over 10k keys from JSON files, as a pitstop job
    (``CREATE JOB`` + ``AWAIT JOB``) and as a hand-written Structured Streaming job in the same Spark
    session (same settings), and hand-written with Spark's default settings (its own process).
-2. Update downtime: ``DROP JOB ... WITH SNAPSHOT`` to the first batch committed by the job created
-   ``FROM SNAPSHOT``, for several state sizes; the floor is the same query on a fresh checkpoint.
+2. Update downtime: ``DROP JOB ... WITH SNAPSHOT`` to the first batch committed by the updated job
+   (a filter more) created ``FROM SNAPSHOT``, for several state sizes, in both restore formats; the
+   floor is the query on a fresh checkpoint.
 3. Statement latency without Spark (100 jobs, 1,000 snapshots), ``pitstop run -c`` and the shell.
 4. Scale: throughput and downtime at three sizes each.
 
