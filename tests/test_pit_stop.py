@@ -21,7 +21,7 @@ from conftest import (
     sink_windows,
 )
 from pitstop.engine.manager import Manager
-from pitstop.errors import CatalogError, CompatibilityError, PlanError
+from pitstop.errors import CatalogError, CompatibilityError, JobFailedError, PlanError
 from pitstop.snapshots.restore import NATIVE, ROWS
 
 DAY = timedelta(hours=24)
@@ -320,6 +320,39 @@ def test_tumbling_window_resized_to_a_multiple_folds_old_windows(manager: Manage
     got = sink_windows(manager, "revenue_2h")
     assert got == expected
     assert min(k[0] for k in got) == fold_from  # the [48h, 50h) window holds the folded [48h, 49h)
+
+
+def test_a_broken_native_copy_fails_the_job_with_a_way_out_and_loses_nothing(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """Spark refuses a native copy whose state files are gone: the job fails and says how to
+    restore from the rows instead; the snapshot is still whole, and the rows restore it exactly."""
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 2000, files=2)
+    daily = "INSERT INTO daily_revenue " + revenue_select("'24' HOUR") + ";"
+    run(
+        manager,
+        orders_mapping(data) + f"CREATE MAPPING daily_revenue TYPE DuckDB; CREATE JOB revenue AS {daily}",
+    )
+    run(manager, "AWAIT JOB revenue; DROP JOB revenue WITH SNAPSHOT s1;")
+    native = tmp_path / "home" / "snapshots" / "s1" / "native" / "daily_revenue.aggregate"
+    zips = list(native.glob("state/0/*/*.zip"))
+    assert zips
+    for z in zips:
+        z.unlink()
+    make_orders.write_orders(data, 2000, 4000, files=2, prefix="later")
+    assert NATIVE in run(manager, f"CREATE JOB revenue FROM SNAPSHOT s1 AS {daily}")[0].message
+    with pytest.raises(
+        JobFailedError, match=r"'restoreFormat'='canonical'\) restores it from the snapshot's rows"
+    ):
+        run(manager, "AWAIT JOB revenue;")
+    run(manager, "DROP JOB revenue;")
+    run(manager, f"CREATE JOB revenue OPTIONS ('restoreFormat'='canonical') FROM SNAPSHOT s1 AS {daily}")
+    run(manager, "AWAIT JOB revenue;")
+    everything = orders(0, 4000)
+    assert sink_windows(manager, "daily_revenue") == closed(
+        batch_windows(everything, DAY), DAY, last_watermark(4000)
+    )
 
 
 def test_two_branches_stop_at_one_cut_and_both_restore(manager: Manager, tmp_path: Path) -> None:

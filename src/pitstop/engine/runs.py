@@ -179,6 +179,12 @@ class ActiveRun:
                     continue
                 except Exception as again:  # noqa: BLE001 - any failure to restart is reported
                     reason = f"{reason}; restarting failed: {spark_reason(again)}"
+            native = (self.run.restore or {}).get("native") or []
+            if bq.branch.stage is not None and bq.branch.stage.name in native:
+                reason += (
+                    f" (stage '{bq.branch.stage.name}' started on the snapshot's native state files; "
+                    "OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows instead)"
+                )
             return f"INSERT INTO {bq.branch.sink} failed: {reason}"
         return None
 

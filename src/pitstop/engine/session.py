@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -113,6 +114,11 @@ def worker_python(settings: Settings) -> str:
     tmp.write_text(WORKER_SCRIPT.replace("{python}", shlex.quote(sys.executable)))
     tmp.chmod(0o755)
     os.replace(tmp, script)
+    try:  # a home on a file system mounted noexec cannot run it
+        subprocess.run([str(script), "-S", "-c", "pass"], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.info("Python workers run %s directly (%s cannot run: %s)", sys.executable, script, exc)
+        return sys.executable
     return str(script)
 
 
