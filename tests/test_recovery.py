@@ -123,3 +123,77 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
     assert "RUNNING" in third.stdout
     [again] = query(home, "SELECT count(*) AS n FROM copies")
     assert again["n"] == EVENTS
+
+
+def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_once(tmp_path: Path) -> None:
+    """A job restored on a snapshot's native copy is a run like any other: killed mid-stream with
+    SIGKILL, the next process resumes it from its own checkpoint, every row exactly once."""
+    home = tmp_path / "home"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    assert first.stdin is not None
+    first.stdin.write(SCRIPT.replace(f"'limit'='{EVENTS}'", "'limit'='3000'"))
+    first.stdin.flush()
+    wait_for_commits(home, 3, first)
+    _, err = first.communicate("DROP JOB feed WITH SNAPSHOT s1;\n", timeout=300)
+    assert first.returncode == 0, err
+    manifest = json.loads((home / "snapshots" / "s1" / "manifest.json").read_text())
+    cut = manifest["stages"]["per_minute.aggregate"]["batch_id"]
+
+    # More events in the same source (a larger limit), then the same job from the snapshot.
+    create = SCRIPT.replace("CREATE MAPPING events", "CREATE OR REPLACE MAPPING events").replace(
+        "CREATE MAPPING copies TYPE DuckDB;\nCREATE MAPPING per_minute TYPE DuckDB;\n", ""
+    )
+    create = create.replace("CREATE JOB feed AS", "CREATE JOB feed FROM SNAPSHOT s1 AS")
+    second = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    assert second.stdin is not None
+    second.stdin.write(create)
+    second.stdin.flush()
+    deadline = time.monotonic() + 180
+    native: Path | None = None
+    while native is None or (checkpoint.latest_commit(native) or 0) < cut + 3:
+        assert time.monotonic() < deadline, "the restored job committed no 3 batches"
+        assert second.poll() is None, second.stderr.read() if second.stderr else ""
+        runs = list(home.glob("runs/*"))
+        native = runs[0] / "branches" / "1" / "checkpoint" if runs else None
+        time.sleep(0.05)
+    second.send_signal(signal.SIGKILL)
+    second.wait(timeout=30)
+    assert checkpoint.progress(native, {}).positions.get("events", 0) < EVENTS, "finished before the kill"
+
+    third = pitstop(home, "run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;")
+    assert third.returncode == 0, third.stderr
+    [run] = query(home, "SELECT restore->>'$.native' AS native FROM pitstop.runs WHERE restore IS NOT NULL")
+    assert json.loads(str(run["native"])) == ["per_minute.aggregate"]
+    [copies] = query(home, "SELECT count(*) AS n, count(DISTINCT id) AS d, max(id) AS hi FROM copies")
+    assert copies == {"n": EVENTS, "d": EVENTS, "hi": EVENTS - 1}
+    [diff] = query(
+        home,
+        """
+        WITH expected AS (
+            SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
+            FROM copies GROUP BY ALL),
+        horizon AS (SELECT max(ts) - INTERVAL 1 SECOND AS wm FROM copies)
+        SELECT
+          (SELECT count(*) FROM per_minute) AS emitted,
+          (SELECT count(DISTINCT (window_start, k)) FROM per_minute) AS distinct_windows,
+          (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
+          (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
+             WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
+    """,
+    )
+    assert diff["emitted"] == diff["distinct_windows"] == diff["closed"] == diff["matching"]
+    assert diff["emitted"] >= 5 * 20
