@@ -65,9 +65,10 @@ def wait_for_commits(home: Path, count: int, process: subprocess.Popen[str], tim
     raise AssertionError(f"no {count} committed batches within {timeout_s} s")
 
 
-def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    first = subprocess.Popen(
+def running(home: Path, script: str) -> subprocess.Popen[str]:
+    """``pitstop run -`` with ``script`` on its stdin, which stays open: the process keeps running
+    its jobs until stdin is closed (or the process is killed)."""
+    process = subprocess.Popen(
         [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -75,9 +76,37 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
         text=True,
         env=ENV,
     )
-    assert first.stdin is not None
-    first.stdin.write(SCRIPT)
-    first.stdin.flush()  # stdin stays open: the process keeps running its job
+    assert process.stdin is not None
+    process.stdin.write(script)
+    process.stdin.flush()
+    return process
+
+
+def assert_closed_windows_match(home: Path) -> None:
+    """Every closed minute window in ``per_minute`` once, equal to a batch computation over the
+    events in ``copies``."""
+    [diff] = query(
+        home,
+        """
+        WITH expected AS (
+            SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
+            FROM copies GROUP BY ALL),
+        horizon AS (SELECT max(ts) - INTERVAL 1 SECOND AS wm FROM copies)
+        SELECT
+          (SELECT count(*) FROM per_minute) AS emitted,
+          (SELECT count(DISTINCT (window_start, k)) FROM per_minute) AS distinct_windows,
+          (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
+          (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
+             WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
+    """,
+    )
+    assert diff["emitted"] == diff["distinct_windows"] == diff["closed"] == diff["matching"]
+    assert diff["emitted"] >= 5 * 20
+
+
+def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = running(home, SCRIPT)  # stdin stays open: the process keeps running its job
     ckpt = wait_for_commits(home, 3, first)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
@@ -100,22 +129,7 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
     assert copies == {"n": EVENTS, "d": EVENTS, "lo": 0, "hi": EVENTS - 1}
 
     # Closed minute windows equal a batch computation over the copied events.
-    [diff] = query(
-        home,
-        """
-        WITH expected AS (
-            SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
-            FROM copies GROUP BY ALL),
-        horizon AS (SELECT max(ts) - INTERVAL 1 SECOND AS wm FROM copies)
-        SELECT
-          (SELECT count(*) FROM per_minute) AS emitted,
-          (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
-          (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
-             WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
-    """,
-    )
-    assert diff["emitted"] == diff["closed"] == diff["matching"]
-    assert diff["emitted"] >= 5 * 20
+    assert_closed_windows_match(home)
 
     # A third process resumes the STOPPED job again when it needs Spark.
     third = pitstop(home, "run", "-c", "AWAIT JOB feed; SHOW JOBS;")
@@ -129,17 +143,7 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
     """A job restored on a snapshot's native copy is a run like any other: killed mid-stream with
     SIGKILL, the next process resumes it from its own checkpoint, every row exactly once."""
     home = tmp_path / "home"
-    first = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    assert first.stdin is not None
-    first.stdin.write(SCRIPT.replace(f"'limit'='{EVENTS}'", "'limit'='3000'"))
-    first.stdin.flush()
+    first = running(home, SCRIPT.replace(f"'limit'='{EVENTS}'", "'limit'='3000'"))
     wait_for_commits(home, 3, first)
     _, err = first.communicate("DROP JOB feed WITH SNAPSHOT s1;\n", timeout=300)
     assert first.returncode == 0, err
@@ -151,17 +155,7 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
         "CREATE MAPPING copies TYPE DuckDB;\nCREATE MAPPING per_minute TYPE DuckDB;\n", ""
     )
     create = create.replace("CREATE JOB feed AS", "CREATE JOB feed FROM SNAPSHOT s1 AS")
-    second = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    assert second.stdin is not None
-    second.stdin.write(create)
-    second.stdin.flush()
+    second = running(home, create)
     deadline = time.monotonic() + 180
     native: Path | None = None
     while native is None or (checkpoint.latest_commit(native) or 0) < cut + 3:
@@ -180,20 +174,4 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
     assert json.loads(str(run["native"])) == ["per_minute.aggregate"]
     [copies] = query(home, "SELECT count(*) AS n, count(DISTINCT id) AS d, max(id) AS hi FROM copies")
     assert copies == {"n": EVENTS, "d": EVENTS, "hi": EVENTS - 1}
-    [diff] = query(
-        home,
-        """
-        WITH expected AS (
-            SELECT date_trunc('minute', ts) AS ws, k, count(*) AS n, sum(v) AS total
-            FROM copies GROUP BY ALL),
-        horizon AS (SELECT max(ts) - INTERVAL 1 SECOND AS wm FROM copies)
-        SELECT
-          (SELECT count(*) FROM per_minute) AS emitted,
-          (SELECT count(DISTINCT (window_start, k)) FROM per_minute) AS distinct_windows,
-          (SELECT count(*) FROM expected, horizon WHERE ws + INTERVAL 1 MINUTE <= wm) AS closed,
-          (SELECT count(*) FROM per_minute p JOIN expected e ON p.window_start = e.ws AND p.k = e.k
-             WHERE p.n = e.n AND abs(p.total - e.total) < 1e-6) AS matching
-    """,
-    )
-    assert diff["emitted"] == diff["distinct_windows"] == diff["closed"] == diff["matching"]
-    assert diff["emitted"] >= 5 * 20
+    assert_closed_windows_match(home)
