@@ -45,11 +45,7 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
             continue
         v = by_stage.get(st.name)
         outcome = v.outcome if v is not None else compat.EMPTY
-        reason = v.reason if v is not None else "no snapshot: starts empty"
-        if v is not None and v.how:
-            reason += f"; {v.how}"
-        if v is not None and v.warnings:
-            reason += "".join(f" (warning: {w})" for w in v.warnings)
+        reason = v.detail() if v is not None else "no snapshot: starts empty"
         rows.append(
             (
                 b.index + 1,

@@ -25,10 +25,13 @@ class StageVerdict:
     warnings: tuple[str, ...] = ()
     how: str = ""  # restored stages: from Spark's state files or from the snapshot's rows, and why
 
-    def text(self) -> str:
-        warn = "".join(f" (warning: {w})" for w in self.warnings)
+    def detail(self) -> str:
+        """The reason, how the stage is restored, and any warnings (EXPLAIN's reason column)."""
         how = f"; {self.how}" if self.how else ""
-        return f"stage '{self.stage}': {self.outcome}: {self.reason}{how}{warn}"
+        return self.reason + how + "".join(f" (warning: {w})" for w in self.warnings)
+
+    def text(self) -> str:
+        return f"stage '{self.stage}': {self.outcome}: {self.detail()}"
 
 
 def check(old: dict[str, AggregateStage], plan: JobPlan, strict: bool = False) -> list[StageVerdict]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
@@ -28,6 +27,7 @@ class NativeCopy:
     """A stage restored natively: the snapshot's copy of the old branch's checkpoint."""
 
     path: str
+    batch: int  # the cut: the last batch the copy holds
     branch: int  # index of the new job's branch that starts on it
     seeded: bool  # the old branch read seeds too: its checkpoint has a second (seed) source
 
@@ -104,7 +104,9 @@ def plan_restore(
             against = native_reason(entry, old[v.stage], branch, partitions, fmt)
             if against is None:
                 copy = entry["native"]
-                native[v.stage] = NativeCopy(str(root / copy["path"]), branch.index, bool(copy["seeded"]))
+                native[v.stage] = NativeCopy(
+                    str(root / copy["path"]), int(entry["batch_id"]), branch.index, bool(copy["seeded"])
+                )
                 v = replace(v, how=NATIVE)
             else:
                 seeds[v.stage] = StageSeed(
@@ -170,11 +172,11 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
     seeds = dict(restore.seeds)
     for stage, copy in restore.native.items():
         checkpoint = folder / "branches" / str(copy.branch) / "checkpoint"
-        copy_checkpoint(Path(copy.path), _last_batch(Path(copy.path)), checkpoint)
+        copy_checkpoint(Path(copy.path), copy.batch, checkpoint)
         # A query id of its own: Spark refuses two active queries with one id.
         # (A new file, not a write into the hard link, which the snapshot shares.)
-        _unlink(checkpoint / "metadata")
-        _unlink(checkpoint / ".metadata.crc")
+        (checkpoint / "metadata").unlink(missing_ok=True)
+        (checkpoint / ".metadata.crc").unlink(missing_ok=True)
         (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
         if copy.seeded:
             empty = folder / "seeds" / stage
@@ -182,14 +184,3 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
             # Watermark 0: no late-event filter (Spark applies the checkpoint's watermark).
             seeds[stage] = StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)
     return replace(restore, seeds=seeds)
-
-
-def _last_batch(checkpoint: Path) -> int:
-    return max(int(n) for n in os.listdir(checkpoint / "commits") if n.isdigit())
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
