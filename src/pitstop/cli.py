@@ -197,6 +197,38 @@ def shell(settings: Settings, vi: bool = False, history: str | None = None) -> N
 
 
 @main.command()
+@click.option(
+    "--host", envvar="PITSTOP_HOST", default="127.0.0.1", show_default=True, help="address to listen on"
+)
+@click.option("--port", envvar="PITSTOP_PORT", default=5433, show_default=True, type=int, help="TCP port")
+@click.option(
+    "--tls-cert",
+    envvar="PITSTOP_TLS_CERT",
+    type=click.Path(dir_okay=False, exists=True),
+    help="PEM certificate (chain): clients may then ask for TLS (sslmode=require)",
+)
+@click.option(
+    "--tls-key",
+    envvar="PITSTOP_TLS_KEY",
+    type=click.Path(dir_okay=False, exists=True),
+    help="PEM private key of --tls-cert (when not in the same file)",
+)
+@click.pass_obj
+def serve(settings: Settings, host: str, port: int, tls_cert: str | None, tls_key: str | None) -> None:
+    """Run the manager as a server: jobs run until it stops; BI tools, psql and
+    `pitstop --connect` reach it over the PostgreSQL protocol. SIGTERM or Ctrl-C stops every job at
+    a batch boundary (they resume at the next start) and exits 0."""
+    from pitstop.server.main import serve as run_server
+
+    try:
+        code = run_server(settings, host, port, tls_cert, tls_key, announce=click.echo)
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        _exit(1)
+    _exit(code)
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
 def check(settings: Settings, files: tuple[str, ...]) -> None:

@@ -68,3 +68,11 @@ class JobFailedError(PitstopError):
 
 class AwaitTimeoutError(PitstopError):
     """``AWAIT JOB`` did not see the job catch up within its timeout."""
+
+
+class CancelledError(PitstopError):
+    """A statement whose wait was cancelled (Ctrl-C, a client's cancel request); the job goes on."""
+
+
+class PermissionDeniedError(PitstopError):
+    """A statement the connected user's role may not run."""

@@ -124,7 +124,10 @@ class Executor:
         handler = self._HANDLERS.get(type(stmt.node))
         if handler is None:
             raise PlanError(f"statement {type(stmt.node).__name__} is not supported yet")
-        return handler(self, stmt.node, stmt)
+        if self.manager is None:
+            return handler(self, stmt.node, stmt)
+        with self.manager.names.hold(changed_names(stmt.node)):
+            return handler(self, stmt.node, stmt)
 
     # -- mappings ----------------------------------------------------------------------------------
     def _lookup(self, name: str) -> Mapping | None:
@@ -584,6 +587,31 @@ class Executor:
         exp.Select: _select,
         exp.Union: _select,
     }
+
+
+# Statements that change a named object, and the arguments that hold the names they change.
+_CHANGES: dict[type, tuple[tuple[str, str], ...]] = {
+    nodes.CreateMapping: (("mapping", "this"),),
+    nodes.DropMapping: (("mapping", "this"),),
+    nodes.CreateView: (("mapping", "this"),),
+    nodes.DropView: (("mapping", "this"),),
+    nodes.CreateJob: (("job", "this"), ("snapshot", "snapshot")),
+    nodes.DropJob: (("job", "this"), ("snapshot", "snapshot")),
+    nodes.AlterJob: (("job", "this"),),
+    nodes.CreateSnapshot: (("snapshot", "this"), ("job", "job")),
+    nodes.DropSnapshot: (("snapshot", "this"),),
+}
+
+
+def changed_names(node: exp.Expression) -> list[tuple[str, str]]:
+    """``(kind, name)`` of the jobs, snapshots and mappings a statement changes or depends on
+    while it runs (views share the mappings' names: one namespace)."""
+    out = []
+    for kind, arg in _CHANGES.get(type(node), ()):
+        value = node.args.get(arg)
+        if value is not None:
+            out.append((kind, name_of(value)))
+    return out
 
 
 def did_you_mean(name: str, candidates: list[str]) -> str:

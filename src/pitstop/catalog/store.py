@@ -324,11 +324,32 @@ class Catalog:
         return None if row is None or row[0] is None else int(row[0])
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run an ad-hoc read-only query; returns column names and rows."""
+        """Run an ad-hoc query in a read-only transaction; returns column names and rows.
+
+        Whatever the text holds, it cannot write: DuckDB refuses every write in a transaction
+        begun READ ONLY, and the transaction is rolled back afterwards.
+        """
         cur = self.cursor()
-        rel = cur.execute(sql)
-        columns = [d[0] for d in rel.description] if rel.description else []
-        return columns, rel.fetchall()
+        cur.execute("BEGIN TRANSACTION READ ONLY")
+        try:
+            rel = cur.execute(sql)
+            columns = [d[0] for d in rel.description] if rel.description else []
+            return columns, rel.fetchall()
+        finally:
+            cur.execute("ROLLBACK")
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own (a server client's), closed with the catalog."""
+        cur = self._db.cursor()
+        with self._write_lock:
+            self._cursors.append(cur)
+        return cur
+
+    def disconnect(self, cur: duckdb.DuckDBPyConnection) -> None:
+        with self._write_lock:
+            if cur in self._cursors:
+                self._cursors.remove(cur)
+        cur.close()
 
 
 def _job(row: tuple[Any, ...]) -> Job:

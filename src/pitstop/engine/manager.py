@@ -21,6 +21,7 @@ from pyspark.errors import PySparkException
 
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
+from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
 from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
@@ -46,6 +47,8 @@ class Manager:
         self._spark: SparkSession | None = None
         self._lock = threading.RLock()
         self._closed = threading.Event()
+        self.names = NameLocks()
+        """Statements that change a job, snapshot, mapping or view hold its name (executor)."""
 
     # -- Spark -----------------------------------------------------------------------------------
     @property

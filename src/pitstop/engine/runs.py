@@ -24,7 +24,7 @@ from pitstop.connectors.generator import generator_available
 from pitstop.connectors.sinks import Sink, make_sink
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
-from pitstop.errors import AwaitTimeoutError, JobFailedError, PitstopError
+from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError, PitstopError
 from pitstop.planner.plan import Branch, JobPlan
 
 if TYPE_CHECKING:
@@ -231,7 +231,9 @@ class ActiveRun:
             if predicate():
                 return
             if cancelled is not None and cancelled():
-                raise PitstopError(f"cancelled: job '{self.job}' did not {what}; it keeps running, unchanged")
+                raise CancelledError(
+                    f"cancelled: job '{self.job}' did not {what}; it keeps running, unchanged"
+                )
             if time.monotonic() > deadline:
                 raise AwaitTimeoutError(
                     f"job '{self.job}' did not {what} within {timeout_s:g} s; it is still running. "

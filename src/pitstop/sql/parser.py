@@ -17,6 +17,7 @@ from pitstop.sql.dialect import JobBlock, PitstopDialect, position
 
 __all__ = [
     "ParsedStatement",
+    "in_job_block",
     "is_complete",
     "name_of",
     "option_dict",
@@ -54,6 +55,8 @@ class _Scan:
     """What was left open at the end of the script and where it started: ("string", offset)."""
     backtick: int | None = None
     """Offset of the first backtick outside quotes and comments (Flink's quoted names)."""
+    block_open: bool = False
+    """The script ends inside a job's ``AS BEGIN ... END`` block."""
 
 
 def _scan(script: str) -> _Scan:
@@ -107,7 +110,7 @@ def _scan(script: str) -> _Scan:
     if start is not None:
         statements.append((start, end))
     complete = start is None and unclosed is None
-    return _Scan(statements, complete, unclosed, backtick)
+    return _Scan(statements, complete, unclosed, backtick, bool(block.depth))
 
 
 def _skip_block_comment(script: str, i: int) -> tuple[int, bool]:
@@ -153,6 +156,12 @@ def split_statements(script: str) -> list[tuple[str, int, int]]:
         line, col = position(script, start)
         result.append((script[start:end], line, col))
     return result
+
+
+def in_job_block(text: str) -> bool:
+    """Whether ``text`` ends inside a job's ``AS BEGIN ... END`` block (what psql, which splits
+    at every ';', sends of a multi-sink job before its END)."""
+    return _scan(text).block_open
 
 
 def is_complete(text: str) -> bool:

@@ -1,0 +1,85 @@
+"""The ``pitstop serve`` process: open the home, listen, resume the jobs, serve until a signal."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from pitstop.catalog.rows import RUNNING, STOPPED
+from pitstop.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def log_to_home(home: Path) -> Path:
+    """pitstop's own log goes to ``<home>/logs/pitstop.log`` (Spark's to ``spark.log`` beside it)."""
+    folder = home / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "pitstop.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+        for other in root.handlers:
+            if other is not handler and other.level == logging.NOTSET:
+                other.setLevel(logging.WARNING)  # the terminal keeps showing warnings only
+    return path
+
+
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    announce: Any = print,
+) -> int:
+    """Run the server until SIGTERM or SIGINT; the exit status (0 after a clean stop)."""
+    from pitstop.engine.manager import Manager
+    from pitstop.server.app import Server, tls_context
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    context = tls_context(tls_cert, tls_key)
+    manager = Manager(settings)
+    logfile = log_to_home(settings.home)
+    server = Server(manager, host, port, context)
+    try:
+        address = server.listen()
+    except BaseException:
+        manager.close()
+        raise
+    waiting = [j.name for j in manager.catalog.jobs() if j.status in (RUNNING, STOPPED)]
+    if waiting:  # resume them now: the server is what runs the jobs
+        threading.Thread(target=_start_spark, args=(manager,), name="pitstop-resume", daemon=True).start()
+    announce(
+        f"pitstop serve: listening on {address.url()} (home {settings.home}; "
+        f"{len(waiting)} job(s) to resume; log {logfile}){' with TLS' if context else ''}"
+    )
+    log.info("listening on %s:%s, home %s", address.host, address.port, settings.home)
+    while not stop.wait(0.5):
+        pass
+    server.shutdown()
+    log.info("stopping every job at a batch boundary")
+    manager.close()
+    log.info("stopped")
+    return 0
+
+
+def _start_spark(manager: Any) -> None:
+    try:
+        manager.spark()
+    except Exception:
+        log.exception("Spark could not start; jobs stay as they are until a statement needs Spark")

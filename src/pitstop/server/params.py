@@ -1,0 +1,128 @@
+"""PostgreSQL session parameters: what ``SHOW`` answers, what ``SET`` changes, and which ones a
+client is told about (ParameterStatus) when they change.
+
+pitstop answers them as a PostgreSQL 15 server in UTF-8 and UTC would, so that drivers that read
+``server_version``, ``standard_conforming_strings`` or ``integer_datetimes`` on connect behave.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pitstop import __version__
+
+SERVER_VERSION = "15.0"
+SERVER_VERSION_NUM = "150000"
+VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (pitstop {__version__}) on x86_64-pc-linux-gnu, 64-bit"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    default: str
+    description: str
+    reported: bool = False
+    """Sent to the client in a ParameterStatus message at start and whenever it changes."""
+    fixed: bool = False
+    """SET refuses another value (pitstop cannot honour it)."""
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("server_version", SERVER_VERSION, "PostgreSQL version pitstop answers as", True, True),
+    Parameter("server_version_num", SERVER_VERSION_NUM, "the same, as a number", False, True),
+    Parameter("server_encoding", "UTF8", "server character set", True, True),
+    Parameter("client_encoding", "UTF8", "client character set (pitstop speaks UTF8)", True),
+    Parameter("DateStyle", "ISO, MDY", "date output style", True),
+    Parameter("IntervalStyle", "postgres", "interval output style", True),
+    Parameter("TimeZone", "UTC", "time zone of timestamps (pitstop keeps UTC)", True),
+    Parameter("integer_datetimes", "on", "timestamps are 64-bit integers", True, True),
+    Parameter("standard_conforming_strings", "on", "backslashes are literal in '...'", True, True),
+    Parameter("application_name", "", "the client's name", True),
+    Parameter("is_superuser", "off", "whether the user is an admin", True, True),
+    Parameter("session_authorization", "", "the connected user", True, True),
+    Parameter("default_transaction_read_only", "off", "default read-only status of transactions", True),
+    Parameter("in_hot_standby", "off", "whether the server is a standby", True, True),
+    Parameter("transaction_isolation", "read committed", "isolation level of the transaction"),
+    Parameter("default_transaction_isolation", "read committed", "default isolation level"),
+    Parameter("transaction_read_only", "off", "whether the transaction is read-only"),
+    Parameter("search_path", '"$user", public', "schema search order"),
+    Parameter("extra_float_digits", "1", "extra digits of floating-point output"),
+    Parameter("max_identifier_length", "63", "longest identifier", False, True),
+    Parameter("lc_collate", "C", "collation order", False, True),
+    Parameter("lc_ctype", "C", "character classification", False, True),
+    Parameter("lc_messages", "C", "language of messages"),
+    Parameter("lc_monetary", "C", "monetary format"),
+    Parameter("lc_numeric", "C", "number format"),
+    Parameter("lc_time", "C", "time format"),
+    Parameter("statement_timeout", "0", "longest a statement may run (0: no limit)"),
+    Parameter("lock_timeout", "0", "longest a lock wait may last"),
+    Parameter("idle_in_transaction_session_timeout", "0", "idle time allowed in a transaction"),
+    Parameter("bytea_output", "hex", "output format of bytea"),
+    Parameter("max_connections", "200", "most client connections at once", False, True),
+    Parameter("block_size", "8192", "page size", False, True),
+    Parameter("jit", "off", "just-in-time compilation"),
+    Parameter("row_security", "on", "row security policies"),
+    Parameter("synchronous_commit", "on", "commit waits for durability"),
+    Parameter("ssl", "off", "whether TLS is configured", False, True),
+)
+BY_NAME = {p.name.lower(): p for p in PARAMETERS}
+ALIASES = {
+    "time zone": "timezone",
+    "transaction isolation level": "transaction_isolation",
+    "session authorization": "session_authorization",
+    "names": "client_encoding",
+}
+
+
+def canonical(name: str) -> str:
+    """``SHOW TIME ZONE`` -> ``timezone``; names are case-insensitive, as in PostgreSQL."""
+    key = re.sub(r"\s+", " ", name.strip().strip('"')).lower()
+    return ALIASES.get(key, key)
+
+
+class SessionParameters:
+    """One client's parameters, starting from the defaults and the startup packet."""
+
+    def __init__(self, user: str, admin: bool, ssl: bool, startup: dict[str, str]) -> None:
+        self.values: dict[str, str] = {p.name.lower(): p.default for p in PARAMETERS}
+        self.values["session_authorization"] = user
+        self.values["is_superuser"] = "on" if admin else "off"
+        self.values["ssl"] = "on" if ssl else "off"
+        for key, value in startup.items():
+            if key in ("user", "database", "options", "replication"):
+                continue
+            param = BY_NAME.get(key.lower())
+            if param is not None and not param.fixed:
+                self.values[param.name.lower()] = value
+            elif param is None:
+                self.values[key.lower()] = value  # extension parameters are kept, as PostgreSQL does
+
+    def show(self, name: str) -> tuple[str, str]:
+        """``(column name, value)``; KeyError names an unknown parameter."""
+        key = canonical(name)
+        if key not in self.values:
+            raise KeyError(key)
+        param = BY_NAME.get(key)
+        return (param.name if param else key), self.values[key]
+
+    def set(self, name: str, value: str | None) -> Parameter | None:
+        """Set (``None``: reset to default); returns the parameter when clients are told of it."""
+        key = canonical(name)
+        param = BY_NAME.get(key)
+        if param is None:
+            if "." not in key:
+                raise KeyError(key)
+            self.values[key] = value or ""  # custom "ext.name" parameters, as PostgreSQL allows
+            return None
+        new = param.default if value is None else value
+        if param.fixed and new != self.values[key]:
+            raise ValueError(f'parameter "{param.name}" cannot be changed')
+        self.values[key] = new
+        return param if param.reported else None
+
+    def reported(self) -> list[tuple[str, str]]:
+        return [(p.name, self.values[p.name.lower()]) for p in PARAMETERS if p.reported]
+
+    def all(self) -> list[tuple[str, str, str]]:
+        return [(p.name, self.values[p.name.lower()], p.description) for p in PARAMETERS]

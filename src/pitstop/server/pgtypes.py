@@ -1,0 +1,487 @@
+"""PostgreSQL types of result columns and parameters: OIDs, text and binary encodings.
+
+Clients decide how to read a column from its type OID, so every column a pitstop server sends
+carries PostgreSQL's real OID (int8 for BIGINT, numeric with its precision and scale, timestamp,
+...), never text for everything. Values are encoded in the format each client asks for: text as
+PostgreSQL prints it, or PostgreSQL's binary send format (asyncpg asks for binary for every type
+it knows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+__all__ = [
+    "PgType",
+    "decode_param",
+    "encode",
+    "pg_type_by_oid",
+    "pg_type_of",
+    "pg_type_of_value",
+]
+
+PG_EPOCH = datetime(2000, 1, 1)
+PG_EPOCH_DATE = date(2000, 1, 1)
+
+
+@dataclass(frozen=True)
+class PgType:
+    oid: int
+    name: str
+    """``pg_type.typname``."""
+    size: int
+    """``pg_type.typlen``: bytes of a fixed-size type, -1 for a variable one."""
+    format_type: str
+    """What PostgreSQL's ``format_type(oid, typmod)`` prints, e.g. ``numeric(12,2)``."""
+    modifier: int = -1
+    """``atttypmod``: ``((precision << 16) | scale) + 4`` for numeric, -1 when there is none."""
+    element: int = 0
+    """The element type's OID of an array type, else 0."""
+
+    @property
+    def is_array(self) -> bool:
+        return self.element != 0
+
+
+def _t(oid: int, name: str, size: int, format_type: str, element: int = 0) -> PgType:
+    return PgType(oid, name, size, format_type, -1, element)
+
+
+BOOL = _t(16, "bool", 1, "boolean")
+BYTEA = _t(17, "bytea", -1, "bytea")
+CHAR = _t(18, "char", 1, '"char"')
+NAME = _t(19, "name", 64, "name")
+INT8 = _t(20, "int8", 8, "bigint")
+INT2 = _t(21, "int2", 2, "smallint")
+INT4 = _t(23, "int4", 4, "integer")
+REGPROC = _t(24, "regproc", 4, "regproc")
+TEXT = _t(25, "text", -1, "text")
+OID = _t(26, "oid", 4, "oid")
+JSON = _t(114, "json", -1, "json")
+FLOAT4 = _t(700, "float4", 4, "real")
+FLOAT8 = _t(701, "float8", 8, "double precision")
+UNKNOWN = _t(705, "unknown", -2, "unknown")
+BPCHAR = _t(1042, "bpchar", -1, "character")
+VARCHAR = _t(1043, "varchar", -1, "character varying")
+DATE = _t(1082, "date", 4, "date")
+TIME = _t(1083, "time", 8, "time without time zone")
+TIMESTAMP = _t(1114, "timestamp", 8, "timestamp without time zone")
+TIMESTAMPTZ = _t(1184, "timestamptz", 8, "timestamp with time zone")
+INTERVAL = _t(1186, "interval", 16, "interval")
+NUMERIC = _t(1700, "numeric", -1, "numeric")
+REGCLASS = _t(2205, "regclass", 4, "regclass")
+REGTYPE = _t(2206, "regtype", 4, "regtype")
+UUID = _t(2950, "uuid", 16, "uuid")
+JSONB = _t(3802, "jsonb", -1, "jsonb")
+
+SCALARS: tuple[PgType, ...] = (
+    BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, REGPROC, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN,
+    BPCHAR, VARCHAR, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, NUMERIC, REGCLASS, REGTYPE, UUID,
+    JSONB,
+)  # fmt: skip
+_ARRAY_OIDS = {
+    16: 1000, 17: 1001, 18: 1002, 19: 1003, 20: 1016, 21: 1005, 23: 1007, 25: 1009, 26: 1028,
+    114: 199, 700: 1021, 701: 1022, 1042: 1014, 1043: 1015, 1082: 1182, 1083: 1183, 1114: 1115,
+    1184: 1185, 1186: 1187, 1700: 1231, 2950: 2951, 3802: 3807,
+}  # fmt: skip
+ARRAYS: tuple[PgType, ...] = tuple(
+    _t(_ARRAY_OIDS[s.oid], "_" + s.name, -1, s.format_type + "[]", s.oid)
+    for s in SCALARS
+    if s.oid in _ARRAY_OIDS
+)
+_BY_OID: dict[int, PgType] = {t.oid: t for t in SCALARS + ARRAYS}
+
+# DuckDB type names (as ``str(description type)`` prints them) -> PostgreSQL type.
+_DUCKDB: dict[str, PgType] = {
+    "BOOLEAN": BOOL,
+    "TINYINT": INT2,
+    "SMALLINT": INT2,
+    "UTINYINT": INT2,
+    "INTEGER": INT4,
+    "USMALLINT": INT4,
+    "BIGINT": INT8,
+    "UINTEGER": INT8,
+    "UBIGINT": NUMERIC,
+    "HUGEINT": NUMERIC,
+    "UHUGEINT": NUMERIC,
+    "VARINT": NUMERIC,
+    "BIGNUM": NUMERIC,
+    "FLOAT": FLOAT4,
+    "DOUBLE": FLOAT8,
+    "VARCHAR": TEXT,
+    "BLOB": BYTEA,
+    "BIT": TEXT,
+    "DATE": DATE,
+    "TIME": TIME,
+    "TIME WITH TIME ZONE": TIME,
+    "TIMESTAMP": TIMESTAMP,
+    "TIMESTAMP_S": TIMESTAMP,
+    "TIMESTAMP_MS": TIMESTAMP,
+    "TIMESTAMP_NS": TIMESTAMP,
+    "TIMESTAMP WITH TIME ZONE": TIMESTAMPTZ,
+    "INTERVAL": INTERVAL,
+    "UUID": UUID,
+    "JSON": JSON,
+    "NULL": TEXT,
+    '"NULL"': TEXT,
+}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def pg_type_by_oid(oid: int) -> PgType:
+    """The type of an OID pitstop knows; text for any other (clients read it as a string)."""
+    return _BY_OID.get(oid, TEXT)
+
+
+def pg_type_of(duckdb_type: str) -> PgType:
+    """The PostgreSQL type of a DuckDB column type (``BIGINT``, ``DECIMAL(12,2)``, ``INTEGER[]``).
+
+    Nested types with no PostgreSQL equivalent (STRUCT, MAP, UNION) are sent as json text.
+    """
+    text = str(duckdb_type).strip()
+    upper = text.upper()
+    if upper.endswith("[]"):
+        element = pg_type_of(text[:-2])
+        if element.oid in _ARRAY_OIDS:
+            return _BY_OID[_ARRAY_OIDS[element.oid]]
+        return JSON
+    match = _DECIMAL.fullmatch(upper)
+    if match:
+        precision, scale = int(match.group(1)), int(match.group(2))
+        return PgType(
+            NUMERIC.oid, "numeric", -1, f"numeric({precision},{scale})", ((precision << 16) | scale) + 4
+        )
+    if upper.startswith(("STRUCT", "MAP", "UNION")) or re.search(r"\[\d+\]$", upper):
+        return JSON
+    if upper.startswith("ENUM"):
+        return TEXT
+    return _DUCKDB.get(upper, TEXT)
+
+
+def pg_type_of_value(values: list[Any]) -> PgType:
+    """The type of a column of Python values (results that do not come from DuckDB: SHOW JOBS...)."""
+    for value in values:
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            return BOOL
+        if isinstance(value, int):
+            return INT8
+        if isinstance(value, float):
+            return FLOAT8
+        if isinstance(value, Decimal):
+            return NUMERIC
+        if isinstance(value, datetime):
+            return TIMESTAMPTZ if value.tzinfo is not None else TIMESTAMP
+        if isinstance(value, date):
+            return DATE
+        if isinstance(value, time):
+            return TIME
+        if isinstance(value, timedelta):
+            return INTERVAL
+        if isinstance(value, uuid.UUID):
+            return UUID
+        if isinstance(value, bytes):
+            return BYTEA
+        return TEXT
+    return TEXT
+
+
+# -- text format ----------------------------------------------------------------------------------
+def _text_float(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def _text_decimal(value: Decimal) -> str:
+    if value.is_nan():
+        return "NaN"
+    if value.is_infinite():
+        return "Infinity" if value > 0 else "-Infinity"
+    return format(value, "f")
+
+
+def _text_timestamp(value: datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+        suffix = "+00"
+    else:
+        suffix = ""
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    if value.year < 1000:
+        text = f"{value.year:04d}" + text[text.index("-") :]
+    return text + suffix
+
+
+def _text_interval(value: timedelta) -> str:
+    days, seconds = value.days, value.seconds
+    micros = value.microseconds
+    negative = days < 0
+    if negative:  # PostgreSQL prints -1 days +23:00:00 as "-1 days +23:00:00"; use a plain sign
+        total = -(days * 86400_000000 + seconds * 1_000000 + micros)
+        days, rest = divmod(total, 86400_000000)
+        seconds, micros = divmod(rest, 1_000000)
+    hours, rem = divmod(seconds, 3600)
+    minutes, secs = divmod(rem, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}" + (f".{micros:06d}".rstrip("0") if micros else "")
+    sign = "-" if negative else ""
+    if days:
+        return f"{sign}{days} day{'s' if days != 1 else ''} {sign}{clock}"
+    return f"{sign}{clock}"
+
+
+def _array_item(value: Any, element: PgType) -> str:
+    if value is None:
+        return "NULL"
+    text = _text(value, element)
+    if text == "" or any(c in text for c in ' {},"\\') or text.upper() == "NULL":
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def _text(value: Any, pgtype: PgType) -> str:
+    if pgtype.is_array and isinstance(value, list | tuple):
+        element = _BY_OID[pgtype.element]
+        return "{" + ",".join(_array_item(v, element) for v in value) + "}"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, float):
+        return _text_float(value)
+    if isinstance(value, Decimal):
+        return _text_decimal(value)
+    if isinstance(value, datetime):
+        return _text_timestamp(value)
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return _text_interval(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+# -- binary format --------------------------------------------------------------------------------
+def _bin_numeric(value: Any) -> bytes:
+    dec = Decimal(value)
+    if dec.is_nan():
+        return struct.pack(">hhHh", 0, 0, 0xC000, 0)
+    sign, digits, exponent = dec.as_tuple()
+    assert isinstance(exponent, int)
+    dscale = max(-exponent, 0)
+    # Group the decimal digits in base 10000 around the decimal point.
+    text = "".join(map(str, digits))
+    if exponent > 0:
+        text += "0" * exponent
+        exponent = 0
+    int_part = text[: len(text) + exponent] if exponent < 0 else text
+    frac_part = text[len(text) + exponent :] if exponent < 0 else ""
+    int_part = int_part.lstrip("0")
+    int_part = "0" * (-len(int_part) % 4) + int_part
+    frac_part = frac_part + "0" * (-len(frac_part) % 4)
+    groups = [int(int_part[i : i + 4]) for i in range(0, len(int_part), 4)]
+    weight = len(groups) - 1
+    groups += [int(frac_part[i : i + 4]) for i in range(0, len(frac_part), 4)]
+    while groups and groups[0] == 0:  # leading zero groups move the weight
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight = 0
+    return struct.pack(f">hhHh{len(groups)}H", len(groups), weight, 0x4000 if sign else 0, dscale, *groups)
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86400 + delta.seconds) * 1_000000 + delta.microseconds
+
+
+def _bin_timestamp(value: datetime) -> bytes:
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return struct.pack(">q", _micros(value - PG_EPOCH))
+
+
+def _bin_time(value: time) -> bytes:
+    return struct.pack(
+        ">q", ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000000 + value.microsecond
+    )
+
+
+def _bin_interval(value: timedelta) -> bytes:
+    return struct.pack(">qii", value.seconds * 1_000000 + value.microseconds, value.days, 0)
+
+
+def _bin_text(value: Any) -> bytes:
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str).encode()
+    return str(value).encode()
+
+
+_BINARY: dict[int, Callable[[Any], bytes]] = {
+    16: lambda v: b"\x01" if v else b"\x00",
+    17: bytes,
+    18: lambda v: str(v).encode()[:1],
+    19: _bin_text,
+    20: lambda v: struct.pack(">q", int(v)),
+    21: lambda v: struct.pack(">h", int(v)),
+    23: lambda v: struct.pack(">i", int(v)),
+    24: lambda v: struct.pack(">I", int(v)),
+    25: _bin_text,
+    26: lambda v: struct.pack(">I", int(v)),
+    114: _bin_text,
+    700: lambda v: struct.pack(">f", float(v)),
+    701: lambda v: struct.pack(">d", float(v)),
+    705: _bin_text,
+    1042: _bin_text,
+    1043: _bin_text,
+    1082: lambda v: struct.pack(">i", (v - PG_EPOCH_DATE).days),
+    1083: _bin_time,
+    1114: _bin_timestamp,
+    1184: _bin_timestamp,
+    1186: _bin_interval,
+    1700: _bin_numeric,
+    2205: lambda v: struct.pack(">I", int(v)),
+    2206: lambda v: struct.pack(">I", int(v)),
+    2950: lambda v: (v if isinstance(v, uuid.UUID) else uuid.UUID(str(v))).bytes,
+    3802: lambda v: b"\x01" + _bin_text(v),
+}
+
+
+def _bin_array(value: list[Any], pgtype: PgType) -> bytes:
+    element = pgtype.element
+    items = [None if v is None else _binary(v, _BY_OID[element]) for v in value]
+    head = struct.pack(">iiiii", 1, int(any(i is None for i in items)), element, len(items), 1)
+    if not items:
+        return struct.pack(">iii", 0, 0, element)
+    body = b"".join(struct.pack(">i", -1) if i is None else struct.pack(">i", len(i)) + i for i in items)
+    return head + body
+
+
+def _binary(value: Any, pgtype: PgType) -> bytes:
+    if pgtype.is_array:
+        return _bin_array(list(value), pgtype)
+    encoder = _BINARY.get(pgtype.oid, _bin_text)
+    return encoder(value)
+
+
+def encode(value: Any, pgtype: PgType, binary: bool = False) -> bytes | None:
+    """One value in PostgreSQL's text or binary format (None stays NULL)."""
+    if value is None:
+        return None
+    if binary:
+        return _binary(value, pgtype)
+    return _text(value, pgtype).encode()
+
+
+# -- parameters -----------------------------------------------------------------------------------
+def _parse_timestamp(text: str) -> datetime:
+    text = text.strip().replace("T", " ")
+    tz = None
+    match = re.search(r"([+-]\d{2})(?::?(\d{2}))?$", text)
+    if match and " " in text and text.rfind(match.group(0)) > text.index(" "):
+        text = text[: match.start()]
+        hours, minutes = int(match.group(1)), int(match.group(2) or 0)
+        sign = -1 if hours < 0 or match.group(1).startswith("-") else 1
+        tz = timedelta(hours=abs(hours), minutes=minutes) * sign
+    value = datetime.fromisoformat(text)
+    if tz is not None:
+        value = (value - tz).replace(tzinfo=UTC)
+    return value
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if lowered in ("f", "false", "n", "no", "off", "0"):
+        return False
+    raise ValueError(f'invalid input syntax for type boolean: "{text}"')
+
+
+_TEXT_PARAM: dict[int, Callable[[str], Any]] = {
+    16: _parse_bool,
+    20: int,
+    21: int,
+    23: int,
+    26: int,
+    700: float,
+    701: float,
+    1700: Decimal,
+    1082: date.fromisoformat,
+    1083: time.fromisoformat,
+    1114: _parse_timestamp,
+    1184: _parse_timestamp,
+    2950: uuid.UUID,
+}
+
+
+def _unpack_numeric(data: bytes) -> Decimal:
+    ndigits, weight, sign, dscale = struct.unpack(">hhHh", data[:8])
+    if sign == 0xC000:
+        return Decimal("NaN")
+    groups = struct.unpack(f">{ndigits}H", data[8 : 8 + 2 * ndigits])
+    value = Decimal(0)
+    for i, g in enumerate(groups):
+        value += Decimal(g).scaleb(4 * (weight - i))
+    value = value.quantize(Decimal(1).scaleb(-dscale)) if dscale else value.quantize(Decimal(1))
+    return -value if sign == 0x4000 else value
+
+
+_BINARY_PARAM: dict[int, Callable[[bytes], Any]] = {
+    16: lambda b: b != b"\x00",
+    17: bytes,
+    20: lambda b: struct.unpack(">q", b)[0],
+    21: lambda b: struct.unpack(">h", b)[0],
+    23: lambda b: struct.unpack(">i", b)[0],
+    26: lambda b: struct.unpack(">I", b)[0],
+    700: lambda b: struct.unpack(">f", b)[0],
+    701: lambda b: struct.unpack(">d", b)[0],
+    1700: _unpack_numeric,
+    1082: lambda b: PG_EPOCH_DATE + timedelta(days=struct.unpack(">i", b)[0]),
+    1114: lambda b: PG_EPOCH + timedelta(microseconds=struct.unpack(">q", b)[0]),
+    1184: lambda b: (PG_EPOCH + timedelta(microseconds=struct.unpack(">q", b)[0])).replace(tzinfo=UTC),
+    2950: lambda b: uuid.UUID(bytes=bytes(b)),
+    3802: lambda b: bytes(b)[1:].decode(),
+}
+
+
+def decode_param(data: bytes | None, oid: int, binary: bool) -> Any:
+    """A bound parameter as a Python value. Unknown types stay text for DuckDB to cast.
+
+    Raises ValueError with PostgreSQL's wording when the value does not parse as its type.
+    """
+    if data is None:
+        return None
+    if binary:
+        decoder = _BINARY_PARAM.get(oid)
+        if decoder is None:
+            return bytes(data).decode()
+        try:
+            return decoder(bytes(data))
+        except (struct.error, ValueError) as exc:
+            raise ValueError(f"incorrect binary data format in bind parameter of type {oid}") from exc
+    text = bytes(data).decode()
+    parser = _TEXT_PARAM.get(oid)
+    if parser is None:
+        return text
+    try:
+        return parser(text)
+    except (ValueError, InvalidOperation) as exc:
+        name = pg_type_by_oid(oid).format_type
+        raise ValueError(f'invalid input syntax for type {name}: "{text}"') from exc

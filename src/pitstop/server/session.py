@@ -1,0 +1,530 @@
+"""One client's session: what each statement a client sends means, and its outcome.
+
+A statement goes one of four ways:
+
+1. pitstop's own statements (``CREATE JOB``, ``DROP JOB ... WITH SNAPSHOT``, ``SHOW JOBS``,
+   ``AWAIT JOB``, ``EXPLAIN``...) go to the executor, the one way into the manager that the shell
+   and scripts use too; its messages reach the client as NoticeResponses;
+2. queries (``SELECT``, ``WITH``, ``VALUES``) run on DuckDB over the sink tables and pitstop's
+   catalog, through the catalog emulation that answers what PostgreSQL clients ask of
+   ``pg_catalog`` and ``information_schema``, always in a transaction begun ``READ ONLY``:
+   whatever a query holds, it cannot write;
+3. PostgreSQL session commands (``SET``/``SHOW`` of parameters, ``BEGIN``/``COMMIT``,
+   ``DISCARD``, ``DEALLOCATE``) are answered here as a PostgreSQL server would;
+4. writes to tables (``INSERT``, ``UPDATE``, ``COPY``...) are refused with what to do instead.
+
+The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes into
+messages. Every method may block (a statement runs on the connection's own thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from pitstop.errors import PermissionDeniedError, PitstopError
+from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
+from pitstop.server import sqlstate
+from pitstop.server.params import SessionParameters
+from pitstop.server.pgtypes import INT8, TEXT, PgType, pg_type_of, pg_type_of_value
+from pitstop.server.sqlstate import WireError
+from pitstop.sql import nodes
+from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
+
+if TYPE_CHECKING:
+    from pitstop.server.pgcatalog import PgCatalog
+
+    from pitstop.engine.manager import Manager
+
+log = logging.getLogger(__name__)
+FETCH_ROWS = 2000
+
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(")
+_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$(\d+)", re.S)
+
+QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
+TABLE_WRITES = frozenset(
+    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "COPY", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
+)
+PITSTOP_SHOWS = frozenset({"JOBS", "SNAPSHOTS", "MAPPINGS", "VIEWS"})
+READ_ONLY_NODES = (
+    nodes.ShowJobs,
+    nodes.ShowSnapshots,
+    nodes.ShowMappings,
+    nodes.ShowViews,
+    nodes.DescribeJob,
+    nodes.DescribeSnapshot,
+    nodes.Explain,
+)
+NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: PgType
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    severity: str = "NOTICE"  # NOTICE | WARNING | INFO
+    code: str = "00000"
+
+
+@dataclass
+class Outcome:
+    """What one statement produced: a tag, maybe a result set (streamed), notices."""
+
+    tag: str
+    columns: tuple[Column, ...] | None = None
+    """None: the statement returns no rows (NoData)."""
+    rows: Iterator[tuple[Any, ...]] = field(default_factory=lambda: iter(()))
+    notices: list[Notice] = field(default_factory=list)
+    count: int = 0
+    """Rows sent so far (the tag's count of a result set)."""
+    parameter_changes: list[tuple[str, str]] = field(default_factory=list)
+
+    def final_tag(self) -> str:
+        return f"SELECT {self.count}" if self.tag == "SELECT" else self.tag
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a query string: its text, where it starts there, and which way it goes."""
+
+    text: str
+    offset: int
+    """0-based offset of the statement's first character in the query string the client sent."""
+    line: int
+    col: int
+    route: str  # query | pitstop | set | show | tx | session | write | empty
+    words: tuple[str, ...]
+
+    @property
+    def param_count(self) -> int:
+        found = [int(m.group(1)) for m in _PLACEHOLDER.finditer(self.text) if m.group(1)]
+        return max(found, default=0)
+
+
+def leading_words(text: str, n: int = 3) -> tuple[str, ...]:
+    """The first ``n`` words of a statement, upper case, comments skipped."""
+    start = _LEADING.match(text)
+    rest = text[start.end() if start else 0 :]
+    return tuple(w.upper() for w in _WORDS.findall(rest[:200])[:n])
+
+
+def route_of(words: tuple[str, ...]) -> str:
+    first = words[0] if words else ""
+    second = words[1] if len(words) > 1 else ""
+    if not first:
+        return "empty"
+    if first in QUERY_WORDS:
+        return "query"
+    if first in ("BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"):
+        return "tx"
+    if first == "SHOW":
+        return "pitstop" if second in PITSTOP_SHOWS else "show"
+    if first in ("SET", "RESET"):
+        return "set"
+    if first in ("DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN", "NOTIFY", "CLOSE"):
+        return "session"
+    if first in TABLE_WRITES:
+        return "write"
+    return "pitstop"
+
+
+def split(query: str) -> list[Statement]:
+    """The statements of a query string, with their positions (psql sends one at a time; other
+    clients may send several separated by ';')."""
+    out = []
+    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
+    for text, line, col in split_statements(query):
+        offset = line_starts[line - 1] + col - 1
+        words = leading_words(text)
+        out.append(Statement(text, offset, line, col, route_of(words), words))
+    return out
+
+
+def error_position(err: PitstopError, stmt: Statement, query: str) -> int | None:
+    """1-based character position of a positioned pitstop error in the client's query string."""
+    if err.line is None or err.col is None:
+        return stmt.offset + 1
+    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
+    if err.line - 1 >= len(line_starts):
+        return None
+    return line_starts[err.line - 1] + err.col
+
+
+class Session:
+    """One client's statements, on one manager. ``cancel()`` may be called from another thread."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        pgcatalog: PgCatalog,
+        user: str,
+        role: str,
+        parameters: SessionParameters,
+        allowed: Callable[[str, Any], bool],
+    ) -> None:
+        self.manager = manager
+        self.pgcatalog = pgcatalog
+        self.user = user
+        self.role = role
+        self.parameters = parameters
+        self._allowed = allowed
+        self.executor = Executor(manager)
+        self._cancel = threading.Event()
+        self.executor.cancelled = self._cancel.is_set
+        self._cursor: duckdb.DuckDBPyConnection | None = None
+        self._query_open = False
+        self._open: Outcome | None = None
+        self._token = 0
+        self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop waiting (AWAIT JOB, the drain of DROP JOB ... WITH SNAPSHOT) or interrupt the
+        DuckDB query of the statement in progress; jobs go on."""
+        self._cancel.set()
+        cursor = self._cursor
+        if cursor is not None and self._query_open:
+            try:
+                cursor.interrupt()
+            except duckdb.Error:
+                log.debug("interrupt failed", exc_info=True)
+
+    def close(self) -> None:
+        self._cancel.set()
+        self.end_query()
+        if self._cursor is not None:
+            try:
+                self.manager.catalog.disconnect(self._cursor)
+            except duckdb.Error:
+                log.debug("closing a client cursor", exc_info=True)
+            self._cursor = None
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._cursor is None:
+            cursor = self.manager.catalog.connect()
+            self.pgcatalog.prepare(cursor, self.user)
+            self._cursor = cursor
+        return self._cursor
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self, stmt: Statement, query: str, params: list[Any] | None = None) -> Outcome:
+        """Run one statement; WireError on any failure (the transaction block, if any, fails)."""
+        self._cancel.clear()
+        if self.transaction == "E" and not (stmt.route == "tx" and stmt.words[0] in ("ROLLBACK", "ABORT")):
+            if not (stmt.route == "tx" and stmt.words[0] in ("COMMIT", "END")):
+                raise WireError(
+                    sqlstate.IN_FAILED_TRANSACTION,
+                    "current transaction is aborted, commands ignored until end of transaction block",
+                )
+        try:
+            return self._ROUTES[stmt.route](self, stmt, query, params or [])
+        except WireError:
+            self._fail_block()
+            raise
+        except PitstopError as err:
+            self._fail_block()
+            raise WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query)) from err
+        except duckdb.Error as exc:
+            self._fail_block()
+            raise sqlstate.from_duckdb(exc) from exc
+
+    def _fail_block(self) -> None:
+        if self.transaction == "T":
+            self.transaction = "E"
+
+    def describe(self, stmt: Statement, query: str) -> tuple[Column, ...] | None:
+        """The columns a statement will return, without running anything that changes state.
+
+        Queries run with NULL parameters under ``LIMIT 0``; pitstop's read-only statements
+        (SHOW, DESCRIBE, EXPLAIN) run; everything else returns no rows.
+        """
+        if stmt.route == "query":
+            sql = self.pgcatalog.translate(stmt.text)
+            cursor = self.cursor()
+            self._detach_open()
+            cursor.execute("BEGIN TRANSACTION READ ONLY")
+            try:
+                nulls = [None] * stmt.param_count
+                try:
+                    rel = cursor.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0", nulls)
+                except duckdb.ParserException:
+                    rel = cursor.execute(sql, nulls)
+                return tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
+            except duckdb.Error as exc:
+                raise sqlstate.from_duckdb(exc) from exc
+            finally:
+                cursor.execute("ROLLBACK")
+        if stmt.route == "show":
+            name = " ".join(w for w in stmt.words[1:]).lower() or "all"
+            if name == "all":
+                return (Column("name", TEXT), Column("setting", TEXT), Column("description", TEXT))
+            return (Column(self.parameters.show(_show_name(stmt.text))[0], TEXT),)
+        if stmt.route == "pitstop":
+            parsed = self._parse(stmt, query)
+            if isinstance(parsed.node, READ_ONLY_NODES):
+                outcome = self._executor_outcome(parsed, self._execute(parsed))
+                return outcome.columns
+        return None
+
+    # -- the four ways --------------------------------------------------------------------------------
+    def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        sql = self.pgcatalog.translate(stmt.text)
+        cursor = self.cursor()
+        self._detach_open()
+        cursor.execute("BEGIN TRANSACTION READ ONLY")
+        self._query_open = True
+        try:
+            rel = cursor.execute(sql, params) if params else cursor.execute(sql)
+            columns = tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
+        except BaseException:
+            self.end_query()
+            raise
+        self._token += 1
+        outcome = Outcome("SELECT", columns, self._fetch(cursor, self._token))
+        self._open = outcome
+        return outcome
+
+    def _detach_open(self) -> None:
+        """A portal suspended half-way (JDBC's fetch size) still reads from this session's DuckDB
+        cursor: keep its remaining rows in memory before the cursor runs another query."""
+        open_outcome, self._open = self._open, None
+        if open_outcome is not None and self._query_open:
+            open_outcome.rows = iter(list(open_outcome.rows))
+        self.end_query()
+
+    def _fetch(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[tuple[Any, ...]]:
+        try:
+            while True:
+                try:
+                    chunk = cursor.fetchmany(FETCH_ROWS)
+                except duckdb.Error as exc:
+                    raise sqlstate.from_duckdb(exc) from exc
+                if not chunk:
+                    return
+                yield from chunk
+        finally:
+            if token == self._token:  # not a later query's transaction (a dropped portal's rows)
+                self.end_query()
+
+    def end_query(self) -> None:
+        """End the read-only transaction of the last query (its rows are no longer wanted)."""
+        self._open = None
+        if self._query_open and self._cursor is not None:
+            self._query_open = False
+            try:
+                self._cursor.execute("ROLLBACK")
+            except duckdb.Error:
+                log.debug("rollback of a read-only query", exc_info=True)
+
+    def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
+        # Padding keeps positions those of the client's query string (psql's caret).
+        padded = "\n" * (stmt.line - 1) + " " * (stmt.col - 1) + stmt.text
+        [parsed] = parse_script(padded)
+        return parsed
+
+    def _execute(self, parsed: ParsedStatement) -> Result:
+        if not self._allowed(self.role, parsed.node):
+            raise PermissionDeniedError(
+                f"user '{self.user}' has the role '{self.role}', which may not run "
+                f"{_statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
+            )
+        try:
+            return self.executor.execute(parsed)
+        except PitstopError as err:
+            raise positioned(err, parsed) from None
+
+    def _pitstop(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        parsed = self._parse(stmt, query)
+        outcome = self._executor_outcome(parsed, self._execute(parsed))
+        if self.transaction == "T" and not isinstance(parsed.node, READ_ONLY_NODES):
+            what = _statement_name(parsed)
+            if not isinstance(parsed.node, nodes.SetOption | nodes.AwaitJob):
+                outcome.notices.append(Notice(NOT_TRANSACTIONAL.format(what=what), "WARNING"))
+        return outcome
+
+    def _executor_outcome(self, parsed: ParsedStatement, result: Result) -> Outcome:
+        if result.has_rows:
+            columns = tuple(
+                Column(name, pg_type_of_value([row[i] for row in result.rows]))
+                for i, name in enumerate(result.columns)
+            )
+            notices = [Notice(result.message)] if isinstance(parsed.node, nodes.Explain) else []
+            return Outcome("SELECT", columns, iter(result.rows), notices)
+        notices = []
+        for line in result.message.split("\n"):
+            text = line.strip()
+            if text:
+                severity = "WARNING" if "warning" in text.lower() else "NOTICE"
+                notices.append(Notice(text, severity))
+        return Outcome(_statement_name(parsed), None, iter(()), notices)
+
+    def _transaction(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        word = stmt.words[0]
+        if word in ("BEGIN", "START"):
+            notices = []
+            if self.transaction != "I":
+                notices.append(
+                    Notice(
+                        "there is already a transaction in progress", "WARNING", sqlstate.ACTIVE_TRANSACTION
+                    )
+                )
+            self.transaction = "T" if self.transaction == "I" else self.transaction
+            return Outcome("BEGIN", notices=notices)
+        if word in ("SAVEPOINT", "RELEASE"):
+            return Outcome(word)
+        if word in ("ROLLBACK", "ABORT") and len(stmt.words) > 1 and stmt.words[1] == "TO":
+            if self.transaction == "E":
+                self.transaction = "T"
+            return Outcome("ROLLBACK")
+        notices = []
+        if self.transaction == "I":
+            notices.append(
+                Notice("there is no transaction in progress", "WARNING", sqlstate.NO_ACTIVE_TRANSACTION)
+            )
+        failed = self.transaction == "E"
+        self.transaction = "I"
+        if word in ("COMMIT", "END") and not failed:
+            return Outcome("COMMIT", notices=notices)
+        return Outcome("ROLLBACK", notices=notices)
+
+    def _set(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        match = re.match(
+            r"\s*(SET|RESET)\s+(?:(?:SESSION|LOCAL)\s+(?!CHARACTERISTICS|AUTHORIZATION))?(.*)$",
+            _strip_comments(stmt.text),
+            re.I | re.S,
+        )
+        assert match is not None
+        verb, rest = match.group(1).upper(), match.group(2).strip()
+        # pitstop's own settings: SET 'trigger_ms' = '200'
+        key = re.match(r"'([^']*)'|([A-Za-z_][A-Za-z_0-9]*)", rest)
+        if verb == "SET" and key and (key.group(1) is not None or key.group(2) in SESSION_SETTINGS):
+            return self._pitstop(stmt, query, params)
+        if re.match(r"(SESSION\s+CHARACTERISTICS|TRANSACTION|ROLE|SESSION\s+AUTHORIZATION)\b", rest, re.I):
+            return Outcome("SET")
+        if verb == "RESET":
+            name = rest.strip().rstrip(";")
+            if name.upper() == "ALL":
+                changes = []
+                for param_name, _ in self.parameters.reported():
+                    if self.parameters.set(param_name, None):
+                        changes.append(self.parameters.show(param_name))
+                return Outcome("RESET", parameter_changes=changes)
+            return self._apply(name, None, "RESET")
+        zone = re.match(r"TIME\s+ZONE\s+(.*)$", rest, re.I | re.S)
+        if zone:
+            return self._apply("timezone", _value(zone.group(1)), "SET")
+        names = re.match(r"NAMES\s+(.*)$", rest, re.I | re.S)
+        if names:
+            return self._apply("client_encoding", _value(names.group(1)), "SET")
+        assign = re.match(r"([A-Za-z_][A-Za-z_0-9.]*|\"[^\"]+\")\s*(?:=|\bTO\b)\s*(.*)$", rest, re.I | re.S)
+        if not assign:
+            raise WireError(
+                sqlstate.SYNTAX_ERROR, f"syntax error in SET: {stmt.text.strip()}", stmt.offset + 1
+            )
+        return self._apply(assign.group(1).strip('"'), _value(assign.group(2)), "SET")
+
+    def _apply(self, name: str, value: str | None, tag: str) -> Outcome:
+        try:
+            changed = self.parameters.set(name, value)
+        except KeyError:
+            raise WireError(
+                sqlstate.UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"'
+            ) from None
+        except ValueError as exc:
+            raise WireError("55P02", str(exc)) from None
+        changes = [self.parameters.show(changed.name)] if changed else []
+        return Outcome(tag, parameter_changes=changes)
+
+    def _show(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        name = _show_name(stmt.text)
+        if name.lower() == "all":
+            rows = self.parameters.all()
+            cols = (Column("name", TEXT), Column("setting", TEXT), Column("description", TEXT))
+            return Outcome("SHOW", cols, iter(rows), count=len(rows))
+        try:
+            column, value = self.parameters.show(name)
+        except KeyError:
+            raise WireError(
+                sqlstate.UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"', stmt.offset + 1
+            ) from None
+        return Outcome("SHOW", (Column(column, TEXT),), iter([(value,)]), count=1)
+
+    def _session(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        word = stmt.words[0]
+        tags = {"DISCARD": "DISCARD ALL", "CLOSE": "CLOSE CURSOR"}
+        return Outcome(tags.get(word, word))
+
+    def _write(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        word = stmt.words[0]
+        raise WireError(
+            sqlstate.READ_ONLY_TRANSACTION,
+            f"{word} is not accepted: pitstop's sink tables are written by jobs and its catalog by "
+            "pitstop's statements",
+            stmt.offset + 1,
+            hint="to fill a table, create a job: CREATE JOB j AS INSERT INTO sink SELECT ... FROM source",
+        )
+
+    def _empty(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        return Outcome("EMPTY")
+
+    _ROUTES: dict[str, Callable[[Session, Statement, str, list[Any]], Outcome]] = {
+        "query": _query,
+        "pitstop": _pitstop,
+        "tx": _transaction,
+        "set": _set,
+        "show": _show,
+        "session": _session,
+        "write": _write,
+        "empty": _empty,
+    }
+
+
+def _strip_comments(text: str) -> str:
+    match = _LEADING.match(text)
+    return text[match.end() if match else 0 :]
+
+
+def _show_name(text: str) -> str:
+    rest = re.sub(r"^\s*SHOW\s+", "", _strip_comments(text), flags=re.I)
+    return rest.strip().rstrip(";").strip().strip('"')
+
+
+def _value(text: str) -> str | None:
+    """A SET value: quotes removed, lists joined as PostgreSQL prints them; DEFAULT -> None."""
+    text = text.strip().rstrip(";").strip()
+    if text.upper() in ("DEFAULT", "LOCAL"):
+        return None
+    parts = re.findall(r"'((?:[^']|'')*)'|\"([^\"]*)\"|([^,\s]+)", text)
+    values = []
+    for quoted, ident, bare in parts:
+        if quoted or (not ident and not bare):
+            values.append(quoted.replace("''", "'"))
+        else:
+            values.append(ident or bare)
+    return ", ".join(values)
+
+
+def _statement_name(parsed: ParsedStatement) -> str:
+    """``CREATE JOB``, ``DROP SNAPSHOT``...: the command tag of a pitstop statement."""
+    words = leading_words(parsed.text, 4)
+    if len(words) >= 2 and words[0] == "CREATE" and words[1] == "OR":
+        words = (words[0],) + words[3:]
+    if words and words[0] == "SET":
+        return "SET"
+    return " ".join(words[:2])
+
+
+__all__ = ["Column", "INT8", "Notice", "Outcome", "Session", "Statement", "split"]

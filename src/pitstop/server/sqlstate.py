@@ -1,0 +1,125 @@
+"""SQLSTATE codes for the errors a client can meet, so that drivers and BI tools can tell a syntax
+error from an unknown table, a refused privilege or a cancelled statement."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import duckdb
+
+from pitstop.errors import (
+    AwaitTimeoutError,
+    CancelledError,
+    CatalogError,
+    CompatibilityError,
+    JobFailedError,
+    PermissionDeniedError,
+    PitstopError,
+    PlanError,
+    SqlError,
+)
+
+SYNTAX_ERROR = "42601"
+UNDEFINED_OBJECT = "42704"
+UNDEFINED_TABLE = "42P01"
+UNDEFINED_COLUMN = "42703"
+DUPLICATE_OBJECT = "42710"
+INSUFFICIENT_PRIVILEGE = "42501"
+FEATURE_NOT_SUPPORTED = "0A000"
+QUERY_CANCELED = "57014"
+READ_ONLY_TRANSACTION = "25006"
+INVALID_PARAMETER_VALUE = "22023"
+INVALID_TEXT_REPRESENTATION = "22P02"
+PROTOCOL_VIOLATION = "08P01"
+INVALID_PASSWORD = "28P01"
+INVALID_AUTHORIZATION = "28000"
+TOO_MANY_CONNECTIONS = "53300"
+ADMIN_SHUTDOWN = "57P01"
+PREREQUISITE_STATE = "55000"
+INVALID_PREPARED_STATEMENT = "26000"
+INVALID_CURSOR_NAME = "34000"
+INTERNAL_ERROR = "XX000"
+DATA_EXCEPTION = "22000"
+NO_ACTIVE_TRANSACTION = "25P01"
+ACTIVE_TRANSACTION = "25001"
+IN_FAILED_TRANSACTION = "25P02"
+
+
+@dataclass(frozen=True)
+class WireError(Exception):
+    """An error as a client receives it: SQLSTATE, message, and 1-based position in the query."""
+
+    code: str
+    message: str
+    position: int | None = None
+    hint: str | None = None
+    severity: str = "ERROR"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _catalog_code(message: str) -> str:
+    if "already exists" in message or "already taken" in message:
+        return DUPLICATE_OBJECT
+    if message.startswith("unknown "):
+        return UNDEFINED_OBJECT
+    return PREREQUISITE_STATE
+
+
+def code_of(err: PitstopError) -> str:
+    if isinstance(err, SqlError):
+        return SYNTAX_ERROR
+    if isinstance(err, CancelledError):
+        return QUERY_CANCELED
+    if isinstance(err, PermissionDeniedError):
+        return INSUFFICIENT_PRIVILEGE
+    if isinstance(err, CatalogError):
+        return _catalog_code(err.message)
+    if isinstance(err, CompatibilityError):
+        return PREREQUISITE_STATE
+    if isinstance(err, AwaitTimeoutError):
+        return QUERY_CANCELED
+    if isinstance(err, JobFailedError):
+        return "58000"  # system_error: Spark's failure, named in the message
+    if isinstance(err, PlanError):
+        return FEATURE_NOT_SUPPORTED if "not supported" in err.message else "42000"
+    return INTERNAL_ERROR
+
+
+_DUCKDB_CODES: tuple[tuple[type[duckdb.Error], str], ...] = (
+    (duckdb.ParserException, SYNTAX_ERROR),
+    (duckdb.InterruptException, QUERY_CANCELED),
+    (duckdb.ConversionException, INVALID_TEXT_REPRESENTATION),
+    (duckdb.InvalidInputException, INVALID_PARAMETER_VALUE),
+    (duckdb.PermissionException, INSUFFICIENT_PRIVILEGE),
+    (duckdb.NotImplementedException, FEATURE_NOT_SUPPORTED),
+    (duckdb.TransactionException, READ_ONLY_TRANSACTION),
+    (duckdb.DataError, DATA_EXCEPTION),
+)
+
+
+def from_duckdb(exc: duckdb.Error) -> WireError:
+    """A DuckDB error as PostgreSQL would report it (the first line of DuckDB's text)."""
+    text = str(exc).strip()
+    first = text.split("\n", 1)[0]
+    first = re.sub(r"^[A-Za-z ]+Error: ", "", first)
+    if isinstance(exc, duckdb.InterruptException):
+        return WireError(QUERY_CANCELED, "canceling statement due to user request")
+    if isinstance(exc, duckdb.CatalogException):
+        code = UNDEFINED_TABLE if "Table" in first or "table" in first else UNDEFINED_OBJECT
+        return WireError(code, first)
+    if isinstance(exc, duckdb.BinderException):
+        code = UNDEFINED_COLUMN if "column" in first.lower() else "42000"
+        return WireError(code, first)
+    if "read-only" in first or "read only" in first:
+        return WireError(
+            READ_ONLY_TRANSACTION,
+            "cannot write through a query: sink tables are written by jobs and the catalog by "
+            "pitstop's statements",
+        )
+    for cls, code in _DUCKDB_CODES:
+        if isinstance(exc, cls):
+            return WireError(code, first)
+    return WireError(INTERNAL_ERROR, first)
