@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy src
 
 test: lint
+	bash tests/tools/install.sh
 	$(VENV)/bin/pytest -q
 
 clean:

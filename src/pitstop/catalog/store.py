@@ -104,7 +104,10 @@ class Catalog:
     def close(self) -> None:
         with self._write_lock:
             for cur in self._cursors:
-                cur.close()
+                try:
+                    cur.close()
+                except duckdb.Error:  # a cursor still busy in another thread: the database goes anyway
+                    log.warning("a catalog connection was still busy at close", exc_info=True)
             self._cursors.clear()
         self._db.close()
 

@@ -23,6 +23,7 @@ import secrets
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SERVER_FILE = "server.json"
 MAX_CONNECTIONS = 200
+SHUTDOWN_WAIT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,11 @@ class Server:
         self.allowed = allowed
         self.auth_secret = secrets.token_bytes(32)
         self.pgcatalog = PgCatalog()
+        # Queries from clients may read the home's tables, never the server's files: DuckDB's
+        # file functions (read_csv, read_parquet, ATTACH...) are switched off for good in this
+        # process (a client cannot switch them on again; the sinks' registered Arrow batches
+        # are not files and still work).
+        manager.catalog.cursor().execute("SET enable_external_access = false")
         self._listener: socket.socket | None = None
         self._connections: dict[int, Connection] = {}
         self._lock = threading.Lock()
@@ -211,12 +218,18 @@ class Server:
         with self._lock:
             connections = list(self._connections.values())
         for conn in connections:
+            conn.going_away = True
             if conn.session is not None:
                 conn.session.cancel()
             try:
-                conn.sock.shutdown(socket.SHUT_RD)
+                conn.sock.shutdown(socket.SHUT_RDWR)  # also ends a send blocked on a client
             except OSError:
                 pass
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        while self.connections and time.monotonic() < deadline:
+            time.sleep(0.05)  # each connection's thread ends its statement and closes its cursor
+        if self.connections:
+            log.warning("%d client connection(s) still busy at shutdown", self.connections)
         path = self.manager.home / SERVER_FILE
         try:
             data = json.loads(path.read_text())

@@ -142,6 +142,8 @@ class Connection:
         self.skip_to_sync = False
         self.tls = False
         self.pending_block: str | None = None
+        self.going_away = False
+        """The server is shutting down: the client is told so (57P01) if it can still hear."""
 
     # -- I/O --------------------------------------------------------------------------------------------
     def _next(self) -> Any:
@@ -222,6 +224,10 @@ class Connection:
             pass
 
     def _close(self) -> None:
+        if self.going_away:
+            self._fatal(
+                WireError(sqlstate.ADMIN_SHUTDOWN, "terminating connection due to administrator command")
+            )
         if self.session is not None:
             self.session.close()
         self.server.forget(self)
@@ -507,8 +513,8 @@ class Connection:
                 raise WireError(
                     sqlstate.INVALID_PREPARED_STATEMENT, f'prepared statement "{message.name}" does not exist'
                 )
-            self.send(ParameterDescription(type_oids=[t or TEXT.oid for t in prepared.param_types]))
             columns = self._describe_statement(prepared)
+            self.send(ParameterDescription(type_oids=prepared.param_types))
             self.send(_row_description(columns, None) if columns is not None else NoData())
             return
         portal = self._portal(message.name)
@@ -519,7 +525,11 @@ class Connection:
         assert self.session is not None
         if not prepared.was_described:
             stmt = prepared.statement
-            prepared.described = None if stmt is None else self.session.describe(stmt, prepared.query)
+            if stmt is None:
+                prepared.param_types = [t or TEXT.oid for t in prepared.param_types]
+            else:
+                types, prepared.described = self.session.describe(stmt, prepared.query, prepared.param_types)
+                prepared.param_types = types  # Bind decodes by what the client was told
             prepared.was_described = True
         return prepared.described
 

@@ -30,7 +30,7 @@ import duckdb
 
 from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import sqlstate
+from pitstop.server import paramtypes, sqlstate
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import INT8, TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.sqlstate import WireError
@@ -38,9 +38,8 @@ from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
 
 if TYPE_CHECKING:
-    from pitstop.server.pgcatalog import PgCatalog
-
     from pitstop.engine.manager import Manager
+    from pitstop.server.pgcatalog import PgCatalog
 
 log = logging.getLogger(__name__)
 FETCH_ROWS = 2000
@@ -245,24 +244,30 @@ class Session:
         if self.transaction == "T":
             self.transaction = "E"
 
-    def describe(self, stmt: Statement, query: str) -> tuple[Column, ...] | None:
-        """The columns a statement will return, without running anything that changes state.
+    def describe(
+        self, stmt: Statement, query: str, declared: list[int]
+    ) -> tuple[list[int], tuple[Column, ...] | None]:
+        """The parameter types and the columns a statement will return, without running anything
+        that changes state.
 
-        Queries run with NULL parameters under ``LIMIT 0``; pitstop's read-only statements
-        (SHOW, DESCRIBE, EXPLAIN) run; everything else returns no rows.
+        Queries run with NULL parameters under ``LIMIT 0`` (parameters the client left untyped
+        get the type of what they are compared with); pitstop's read-only statements (SHOW,
+        DESCRIBE, EXPLAIN) run; everything else returns no rows.
         """
+        texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
             sql = self.pgcatalog.translate(stmt.text)
             cursor = self.cursor()
             self._detach_open()
             cursor.execute("BEGIN TRANSACTION READ ONLY")
             try:
+                types = paramtypes.infer(cursor, sql, declared)
                 nulls = [None] * stmt.param_count
                 try:
                     rel = cursor.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0", nulls)
                 except duckdb.ParserException:
                     rel = cursor.execute(sql, nulls)
-                return tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
+                return types, tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
             except duckdb.Error as exc:
                 raise sqlstate.from_duckdb(exc) from exc
             finally:
@@ -270,14 +275,22 @@ class Session:
         if stmt.route == "show":
             name = " ".join(w for w in stmt.words[1:]).lower() or "all"
             if name == "all":
-                return (Column("name", TEXT), Column("setting", TEXT), Column("description", TEXT))
-            return (Column(self.parameters.show(_show_name(stmt.text))[0], TEXT),)
+                return texts, (Column("name", TEXT), Column("setting", TEXT), Column("description", TEXT))
+            try:
+                return texts, (Column(self.parameters.show(_show_name(stmt.text))[0], TEXT),)
+            except KeyError:
+                raise WireError(
+                    sqlstate.UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"'
+                ) from None
         if stmt.route == "pitstop":
-            parsed = self._parse(stmt, query)
-            if isinstance(parsed.node, READ_ONLY_NODES):
-                outcome = self._executor_outcome(parsed, self._execute(parsed))
-                return outcome.columns
-        return None
+            try:
+                parsed = self._parse(stmt, query)
+                if isinstance(parsed.node, READ_ONLY_NODES):
+                    outcome = self._executor_outcome(parsed, self._execute(parsed))
+                    return texts, outcome.columns
+            except PitstopError as err:
+                raise WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query)) from err
+        return texts, None
 
     # -- the four ways --------------------------------------------------------------------------------
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:

@@ -69,6 +69,8 @@ def _catalog_code(message: str) -> str:
 
 
 def code_of(err: PitstopError) -> str:
+    if err.message.startswith(("unknown setting", "unknown job option")):
+        return UNDEFINED_OBJECT
     if isinstance(err, SqlError):
         return SYNTAX_ERROR
     if isinstance(err, CancelledError):

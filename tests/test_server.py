@@ -1,0 +1,333 @@
+"""pitstop serve over real sockets with real clients (psycopg 3, asyncpg, psql): the protocol,
+types, errors, read-only queries, cancel, transactions, TLS and concurrent statements.
+
+No Spark here: catalog statements and queries never start it (the Spark tests of the server are
+in test_server_jobs.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import asyncpg
+import psycopg
+import pytest
+
+from conftest import settings
+from server_helpers import Served, make_certificate, psql, serving
+
+INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
+    20,
+    23,
+    1700,
+    701,
+    25,
+    1114,
+    16,
+    1082,
+    1184,
+)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serving(settings(tmp_path / "home")) as s:
+        with s.manager.catalog.transaction() as tx:
+            tx.execute(
+                "CREATE TABLE main.daily (window_start TIMESTAMP, region VARCHAR, revenue DECIMAL(22,2), "
+                "orders BIGINT, share DOUBLE, open BOOLEAN, day DATE, seen TIMESTAMPTZ, n INTEGER)"
+            )
+            tx.execute(
+                "INSERT INTO main.daily VALUES "
+                "('2024-01-01 00:00:00', 'eu', 17076.00, 320, 0.25, true, '2024-01-01', "
+                "'2024-01-01 10:00:00+00', 7), "
+                "('2024-01-01 00:00:00', 'us', -14760.05, 321, 1e-7, false, '2024-01-02', NULL, NULL)"
+            )
+            tx.execute("CREATE SEQUENCE main.counter START 1")
+        yield s
+
+
+EXPECTED = [
+    (datetime(2024, 1, 1), "eu", Decimal("17076.00"), 320, 0.25, True, date(2024, 1, 1), 7),
+    (datetime(2024, 1, 1), "us", Decimal("-14760.05"), 321, 1e-7, False, date(2024, 1, 2), None),
+]
+QUERY = "SELECT window_start, region, revenue, orders, share, open, day, n FROM daily ORDER BY region"
+
+
+def test_parameters_on_connect_tell_clients_what_server_this_is(served: Served) -> None:
+    with psycopg.connect(served.url(application_name="probe")) as conn:
+        status = conn.info.parameter_status
+        assert status("server_version") == "15.0"
+        assert status("standard_conforming_strings") == "on"
+        assert status("integer_datetimes") == "on"
+        assert status("client_encoding") == "UTF8"
+        assert status("TimeZone") == "UTC"
+        assert status("application_name") == "probe"
+        assert conn.info.server_version == 150000
+        assert conn.info.backend_pid > 0
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_result_columns_carry_postgres_types_in_both_formats(served: Served, binary: bool) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        cur.execute(QUERY)
+        assert [d.type_code for d in cur.description or []] == [
+            TIMESTAMP, TEXT, NUMERIC, INT8, FLOAT8, BOOL, DATE, INT4
+        ]  # fmt: skip
+        assert cur.description is not None and cur.description[2].precision == 22
+        assert cur.description[2].scale == 2
+        assert cur.fetchall() == EXPECTED
+        cur.execute("SELECT seen FROM daily ORDER BY region")
+        assert cur.description is not None and cur.description[0].type_code == TIMESTAMPTZ
+        rows = cur.fetchall()
+        assert rows[0][0] is not None and rows[0][0].timestamp() == datetime(2024, 1, 1, 10).timestamp() + 0
+        assert rows[1][0] is None
+
+
+def test_asyncpg_reads_binary_rows_and_binds_parameters(served: Served) -> None:
+    async def go() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            return await conn.fetch(
+                "SELECT region, revenue, orders FROM daily WHERE region = $1 AND orders > $2", "eu", 300
+            )
+        finally:
+            await conn.close()
+
+    rows = asyncio.run(go())
+    assert [tuple(r) for r in rows] == [("eu", Decimal("17076.00"), 320)]
+
+
+def test_parameters_bind_in_text_and_binary(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            cur.execute(
+                "SELECT region FROM daily WHERE revenue > %s AND day >= %s AND window_start = %s ORDER BY 1",
+                [Decimal("-20000.5"), date(2024, 1, 1), datetime(2024, 1, 1)],
+                binary=binary,
+            )
+            assert cur.fetchall() == [("eu",), ("us",)]
+        cur = conn.cursor()
+        cur.execute("SELECT region FROM daily WHERE orders = %s", [321], prepare=True)
+        cur.execute("SELECT region FROM daily WHERE orders = %s", [320], prepare=True)
+        assert cur.fetchall() == [("eu",)]
+
+
+def test_pitstop_statements_answer_with_rows_notices_and_tags(served: Served) -> None:
+    notices: list[str] = []
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(f"{d.severity}: {d.message_primary}"))
+        cur = conn.execute("CREATE MAPPING revenue_sink TYPE DuckDB")
+        assert cur.statusmessage == "CREATE MAPPING"
+        assert notices == ["NOTICE: mapping 'revenue_sink' created"]
+        cur = conn.execute("SHOW MAPPINGS")
+        assert [d.name for d in cur.description or []] == ["name", "type", "columns", "options"]
+        assert cur.fetchall() == [("revenue_sink", "DuckDB", "", "")]
+        assert conn.execute("SHOW JOBS").fetchall() == []
+
+
+def test_errors_carry_sqlstate_and_the_position_of_the_statement(served: Served) -> None:
+    query = "SHOW JOBS;\n  DROP JOB revenu"
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UndefinedObject) as info:
+            conn.execute(query)
+        assert info.value.sqlstate == "42704"
+        assert info.value.diag.message_primary == "unknown job 'revenu'; SHOW JOBS lists the jobs"
+        assert info.value.diag.statement_position == str(query.index("DROP") + 1)
+        with pytest.raises(psycopg.errors.SyntaxError) as syntax:
+            conn.execute("CREATE MAPPING m (a BIGINT) TYPE File OPTIONS ('path'=)")
+        assert syntax.value.sqlstate == "42601"
+        conn.execute("CREATE MAPPING m TYPE DuckDB")
+        with pytest.raises(psycopg.errors.DuplicateObject):
+            conn.execute("CREATE MAPPING m TYPE DuckDB")
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
+
+
+def test_psql_draws_its_caret_under_the_mistake(served: Served) -> None:
+    script = "CREATE MAPPING m (\n    a BIGINT,\n    b VARCHR\n) TYPE DuckDB;\n"
+    done = psql(served, stdin=script)
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("ERROR:  "), done.stderr
+    caret_line = next(i for i, line in enumerate(lines) if line.strip() == "^")
+    source, caret = lines[caret_line - 1], lines[caret_line]
+    assert source[caret.index("^") :].startswith("VARCHR"), done.stderr
+
+
+def test_a_query_cannot_write_whatever_it_holds(served: Served) -> None:
+    attempts = [
+        "DELETE FROM daily",
+        "INSERT INTO daily (region) VALUES ('x')",
+        "UPDATE daily SET orders = 0",
+        "SELECT 1; DROP TABLE daily",
+        "SELECT nextval('counter')",
+        "WITH gone AS (SELECT * FROM daily) SELECT * FROM gone; TRUNCATE daily",
+        "COPY daily TO '/tmp/pitstop-leak.csv'",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "CREATE TABLE main.x AS SELECT 1",
+    ]
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        for sql in attempts:
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute(sql)
+            assert info.value.sqlstate not in (None, "XX000"), sql
+        assert conn.execute("SELECT count(*), sum(orders) FROM daily").fetchone() == (2, 641)
+    assert not Path("/tmp/pitstop-leak.csv").exists()
+    _, rows = served.manager.catalog.query("SELECT count(*) FROM daily")
+    assert rows == [(2,)]
+
+
+def test_cancel_interrupts_a_long_query_and_the_session_goes_on(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        timer = threading.Timer(0.5, conn.cancel_safe)  # cancel() would hold the GIL in libpq
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(
+                "SELECT count(*) FROM range(100000000000) a, range(1000) b WHERE a.range % 7 = b.range"
+            )
+        assert time.monotonic() - started < 30
+        assert conn.execute("SELECT count(*) FROM daily").fetchone() == (2,)
+
+
+def test_transactions_behave_as_in_postgres(served: Served) -> None:
+    notices: list[str] = []
+    with psycopg.connect(served.url()) as conn:  # psycopg begins a transaction itself
+        conn.add_notice_handler(lambda d: notices.append(d.sqlstate or ""))
+        assert conn.execute("SELECT count(*) FROM daily").fetchone() == (2,)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT * FROM nosuch")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            conn.execute("SELECT 1")
+        conn.rollback()
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        conn.commit()
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.sqlstate or ""))
+        conn.execute("COMMIT")
+    assert notices == ["25P01"]
+
+
+def test_set_and_show_session_parameters(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.execute("SET application_name = 'dashboards'")
+        assert conn.info.parameter_status("application_name") == "dashboards"
+        assert conn.execute("SHOW application_name").fetchone() == ("dashboards",)
+        assert conn.execute("SHOW TRANSACTION ISOLATION LEVEL").fetchone() == ("read committed",)
+        assert conn.execute("show time zone").fetchone() == ("UTC",)
+        conn.execute("SET extra_float_digits = 3")
+        conn.execute("SET search_path TO public, pitstop")
+        assert conn.execute("SHOW search_path").fetchone() == ("public, pitstop",)
+        with pytest.raises(psycopg.errors.UndefinedObject):
+            conn.execute("SHOW no_such_parameter")
+        conn.execute("SET 'await_timeout_s' = '5'")  # pitstop's own session setting
+        with pytest.raises(psycopg.errors.UndefinedObject):
+            conn.execute("SET 'no_such_setting' = '5'")
+
+
+def test_without_a_certificate_tls_is_refused_plainly(served: Served) -> None:
+    with pytest.raises(psycopg.OperationalError, match="does not support SSL"):
+        psycopg.connect(served.url(sslmode="require"))
+    with psycopg.connect(served.url(sslmode="prefer")) as conn:
+        assert not conn.info.pgconn.ssl_in_use
+
+
+def test_with_a_certificate_clients_speak_tls(tmp_path: Path) -> None:
+    from pitstop.server.app import tls_context
+
+    cert, key = make_certificate(tmp_path)
+    with serving(settings(tmp_path / "home"), ssl_context=tls_context(str(cert), str(key))) as s:
+        with psycopg.connect(s.url(sslmode="require")) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            assert conn.execute("SHOW ssl").fetchone() == ("on",)
+        done = psql(s, "-c", "SELECT 41 + 1 AS answer")
+        assert done.returncode == 0 and "42" in done.stdout, done.stderr
+
+
+def test_concurrent_creates_of_one_name_end_with_one_winner(served: Served) -> None:
+    barrier = threading.Barrier(6)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        with psycopg.connect(served.url(), autocommit=True) as conn:
+            barrier.wait()
+            try:
+                conn.execute("CREATE MAPPING contested TYPE DuckDB")
+                outcomes.append("created")
+            except psycopg.errors.DuplicateObject as exc:
+                assert "already exists" in str(exc)
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=create) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == ["created"] + ["refused"] * 5
+    assert [m.name for m in served.manager.catalog.mappings()] == ["contested"]
+
+
+def test_a_client_that_stops_reading_does_not_stall_others(served: Served) -> None:
+    with served.manager.catalog.transaction() as tx:
+        tx.execute("CREATE TABLE main.big AS SELECT range AS id, repeat('x', 200) AS pad FROM range(300000)")
+    slow = psycopg.connect(served.url(), autocommit=True)
+    try:
+        pgconn = slow.pgconn
+        pgconn.send_query(b"SELECT * FROM big")  # tens of MB; never read
+        time.sleep(0.5)
+        started = time.monotonic()
+        for _ in range(20):
+            with psycopg.connect(served.url(), autocommit=True) as conn:
+                assert conn.execute("SELECT count(*) FROM big").fetchone() == (300000,)
+                conn.execute("SHOW JOBS")
+        assert time.monotonic() - started < 20
+    finally:
+        slow.close()
+
+
+def test_writes_are_refused_with_what_to_do(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction) as info:
+            conn.execute("INSERT INTO daily (region) VALUES ('x')")
+        assert "written by jobs" in str(info.value)
+        assert info.value.diag.message_hint and "CREATE JOB" in info.value.diag.message_hint
+
+
+def test_sigterm_is_a_clean_stop_with_exit_zero(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PITSTOP_SHUFFLE_PARTITIONS": "2"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("pitstop serve: listening on postgresql://127.0.0.1:"), line
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        with psycopg.connect(f"postgresql://me@127.0.0.1:{port}/pitstop", autocommit=True) as conn:
+            conn.execute("CREATE MAPPING kept TYPE DuckDB")
+        assert (home / "server.json").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (home / "server.json").exists()
+    assert "listening on" in (home / "logs" / "pitstop.log").read_text()
