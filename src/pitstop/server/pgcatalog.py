@@ -37,11 +37,13 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import SqlglotError
+from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
 from pitstop.server import pgtypes
@@ -337,7 +339,8 @@ WHERE v.database_name = current_database() AND NOT v.internal AND NOT v.temporar
 
 _KEYS = f"""
 SELECT k.*, {_oid_sql("'constraint:' || k.nspname || '.' || k.relname || '.' || k.conname")} AS conoid,
-       CASE WHEN k.contype IN ('p', 'u') THEN {_oid_sql("k.nspname || '.' || k.conname")} ELSE 0 END AS indexoid,
+       CASE WHEN k.contype IN ('p', 'u') THEN {_oid_sql("k.nspname || '.' || k.conname")} ELSE 0 END
+         AS indexoid,
        {_oid_sql("k.nspname || '.' || k.relname")} AS reloid,
        CASE k.contype
          WHEN 'p' THEN 'PRIMARY KEY (' || k.collist || ')'
@@ -488,7 +491,10 @@ SELECT oid, rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlog
 FROM pgc_pg_roles"""
 
 _PG_DATABASE = _values(
-    [(stable_oid(f"database:{DATABASE}"), DATABASE, 10, 6, "c", False, True, -1, 0, 1, 1663, "C", "C", None, None, None)],
+    [
+        (stable_oid(f"database:{DATABASE}"), DATABASE, 10, 6, "c", False, True, -1, 0, 1, 1663, "C", "C")
+        + (None, None, None)
+    ],
     (
         ("oid", "BIGINT"), ("datname", "VARCHAR"), ("datdba", "BIGINT"), ("encoding", "INTEGER"),
         ("datlocprovider", "VARCHAR"), ("datistemplate", "BOOLEAN"), ("datallowconn", "BOOLEAN"),
@@ -552,7 +558,8 @@ FROM pgc__keys AS k WHERE k.contype IN ('p', 'u')"""
 # information_schema ------------------------------------------------------------------------------
 _IS_SCHEMATA = f"""
 SELECT '{DATABASE}' AS catalog_name, n.nspname AS schema_name, '{OWNER}' AS schema_owner,
-  CAST(NULL AS VARCHAR) AS default_character_set_catalog, CAST(NULL AS VARCHAR) AS default_character_set_schema,
+  CAST(NULL AS VARCHAR) AS default_character_set_catalog,
+  CAST(NULL AS VARCHAR) AS default_character_set_schema,
   CAST(NULL AS VARCHAR) AS default_character_set_name, CAST(NULL AS VARCHAR) AS sql_path
 FROM pgc_pg_namespace AS n"""
 _IS_TABLES = f"""
@@ -564,7 +571,8 @@ SELECT '{DATABASE}' AS table_catalog, n.nspname AS table_schema, c.relname AS ta
   CASE WHEN c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') THEN 'YES' ELSE 'NO' END
     AS is_insertable_into,
   'NO' AS is_typed, CAST(NULL AS VARCHAR) AS commit_action
-FROM pgc_pg_class AS c JOIN pgc_pg_namespace AS n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'v', 'p', 'f')"""
+FROM pgc_pg_class AS c JOIN pgc_pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'v', 'p', 'f')"""
 _IS_COLUMNS = f"""
 SELECT '{DATABASE}' AS table_catalog, c.nspname AS table_schema, c.relname AS table_name,
   c.attname AS column_name, CAST(c.attnum AS INTEGER) AS ordinal_position, c.def AS column_default,
@@ -742,7 +750,8 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_publication"): _view(
         "pgc_pg_publication",
-        _empty("oid BIGINT", "pubname VARCHAR", "pubowner BIGINT", "puballtables BOOLEAN", "pubinsert BOOLEAN",
+        _empty("oid BIGINT", "pubname VARCHAR", "pubowner BIGINT", "puballtables BOOLEAN",
+               "pubinsert BOOLEAN",
                "pubupdate BOOLEAN", "pubdelete BOOLEAN", "pubtruncate BOOLEAN", "pubviaroot BOOLEAN"),
     ),
     ("pg_catalog", "pg_publication_rel"): _view(
@@ -754,7 +763,8 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_sequence"): _view(
         "pgc_pg_sequence",
-        _empty("seqrelid BIGINT", "seqtypid BIGINT", "seqstart BIGINT", "seqincrement BIGINT", "seqmax BIGINT",
+        _empty("seqrelid BIGINT", "seqtypid BIGINT", "seqstart BIGINT", "seqincrement BIGINT",
+               "seqmax BIGINT",
                "seqmin BIGINT", "seqcache BIGINT", "seqcycle BOOLEAN"),
     ),
     ("pg_catalog", "pg_foreign_table"): _view(
@@ -859,7 +869,8 @@ def _lookup(cte: str, value: str, key: str, arg: str, **more: str) -> str:
 def _ident(part: str) -> str:
     """A name as PostgreSQL reads it: unquoted names fold to lower case."""
     return (
-        f"(CASE WHEN starts_with({part}, '\"') THEN replace(substr({part}, 2, length({part}) - 2), '\"\"', '\"') "
+        f"(CASE WHEN starts_with({part}, '\"') "
+        f"THEN replace(substr({part}, 2, length({part}) - 2), '\"\"', '\"') "
         f"ELSE lower({part}) END)"
     )
 
@@ -886,7 +897,8 @@ def _regclass_lookup(arg: str) -> str:
     return (
         f"(CASE WHEN regexp_full_match({arg}, '\\d+') THEN CAST({arg} AS BIGINT) ELSE "
         f"(SELECT __pgc_l.__pgc_k FROM {_RELATIONS} WHERE __pgc_l.__pgc_r = {name} AND "
-        f"CASE WHEN {qualified} THEN __pgc_l.__pgc_n = {schema} ELSE __pgc_l.__pgc_n IN {VISIBLE_SCHEMAS} END "
+        f"CASE WHEN {qualified} THEN __pgc_l.__pgc_n = {schema} "
+        f"ELSE __pgc_l.__pgc_n IN {VISIBLE_SCHEMAS} END "
         f"ORDER BY __pgc_l.__pgc_n = 'pg_catalog' DESC LIMIT 1) END)"
     )
 
@@ -913,7 +925,8 @@ _FORMAT_TYPE = (
 _ARRAY_BODY = "trim(regexp_replace(CAST({0} AS VARCHAR), '^\\s*[\\[{](.*)[\\]}]\\s*$', '\\1'))"
 _TEXT_ARRAY = (
     f"(CASE WHEN {{0}} IS NULL THEN NULL WHEN {_ARRAY_BODY} = '' THEN CAST([] AS VARCHAR[]) "
-    f"ELSE string_split(regexp_replace(regexp_replace({_ARRAY_BODY}, '\\s*,\\s*', ',', 'g'), '\"', '', 'g'), ',') END)"
+    f"ELSE string_split(regexp_replace(regexp_replace({_ARRAY_BODY}, '\\s*,\\s*', ',', 'g'), "
+    "'\"', '', 'g'), ',') END)"
 )
 _TRUE = "true"
 _NULL_TEXT = "CAST(NULL AS VARCHAR)"
@@ -1003,7 +1016,8 @@ FUNCTIONS: dict[str, str] = {
     "cardinality": "len({0})",
     "quote_ident": _quote_ident("{0}"),
     "_pg_expandarray": (
-        "unnest(list_transform(generate_series(1, len({0})), lambda __pgc_i: {'x': ({0})[__pgc_i], 'n': __pgc_i}))"
+        "unnest(list_transform(generate_series(1, len({0})), "
+        "lambda __pgc_i: {'x': ({0})[__pgc_i], 'n': __pgc_i}))"
     ),
     # Internal: the name a regclass prints as; an array parameter or literal in PostgreSQL's syntax.
     "pgc_regclass_name": _REGCLASS_NAME,
@@ -1024,7 +1038,7 @@ def _template_ctes(template: str) -> tuple[str, ...]:
 class _PgDialect(Postgres):
     """PostgreSQL as clients write it, plus arrays of OID-like types (``::oid[]``, ``::regtype[]``)."""
 
-    class Parser(Postgres.Parser):
+    class Parser(PostgresParser):
         def _parse_types(
             self,
             check_func: bool = False,
@@ -1045,18 +1059,17 @@ _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 
 @functools.cache
-def _template(sql: str) -> exp.Expression:
+def _template(sql: str) -> exp.Expr:
     """A function template parsed as DuckDB, its arguments as columns ``__pgc_arg_N``."""
-    parsed = exp.maybe_parse(_PLACEHOLDER.sub(r"__pgc_arg_\1", sql), dialect="duckdb")
-    assert isinstance(parsed, exp.Expression)
+    parsed: exp.Expr = exp.maybe_parse(_PLACEHOLDER.sub(r"__pgc_arg_\1", sql), dialect="duckdb")
     return parsed
 
 
-def _instantiate(sql: str, args: list[exp.Expression]) -> exp.Expression:
+def _instantiate(sql: str, args: list[exp.Expr]) -> exp.Expr:
     """The template with the call's arguments in place. An argument the template does not use but
     that holds a bound parameter is kept (DuckDB refuses parameters a statement does not use)."""
 
-    def fill(node: exp.Expression) -> exp.Expression:
+    def fill(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name.startswith("__pgc_arg_"):
             index = int(node.name[len("__pgc_arg_") :])
             return args[index].copy() if index < len(args) else exp.null()
@@ -1092,12 +1105,12 @@ _PG_TYPE = "pg_type"
 """Key of ``Expression.meta`` naming the reg* type of a rewritten cast (``regclass``...)."""
 
 
-def _schema_of(node: exp.Expression, key: str = "db") -> str:
+def _schema_of(node: exp.Expr, key: str = "db") -> str:
     part = node.args.get(key)
     return part.name.lower() if isinstance(part, exp.Identifier) else ""
 
 
-def _rewrite_table(table: exp.Table, ctx: _Context) -> exp.Expression:
+def _rewrite_table(table: exp.Table, ctx: _Context) -> exp.Expr:
     schema, name = _schema_of(table), table.name.lower()
     if isinstance(table.this, exp.Func):  # a table function: pg_catalog.generate_series(...)
         if schema in _CATALOG_SCHEMAS:
@@ -1117,7 +1130,7 @@ def _rewrite_table(table: exp.Table, ctx: _Context) -> exp.Expression:
     return table
 
 
-def _rewrite_column(column: exp.Column, ctx: _Context) -> exp.Expression:
+def _rewrite_column(column: exp.Column, ctx: _Context) -> exp.Expr:
     schema = _schema_of(column)
     if schema in _CATALOG_SCHEMAS:
         column.set("db", None)
@@ -1127,7 +1140,7 @@ def _rewrite_column(column: exp.Column, ctx: _Context) -> exp.Expression:
     return column
 
 
-_TYPED_FUNCTIONS: dict[type[exp.Expression], str] = {
+_TYPED_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.CurrentUser: "current_user",
     exp.SessionUser: "session_user",
     exp.CurrentSchema: "current_schema",
@@ -1139,20 +1152,20 @@ _TYPED_FUNCTIONS: dict[type[exp.Expression], str] = {
 _RENAMED = {"json_build_object": "json_object", "jsonb_build_object": "json_object"}
 
 
-def _function_args(node: exp.Expression) -> list[exp.Expression]:
+def _function_args(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Anonymous):
         return list(node.expressions)
     this = node.args.get("this")
-    return [this] if isinstance(this, exp.Expression) else []
+    return [this] if isinstance(this, exp.Expr) else []
 
 
-def _call(name: str, args: list[exp.Expression], ctx: _Context) -> exp.Expression:
+def _call(name: str, args: list[exp.Expr], ctx: _Context) -> exp.Expr:
     template = FUNCTIONS.get(f"{name}/{len(args)}", FUNCTIONS[name])
     ctx.need(_template_ctes(template))
     return _instantiate(template, args)
 
 
-def _rewrite_anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expression:
+def _rewrite_anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr:
     name = str(node.this).lower()
     if name in _RENAMED:
         return exp.Anonymous(this=_RENAMED[name], expressions=list(node.expressions))
@@ -1161,11 +1174,11 @@ def _rewrite_anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expression:
     return _call(name, _function_args(node), ctx)
 
 
-def _rewrite_typed_function(node: exp.Expression, ctx: _Context) -> exp.Expression:
+def _rewrite_typed_function(node: exp.Expr, ctx: _Context) -> exp.Expr:
     return _call(_TYPED_FUNCTIONS[type(node)], _function_args(node), ctx)
 
 
-def _unwrap_qualified(node: exp.Dot, ctx: _Context) -> exp.Expression:
+def _unwrap_qualified(node: exp.Dot, ctx: _Context) -> exp.Expr:
     """``pg_catalog.format_type(...)`` -> ``format_type(...)`` (already rewritten, bottom-up)."""
     if isinstance(node.this, exp.Identifier) and node.this.name.lower() in _CATALOG_SCHEMAS:
         if not isinstance(node.expression, exp.Identifier):
@@ -1194,7 +1207,7 @@ _DUCKDB_TYPES = {
 }  # fmt: skip
 
 
-def _type_name(to: exp.Expression) -> str:
+def _type_name(to: exp.Expr) -> str:
     """A cast target as PostgreSQL names it, lower case, without ``pg_catalog.``: ``regclass``,
     ``int2[]``, ``text``."""
     if isinstance(to, exp.ObjectIdentifier):
@@ -1208,7 +1221,7 @@ def _type_name(to: exp.Expression) -> str:
     return to.sql(dialect="postgres").lower()
 
 
-def _is_name_source(node: exp.Expression) -> bool:
+def _is_name_source(node: exp.Expr) -> bool:
     """True for text that names an object (a string literal or a bound parameter)."""
     return (isinstance(node, exp.Literal) and node.is_string) or isinstance(
         node, exp.Parameter | exp.Placeholder
@@ -1223,11 +1236,11 @@ _LOOKUPS = {
 }
 
 
-def _to_oid(kind: str, operand: exp.Expression, ctx: _Context) -> exp.Expression:
+def _to_oid(kind: str, operand: exp.Expr, ctx: _Context) -> exp.Expr:
     """``operand::regclass`` (and the other OID types): the OID, marked with its type."""
     bigint = exp.DataType.build("BIGINT")
     if isinstance(operand, exp.Literal) and operand.is_string and operand.name.strip().isdigit():
-        result: exp.Expression = exp.cast(exp.Literal.number(operand.name.strip()), bigint)
+        result: exp.Expr = exp.cast(exp.Literal.number(operand.name.strip()), bigint)
     elif not _is_name_source(operand):
         result = exp.cast(operand, bigint)
     elif kind in _LOOKUPS:
@@ -1240,7 +1253,7 @@ def _to_oid(kind: str, operand: exp.Expression, ctx: _Context) -> exp.Expression
     return result
 
 
-_NAME_OF: dict[str, Callable[[exp.Expression, _Context], exp.Expression]] = {
+_NAME_OF: dict[str, Callable[[exp.Expr, _Context], exp.Expr]] = {
     "regclass": lambda oid, ctx: _call("pgc_regclass_name", [oid], ctx),
     "regtype": lambda oid, ctx: _call("format_type", [oid, exp.null()], ctx),
     "regnamespace": lambda oid, ctx: _call("pgc_namespace_name", [oid], ctx),
@@ -1248,7 +1261,7 @@ _NAME_OF: dict[str, Callable[[exp.Expression, _Context], exp.Expression]] = {
 }
 
 
-def _named(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
+def _named(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """The text PostgreSQL prints for a rewritten reg* cast (a table's name...; OID 0 prints as
     ``-``), else None."""
     inner = node.unnest() if isinstance(node, exp.Paren) else node
@@ -1261,7 +1274,7 @@ def _named(node: exp.Expression, ctx: _Context) -> exp.Expression | None:
     return exp.Case(ifs=[zero], default=builder(node, ctx))
 
 
-def _rewrite_cast(cast: exp.Cast, ctx: _Context) -> exp.Expression:
+def _rewrite_cast(cast: exp.Cast, ctx: _Context) -> exp.Expr:
     kind = _type_name(cast.to)
     operand = cast.this
     if kind in _TEXT_TYPES:
@@ -1287,7 +1300,7 @@ def _rewrite_cast(cast: exp.Cast, ctx: _Context) -> exp.Expression:
 
 
 # Operators and array literals ---------------------------------------------------------------------
-_OPERATORS: dict[str, Callable[[exp.Expression, exp.Expression], exp.Expression]] = {
+_OPERATORS: dict[str, Callable[[exp.Expr, exp.Expr], exp.Expr]] = {
     "~": lambda a, b: exp.RegexpLike(this=a, expression=b),
     "~*": lambda a, b: exp.RegexpILike(this=a, expression=b),
     "!~": lambda a, b: exp.not_(exp.RegexpLike(this=a, expression=b)),
@@ -1301,7 +1314,7 @@ _OPERATORS: dict[str, Callable[[exp.Expression, exp.Expression], exp.Expression]
 }
 
 
-def _rewrite_operator(node: exp.Operator, ctx: _Context) -> exp.Expression:
+def _rewrite_operator(node: exp.Operator, ctx: _Context) -> exp.Expr:
     """``a OPERATOR(pg_catalog.~) b``, as psql writes a regex match."""
     op = str(node.args.get("operator", "")).split(".")[-1].strip()
     builder = _OPERATORS.get(op)
@@ -1318,7 +1331,7 @@ def _array_literal(text: str) -> exp.Array | None:
     return exp.Array(expressions=[exp.Literal.string(item) for item in items])
 
 
-def _rewrite_any(node: exp.Any, ctx: _Context) -> exp.Expression:
+def _rewrite_any(node: exp.Any, ctx: _Context) -> exp.Expr:
     """``x = ANY('{r,p}')`` and ``x = ANY($1)`` (a parameter in PostgreSQL's array syntax)."""
     inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
     if isinstance(inner, exp.Literal) and inner.is_string:
@@ -1329,7 +1342,7 @@ def _rewrite_any(node: exp.Any, ctx: _Context) -> exp.Expression:
     return node
 
 
-def _rewrite_comparison(node: exp.Expression, ctx: _Context) -> exp.Expression:
+def _rewrite_comparison(node: exp.Expr, ctx: _Context) -> exp.Expr:
     """``pol.polroles = '{0}'``: an array column of the catalog compared with an array literal."""
     for side, other in (("expression", node.this), ("this", node.args.get("expression"))):
         value = node.args.get(side)
@@ -1341,7 +1354,7 @@ def _rewrite_comparison(node: exp.Expression, ctx: _Context) -> exp.Expression:
     return node
 
 
-def _display_reg_casts(select: exp.Select, ctx: _Context) -> exp.Expression:
+def _display_reg_casts(select: exp.Select, ctx: _Context) -> exp.Expr:
     """``SELECT c.oid::regclass``: a reg* cast that is a result column shows the name, as
     PostgreSQL prints it."""
     for projection in select.expressions:
@@ -1352,22 +1365,24 @@ def _display_reg_casts(select: exp.Select, ctx: _Context) -> exp.Expression:
     return select
 
 
-_REWRITES: dict[type[exp.Expression], Callable[[exp.Any, _Context], exp.Expression]] = {
+_Rewrite = Callable[[Any, _Context], exp.Expr]
+_REWRITES: dict[type[exp.Expr], _Rewrite] = {
     exp.Dot: _unwrap_qualified,
     exp.Table: _rewrite_table,
     exp.Column: _rewrite_column,
     exp.Anonymous: _rewrite_anonymous,
     exp.Cast: _rewrite_cast,
     exp.Operator: _rewrite_operator,
-    exp.Collate: lambda node, ctx: node.this,
+    exp.Collate: lambda node, ctx: node.this,  # COLLATE pg_catalog.default
     exp.Any: _rewrite_any,
     exp.EQ: _rewrite_comparison,
     exp.NEQ: _rewrite_comparison,
     exp.Select: _display_reg_casts,
-} | {cls: _rewrite_typed_function for cls in _TYPED_FUNCTIONS}
+}
+_REWRITES.update({cls: _rewrite_typed_function for cls in _TYPED_FUNCTIONS})
 
 
-def _rewrite(node: exp.Expression, ctx: _Context) -> exp.Expression:
+def _rewrite(node: exp.Expr, ctx: _Context) -> exp.Expr:
     """Rewrite bottom-up: a node's children are rewritten before the node is."""
     for child in list(node.iter_expressions()):
         new = _rewrite(child, ctx)
@@ -1385,14 +1400,14 @@ _PG_TYPE_NAMES = {
     "double precision": "float8", "real": "float4", "character varying": "varchar",
     "decimal": "numeric",
 }  # fmt: skip
-_NAMED_NODES: dict[type[exp.Expression], str] = {
+_NAMED_NODES: dict[type[exp.Expr], str] = {
     exp.Exists: "exists", exp.Array: "array", exp.Coalesce: "coalesce", exp.Nullif: "nullif",
     exp.Greatest: "greatest", exp.Least: "least",
 }  # fmt: skip
 _NOT_CALLS = (exp.Connector, exp.Binary, exp.Unary, exp.Predicate)
 
 
-def _figure(node: exp.Expression) -> tuple[str, int]:
+def _figure(node: exp.Expr) -> tuple[str, int]:
     handler = _FIGURES.get(type(node))
     if handler is not None:
         return handler(node)
@@ -1417,7 +1432,7 @@ def _figure_cast(node: exp.Cast) -> tuple[str, int]:
 
 def _figure_case(node: exp.Case) -> tuple[str, int]:
     default = node.args.get("default")
-    name, strength = _figure(default) if isinstance(default, exp.Expression) else ("", 0)
+    name, strength = _figure(default) if isinstance(default, exp.Expr) else ("", 0)
     return (name, strength) if strength > 1 else ("case", 1)
 
 
@@ -1438,7 +1453,7 @@ def _figure_dot(node: exp.Dot) -> tuple[str, int]:
     return (node.expression.name, 2) if isinstance(node.expression, exp.Identifier) else ("?column?", 0)
 
 
-_FIGURES: dict[type[exp.Expression], Callable[[exp.Any], tuple[str, int]]] = {
+_FIGURES: dict[type[exp.Expr], Callable[[Any], tuple[str, int]]] = {
     exp.Column: lambda node: (node.name if node.this.quoted else node.name.lower(), 2),
     exp.Anonymous: lambda node: (str(node.this).lower(), 2),
     exp.Cast: _figure_cast,
@@ -1452,7 +1467,7 @@ _FIGURES: dict[type[exp.Expression], Callable[[exp.Any], tuple[str, int]]] = {
 }
 
 
-def pg_column_name(node: exp.Expression) -> str:
+def pg_column_name(node: exp.Expr) -> str:
     """The name PostgreSQL gives a result column (aliases fold to lower case unless quoted)."""
     if isinstance(node, exp.Alias):
         identifier = node.args.get("alias")
@@ -1462,7 +1477,7 @@ def pg_column_name(node: exp.Expression) -> str:
     return name if strength else "?column?"
 
 
-def _name_results(tree: exp.Expression) -> None:
+def _name_results(tree: exp.Expr) -> None:
     """Name the outermost SELECT's result columns as PostgreSQL does (DuckDB would print
     ``count_star()`` for ``count(*)``, keep ``AS TABLE_SCHEM`` upper case...)."""
     select = tree
@@ -1470,7 +1485,7 @@ def _name_results(tree: exp.Expression) -> None:
         select = select.this
     if not isinstance(select, exp.Select):
         return
-    projections = []
+    projections: list[exp.Expr] = []
     for projection in select.expressions:
         if (
             isinstance(projection, exp.Star)
@@ -1488,7 +1503,7 @@ def _name_results(tree: exp.Expression) -> None:
     select.set("expressions", projections)
 
 
-def _values_names(tree: exp.Expression) -> exp.Expression:
+def _values_names(tree: exp.Expr) -> exp.Expr:
     """A top-level VALUES list: PostgreSQL names its columns column1, column2..."""
     if not isinstance(tree, exp.Values) or not tree.expressions:
         return tree
@@ -1501,11 +1516,11 @@ def _values_names(tree: exp.Expression) -> exp.Expression:
 
 
 # -- translate ---------------------------------------------------------------------------------------
-def _user_ctes(tree: exp.Expression) -> frozenset[str]:
+def _user_ctes(tree: exp.Expr) -> frozenset[str]:
     return frozenset(cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE))
 
 
-def _with_ctes(tree: exp.Expression, ctes: list[str]) -> str:
+def _with_ctes(tree: exp.Expr, ctes: list[str]) -> str:
     """The statement as DuckDB SQL with the catalog CTEs it needs in front of its own."""
     if not ctes:
         return tree.sql(dialect="duckdb")
@@ -1526,7 +1541,7 @@ def translate(sql: str) -> str:
     A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it).
     """
     try:
-        tree = exp.maybe_parse(sql.strip().rstrip(";"), dialect=_DIALECT)
+        tree: exp.Expr = exp.maybe_parse(sql.strip().rstrip(";"), dialect=_DIALECT)
     except SqlglotError as exc:
         log.debug("not translated (%s): %s", exc, sql)
         return sql
