@@ -163,6 +163,18 @@ class Connection:
                 raise ClientGone
             self.decoder.feed(data)
 
+    def client_gone(self) -> bool:
+        """Whether the client closed its end (polled while a statement waits: AWAIT JOB, the drain
+        of DROP JOB ... WITH SNAPSHOT). Peeks at the raw socket, under TLS too; data the client
+        sent ahead (pipelined messages) is left where it is."""
+        try:
+            data = socket.socket.recv(self.sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return data == b""
+
     def send(self, message: Any) -> None:
         self.out += message.to_wire()
         if len(self.out) >= SEND_CHUNK:
@@ -283,6 +295,7 @@ class Connection:
         self.decoder.phase = ConnectionPhase.READY
         parameters = SessionParameters(self.user, role == "admin", self.tls, params)
         self.session = self.server.new_session(self.user, role, parameters)
+        self.session.client_gone = self.client_gone
         self.process_id = self.server.register(self)
         self.send(AuthenticationOk())
         self.send(BackendKeyData(process_id=self.process_id, secret_key=self.secret))

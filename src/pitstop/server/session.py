@@ -182,7 +182,9 @@ class Session:
         self._allowed = allowed
         self.executor = Executor(manager)
         self._cancel = threading.Event()
-        self.executor.cancelled = self._cancel.is_set
+        self.client_gone: Callable[[], bool] = lambda: False
+        """Set by the connection: whether the client has hung up (a wait then stops, as on cancel)."""
+        self.executor.cancelled = self._stop_waiting
         self._cursor: duckdb.DuckDBPyConnection | None = None
         self._query_open = False
         self._open: Outcome | None = None
@@ -190,6 +192,9 @@ class Session:
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    def _stop_waiting(self) -> bool:
+        return self._cancel.is_set() or self.client_gone()
+
     def cancel(self) -> None:
         """Stop waiting (AWAIT JOB, the drain of DROP JOB ... WITH SNAPSHOT) or interrupt the
         DuckDB query of the statement in progress; jobs go on."""
