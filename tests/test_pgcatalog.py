@@ -202,6 +202,7 @@ SAME_AS_POSTGRES = [
     ("pgcli", 16), ("pgcli", 17), ("pgcli", 18), ("pgcli", 19), ("psql", 1), ("psql", 2), ("psql", 3),
     ("psql", 4), ("psql", 5), ("psql", 6), ("psql", 7), ("psql", 8), ("psql", 13), ("psql", 14),
     ("psql", 15), ("psql", 16), ("psql", 18), ("psql", 19), ("psql", 20), ("psql", 21), ("psql", 22),
+    ("psql", 24), ("psql", 25), ("psql", 27), ("psql", 32), ("psql", 33), ("psql", 34),
     ("psycopg", 1), ("psycopg", 4), ("sqlalchemy", 6), ("sqlalchemy", 9), ("sqlalchemy", 12),
     ("sqlalchemy", 13), ("sqlalchemy", 14), ("sqlalchemy", 15), ("sqlalchemy", 16), ("sqlalchemy", 17),
     ("sqlalchemy", 18), ("sqlalchemy", 19), ("sqlalchemy", 20), ("sqlalchemy", 22), ("sqlalchemy", 23),
@@ -234,6 +235,11 @@ DIFFERS_FROM_POSTGRES = {
     ("sqlalchemy", 11): "pitstop has more catalog tables than the reference's pitstop.jobs",
     ("superset", 23): "pitstop has more catalog tables than the reference's pitstop.jobs",
     ("superset", 14): "PostgreSQL's information_schema domains (cardinal_number...)",
+    ("psql", 23): "PostgreSQL's bootstrap superuser postgres", ("psql", 26): _SEARCH_PATH,
+    ("psql", 28): "PostgreSQL's comment on plpgsql", ("psql", 29): _SEARCH_PATH,
+    ("psql", 30): "tablespaces owned by postgres", ("psql", 31): _OWN_CATALOG,
+    ("psql", 35): "databases postgres, template0, template1; sizes", ("psql", 36): _SEARCH_PATH + "; sizes",
+    ("psql", 37): "schema public's owner, privileges and comment",
 }  # fmt: skip
 
 

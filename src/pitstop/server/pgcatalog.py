@@ -302,6 +302,8 @@ _CATALOG_RELATIONS: dict[str, tuple[int, str]] = {
     "pg_partitioned_table": (3350, "r"), "pg_statistic_ext": (3381, "r"), "pg_collation": (3456, "r"),
     "pg_enum": (3501, "r"), "pg_range": (3541, "r"), "pg_publication": (6104, "r"),
     "pg_publication_rel": (6106, "r"), "pg_publication_namespace": (6237, "r"),
+    "pg_auth_members": (1261, "r"), "pg_cast": (2605, "r"), "pg_operator": (2617, "r"),
+    "pg_conversion": (2607, "r"), "pg_event_trigger": (3466, "r"),
     "pg_roles": (0, "v"), "pg_user": (0, "v"), "pg_settings": (0, "v"), "pg_tables": (0, "v"),
     "pg_views": (0, "v"), "pg_indexes": (0, "v"), "pg_matviews": (0, "v"),
 }  # fmt: skip
@@ -801,6 +803,31 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ("pg_catalog", "pg_shdescription"): _view(
         "pgc_pg_shdescription", _empty("objoid BIGINT", "classoid BIGINT", "description VARCHAR")
     ),
+    ("pg_catalog", "pg_auth_members"): _view(
+        "pgc_pg_auth_members",
+        _empty("oid BIGINT", "roleid BIGINT", "member BIGINT", "grantor BIGINT", "admin_option BOOLEAN"),
+    ),
+    ("pg_catalog", "pg_cast"): _view(
+        "pgc_pg_cast",
+        _empty("oid BIGINT", "castsource BIGINT", "casttarget BIGINT", "castfunc BIGINT",
+               "castcontext VARCHAR", "castmethod VARCHAR"),
+    ),  # fmt: skip
+    ("pg_catalog", "pg_operator"): _view(
+        "pgc_pg_operator",
+        _empty("oid BIGINT", "oprname VARCHAR", "oprnamespace BIGINT", "oprowner BIGINT", "oprkind VARCHAR",
+               "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft BIGINT", "oprright BIGINT",
+               "oprresult BIGINT", "oprcom BIGINT", "oprnegate BIGINT", "oprcode VARCHAR"),
+    ),  # fmt: skip
+    ("pg_catalog", "pg_conversion"): _view(
+        "pgc_pg_conversion",
+        _empty("oid BIGINT", "conname VARCHAR", "connamespace BIGINT", "conowner BIGINT",
+               "conforencoding INTEGER", "contoencoding INTEGER", "conproc VARCHAR", "condefault BOOLEAN"),
+    ),  # fmt: skip
+    ("pg_catalog", "pg_event_trigger"): _view(
+        "pgc_pg_event_trigger",
+        _empty("oid BIGINT", "evtname VARCHAR", "evtevent VARCHAR", "evtowner BIGINT", "evtfoid BIGINT",
+               "evtenabled VARCHAR", "evttags VARCHAR[]"),
+    ),  # fmt: skip
     ("information_schema", "schemata"): _view("pgc_is_schemata", _IS_SCHEMATA),
     ("information_schema", "tables"): _view("pgc_is_tables", _IS_TABLES),
     ("information_schema", "columns"): _view("pgc_is_columns", _IS_COLUMNS),
@@ -994,6 +1021,10 @@ FUNCTIONS: dict[str, str] = {
     "pg_get_function_arguments": "''",
     "pg_get_function_identity_arguments": "''",
     "pg_get_function_result": _NULL_TEXT,
+    "pg_get_functiondef": _NULL_TEXT,
+    "pg_tablespace_location": "''",
+    "pg_database_size": "CAST(0 AS BIGINT)",
+    "pg_tablespace_size": "CAST(0 AS BIGINT)",
     "pg_relation_is_publishable": "false",
     "pg_encoding_to_char": "(CASE {0} WHEN 6 THEN 'UTF8' WHEN 0 THEN 'SQL_ASCII' ELSE '' END)",
     "pg_char_to_encoding": "(CASE upper({0}) WHEN 'UTF8' THEN 6 WHEN 'SQL_ASCII' THEN 0 ELSE -1 END)",
