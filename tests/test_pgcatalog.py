@@ -528,3 +528,44 @@ def test_prepare_takes_a_few_milliseconds(catalog: Catalog) -> None:
     for cur in cursors:
         catalog.disconnect(cur)
     assert per_cursor < 0.005
+
+
+def test_information_schema_answers_as_postgresql(cursor: duckdb.DuckDBPyConnection) -> None:
+    _, columns = run(
+        cursor,
+        "SELECT column_name, ordinal_position, is_nullable, data_type, character_maximum_length, "
+        "numeric_precision, numeric_precision_radix, numeric_scale, datetime_precision, udt_name "
+        "FROM information_schema.columns WHERE table_name = 'daily_revenue' ORDER BY ordinal_position",
+    )
+    # PostgreSQL 15's answer for the same table (region: text, see pitstop_flavoured).
+    assert columns == [
+        ("window_start", 1, "YES", "timestamp without time zone", None, None, None, None, 6, "timestamp"),
+        ("window_end", 2, "YES", "timestamp without time zone", None, None, None, None, 6, "timestamp"),
+        ("region", 3, "YES", "text", None, None, None, None, None, "text"),
+        ("revenue", 4, "YES", "numeric", None, 22, 10, 2, None, "numeric"),
+        ("orders", 5, "YES", "bigint", None, 64, 2, 0, None, "int8"),
+    ]
+    _, constraints = run(
+        cursor,
+        "SELECT constraint_schema, constraint_name, table_schema, table_name, constraint_type, "
+        "is_deferrable, initially_deferred, enforced, nulls_distinct "
+        "FROM information_schema.table_constraints WHERE table_name = 'jobs' AND constraint_type <> 'CHECK'",
+    )
+    assert constraints == [
+        ("pitstop", "jobs_pkey", "pitstop", "jobs", "PRIMARY KEY", "NO", "NO", "YES", None)
+    ]
+    _, keys = run(
+        cursor,
+        "SELECT constraint_name, table_schema, table_name, column_name, ordinal_position, "
+        "position_in_unique_constraint FROM information_schema.key_column_usage WHERE table_name = 'jobs'",
+    )
+    assert keys == [("jobs_pkey", "pitstop", "jobs", "name", 1, None)]
+    _, tables = run(
+        cursor,
+        "SELECT table_catalog, table_schema, table_name, table_type, is_insertable_into, is_typed "
+        "FROM information_schema.tables WHERE table_name IN ('daily_revenue', 'jobs') ORDER BY 2",
+    )
+    assert tables == [
+        ("pitstop", "pitstop", "jobs", "BASE TABLE", "YES", "NO"),
+        ("pitstop", "public", "daily_revenue", "BASE TABLE", "YES", "NO"),
+    ]

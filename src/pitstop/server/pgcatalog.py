@@ -1565,7 +1565,7 @@ def _with_ctes(tree: exp.Expr, ctes: list[str]) -> str:
     return f"{keyword} {ours}, {theirs} {tree.sql(dialect='duckdb')}"
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def translate(sql: str) -> str:
     """One PostgreSQL query (SELECT / WITH / VALUES) as DuckDB SQL over the emulated catalog.
 
