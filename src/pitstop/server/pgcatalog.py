@@ -213,14 +213,10 @@ def _scalar_oid_sql(t: str) -> str:
     )
 
 
-def _typoid_sql(t: str) -> str:
-    """pgtypes.pg_type_of(t).oid as a DuckDB expression over a type-name expression ``t``."""
+def _array_oid_sql(element_oid: str) -> str:
+    """The array type of a type OID (``pg_type_of`` sends json for arrays with no PostgreSQL type)."""
     arrays = ", ".join(f"{t_.element}: {t_.oid}" for t_ in pgtypes.ARRAYS)
-    element = f"substr({t}, 1, length({t}) - 2)"
-    return (
-        f"(CASE WHEN ends_with({t}, '[]') THEN coalesce(MAP {{{arrays}}}[{_scalar_oid_sql(element)}], "
-        f"{pgtypes.JSON.oid}) ELSE {_scalar_oid_sql(t)} END)"
-    )
+    return f"coalesce(MAP {{{arrays}}}[{element_oid}], {pgtypes.JSON.oid})"
 
 
 def _typmod_sql(t: str) -> str:
@@ -373,14 +369,24 @@ _REL = f"""
 SELECT u.*, {_oid_sql("u.nspname || '.' || u.relname")} AS oid FROM ({_USER_RELATIONS}) AS u"""
 
 _COLUMN_RELATION_OID = _oid_sql(_nsp_sql("c.schema_name") + " || '.' || c.table_name")
+# pgtypes.pg_type_of(data_type).oid: arrays map their element, so the element's type is worked out once.
 _COLUMNS = f"""
-SELECT {_nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
-       {_COLUMN_RELATION_OID} AS attrelid,
-       c.column_name AS attname, CAST(c.column_index AS SMALLINT) AS attnum, c.data_type,
-       {_typoid_sql("c.data_type")} AS typoid, CAST({_typmod_sql("c.data_type")} AS INTEGER) AS typmod,
-       NOT c.is_nullable AS notnull, c.column_default AS def, c.comment AS comment
-FROM duckdb_columns() AS c
-WHERE c.database_name = current_database() AND NOT c.internal"""
+SELECT e.*, CASE WHEN e.is_array THEN {_array_oid_sql("e.element_oid")} ELSE e.element_oid END AS typoid
+FROM (
+  SELECT x.*, {_scalar_oid_sql("x.element")} AS element_oid
+  FROM (
+    SELECT {_nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
+           {_COLUMN_RELATION_OID} AS attrelid,
+           c.column_name AS attname, CAST(c.column_index AS SMALLINT) AS attnum, c.data_type,
+           CAST({_typmod_sql("c.data_type")} AS INTEGER) AS typmod,
+           NOT c.is_nullable AS notnull, c.column_default AS def, c.comment AS comment,
+           ends_with(c.data_type, '[]') AS is_array,
+           CASE WHEN ends_with(c.data_type, '[]') THEN substr(c.data_type, 1, length(c.data_type) - 2)
+                ELSE c.data_type END AS element
+    FROM duckdb_columns() AS c
+    WHERE c.database_name = current_database() AND NOT c.internal
+  ) AS x
+) AS e"""
 
 _PG_CLASS = f"""
 SELECT r.oid, r.relname, {_nsp_oid_sql("r.nspname")} AS relnamespace, CAST(0 AS BIGINT) AS reltype,
@@ -1578,11 +1584,14 @@ def translate(sql: str) -> str:
         return sql
     if not isinstance(tree, exp.Query | exp.Values):
         return sql
-    tree = _values_names(tree)
-    _name_results(tree)
-    ctx = _Context([], _user_ctes(tree))
-    tree = _rewrite(tree, ctx)
-    return _with_ctes(tree, ctx.ctes)
+    try:
+        tree = _values_names(tree)
+        _name_results(tree)
+        ctx = _Context([], _user_ctes(tree))
+        return _with_ctes(_rewrite(tree, ctx), ctx.ctes)
+    except Exception:  # a rewrite that trips must not cost the client its query: DuckDB may run it
+        log.warning("could not translate, running it as sent: %s", sql, exc_info=True)
+        return sql
 
 
 class PgCatalog:
