@@ -569,3 +569,18 @@ def test_information_schema_answers_as_postgresql(cursor: duckdb.DuckDBPyConnect
         ("pitstop", "pitstop", "jobs", "BASE TABLE", "YES", "NO"),
         ("pitstop", "public", "daily_revenue", "BASE TABLE", "YES", "NO"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("sql", "columns", "rows"),
+    [
+        # Grafana reads the search path this way; PostgreSQL 15 answered as here.
+        ("SELECT s[1], user FROM string_to_array('a,b', ',') s", ["s", "user"], [("a", "pitstop")]),
+        ("SELECT i FROM pg_catalog.generate_series(1, 2) AS i", ["i"], [(1,), (2,)]),
+        ("SELECT n FROM generate_series(1, 3) pos(n)", ["n"], [(1,), (2,), (3,)]),
+    ],
+)
+def test_functions_in_from_are_tables_as_in_postgresql(
+    cursor: duckdb.DuckDBPyConnection, sql: str, columns: list[str], rows: list[tuple]
+) -> None:
+    assert run(cursor, sql) == (columns, rows)

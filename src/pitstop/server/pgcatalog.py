@@ -1147,12 +1147,38 @@ def _schema_of(node: exp.Expr, key: str = "db") -> str:
     return part.name.lower() if isinstance(part, exp.Identifier) else ""
 
 
+# Functions that PostgreSQL calls in FROM and that DuckDB knows as table functions; any other
+# function there (Grafana: FROM string_to_array(...) s) is a one-row table of its value.
+_TABLE_FUNCTIONS = frozenset(
+    {"generate_series", "unnest", "explode", "generate_subscripts", "range", "regexp_split_to_table",
+     "json_each", "json_each_text", "json_array_elements", "json_array_elements_text", "json_object_keys"}
+)  # fmt: skip
+
+
+def _from_function(table: exp.Table, schema: str) -> exp.Expr:
+    """``FROM f(...) [AS a(c)]``: DuckDB's table function, or a one-row table of a scalar's value."""
+    if schema in _CATALOG_SCHEMAS:
+        table.set("db", None)
+    func = table.this
+    alias = table.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and not alias.columns:  # PostgreSQL: AS a names the column too
+        alias.set("columns", [exp.to_identifier(alias.name)])
+    if isinstance(func, exp.Explode | exp.Unnest | exp.GenerateSeries | exp.ExplodingGenerateSeries):
+        return table
+    name = str(func.this).lower() if isinstance(func, exp.Anonymous) else type(func).__name__.lower()
+    if name in _TABLE_FUNCTIONS:
+        return table
+    columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+    column = columns[0].name if columns else alias.name if isinstance(alias, exp.TableAlias) else name
+    subquery_alias = exp.TableAlias(this=exp.to_identifier(alias.name if alias else name))
+    value = exp.select(exp.alias_(func.copy(), column, quoted=True))
+    return exp.Subquery(this=value, alias=subquery_alias)
+
+
 def _rewrite_table(table: exp.Table, ctx: _Context) -> exp.Expr:
     schema, name = _schema_of(table), table.name.lower()
-    if isinstance(table.this, exp.Func):  # a table function: pg_catalog.generate_series(...)
-        if schema in _CATALOG_SCHEMAS:
-            table.set("db", None)
-        return table
+    if not isinstance(table.this, exp.Identifier):  # a function in FROM
+        return _from_function(table, schema)
     if not schema and name in ctx.user_ctes:
         return table
     view = VIEWS.get((schema or "pg_catalog", name))
@@ -1167,7 +1193,18 @@ def _rewrite_table(table: exp.Table, ctx: _Context) -> exp.Expr:
     return table
 
 
+# Reserved words of PostgreSQL that read like columns: never a column unless quoted.
+_SQL_VALUE_WORDS = {
+    "user": "current_user",
+    "current_role": "current_user",
+    "current_catalog": "current_catalog",
+}
+
+
 def _rewrite_column(column: exp.Column, ctx: _Context) -> exp.Expr:
+    word = column.name.lower()
+    if word in _SQL_VALUE_WORDS and not column.table and not column.this.quoted:
+        return _call(_SQL_VALUE_WORDS[word], [], ctx)
     schema = _schema_of(column)
     if schema in _CATALOG_SCHEMAS:
         column.set("db", None)
@@ -1533,7 +1570,7 @@ def _name_results(tree: exp.Expr) -> None:
             continue
         name = pg_column_name(projection)
         target = projection.this if isinstance(projection, exp.Alias) else projection
-        if isinstance(target, exp.Column) and name == target.name:
+        if isinstance(target, exp.Column) and name == target.name and name not in _SQL_VALUE_WORDS:
             projections.append(target)
         else:
             projections.append(exp.alias_(target, name, quoted=True))
