@@ -584,3 +584,21 @@ def test_functions_in_from_are_tables_as_in_postgresql(
     cursor: duckdb.DuckDBPyConnection, sql: str, columns: list[str], rows: list[tuple]
 ) -> None:
     assert run(cursor, sql) == (columns, rows)
+
+
+def test_settings_are_the_sessions_own(catalog: Catalog) -> None:
+    cur = catalog.connect()
+    pgcatalog = PgCatalog()
+    pgcatalog.prepare(cur, "pitstop", settings={"search_path": "public"})
+    try:
+        _, rows = run(cur, "SELECT current_setting('search_path'), current_setting('max_index_keys')")
+        assert rows == [("public", "32")]
+        pgcatalog.set_parameters(cur, {"TimeZone": "Europe/Paris"})
+        _, rows = run(
+            cur,
+            "SELECT current_setting('timezone'), current_setting('search_path'), "
+            "(SELECT source FROM pg_settings WHERE name = 'TimeZone')",
+        )
+        assert rows == [("Europe/Paris", '"$user", public', "session")]
+    finally:
+        catalog.disconnect(cur)

@@ -17,8 +17,10 @@ entries. So every statement a client sends is rewritten before it reaches DuckDB
    ``OPERATOR(pg_catalog.~)`` a regex match; ``COLLATE pg_catalog.default`` disappears;
 5. the result is generated as DuckDB SQL.
 
-Nothing is created in DuckDB but two per-connection macros (``prepare``): creating temporary
-views and macros costs ~0.3 ms each, so a catalog of them would cost a client ~40 ms on connect.
+Nothing is created in DuckDB but three per-connection macros (``prepare``: the user, the backend
+process id, the session's settings): creating temporary views and macros costs ~0.3 ms each, so a
+catalog of them would cost every client ~40 ms on connect. Static tables (``pg_type``,
+``pg_settings``...) travel as one JSON string each, which DuckDB binds far faster than VALUES.
 
 What the emulated catalog shows: DuckDB schema ``main`` as ``public`` (the sink tables), the
 ``pitstop`` schema (pitstop's own catalog tables), ``pg_catalog`` and ``information_schema``;
@@ -35,7 +37,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -527,6 +529,20 @@ def _vartype(value: str) -> str:
 
 
 def _pg_settings_sql() -> str:
+    """PostgreSQL's settings with pitstop's defaults, and this connection's values where its
+    session set them (:meth:`PgCatalog.set_parameters`)."""
+    columns = (
+        "name, setting, unit, category, short_desc, extra_desc, context, vartype, source, boot_val, reset_val"
+    )
+    current = (
+        "coalesce(pgc_settings()[lower(d.name)], d.setting) AS setting, d.unit, d.category, d.short_desc, "
+        "d.extra_desc, d.context, d.vartype, CASE WHEN pgc_settings()[lower(d.name)] IS NULL THEN d.source "
+        "ELSE 'session' END AS source, d.boot_val, d.reset_val"
+    )
+    return f"SELECT d.name, {current} FROM ({_pg_settings_defaults_sql()}) AS d({columns})"
+
+
+def _pg_settings_defaults_sql() -> str:
     seen: set[str] = set()
     rows = []
     for name, setting, description in [(p.name, p.default, p.description) for p in PARAMETERS] + list(
@@ -1631,15 +1647,34 @@ def translate(sql: str) -> str:
         return sql
 
 
+def _settings_macro(settings: Mapping[str, str]) -> str:
+    pairs = ", ".join(f"{_lit(name.lower())}: {_lit(value)}" for name, value in settings.items())
+    return f"CREATE OR REPLACE TEMP MACRO pgc_settings() AS CAST(MAP {{{pairs}}} AS MAP(VARCHAR, VARCHAR))"
+
+
 class PgCatalog:
     """The catalog emulation of one server: shared by its sessions, safe from any thread."""
 
-    def prepare(self, cursor: duckdb.DuckDBPyConnection, user: str = OWNER, backend_pid: int = 0) -> None:
-        """Set up a fresh client cursor: the connection's user and process id (two macros)."""
+    def prepare(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        user: str = OWNER,
+        backend_pid: int = 0,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """Set up a fresh client cursor: the connection's user, process id (``pg_backend_pid()``)
+        and session settings (``current_setting()``, ``pg_settings``) as three macros (~1 ms)."""
         cursor.execute(
             f"CREATE OR REPLACE TEMP MACRO pgc_user() AS {_lit(user)}; "
-            f"CREATE OR REPLACE TEMP MACRO pgc_backend_pid() AS CAST({int(backend_pid)} AS INTEGER)"
+            f"CREATE OR REPLACE TEMP MACRO pgc_backend_pid() AS CAST({int(backend_pid)} AS INTEGER); "
+            + _settings_macro(settings or {})
         )
+
+    def set_parameters(self, cursor: duckdb.DuckDBPyConnection, settings: Mapping[str, str]) -> None:
+        """The session's settings changed (SET, RESET): ``current_setting()`` and ``pg_settings``
+        answer ``settings`` from now on, pitstop's defaults for any other name. Not inside a
+        read-only transaction."""
+        cursor.execute(_settings_macro(settings))
 
     def translate(self, sql: str) -> str:
         """One PostgreSQL statement (a SELECT / WITH / VALUES) -> DuckDB SQL for a prepared cursor."""
