@@ -331,3 +331,28 @@ def test_sigterm_is_a_clean_stop_with_exit_zero(tmp_path: Path) -> None:
             proc.kill()
     assert not (home / "server.json").exists()
     assert "listening on" in (home / "logs" / "pitstop.log").read_text()
+
+
+def test_current_setting_follows_set_and_reset(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("",)
+        conn.execute("SET application_name TO 'grafana'")
+        assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("grafana",)
+        conn.execute("RESET ALL")
+        assert conn.info.parameter_status("application_name") == ""
+        assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("",)
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() == (conn.info.backend_pid,)
+
+
+def test_asyncpg_introspects_an_unknown_type(served: Served) -> None:
+    """asyncpg meets a type it has no codec for (here int2vector) and asks the server about it
+    with a recursive query over pg_type and pg_range, typed parameters left to the server."""
+
+    async def go() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            return await conn.fetch("SELECT attname, atttypid FROM pg_attribute LIMIT 0")
+        finally:
+            await conn.close()
+
+    assert asyncio.run(go()) == []

@@ -297,6 +297,7 @@ class Connection:
         self.session = self.server.new_session(self.user, role, parameters)
         self.session.client_gone = self.client_gone
         self.process_id = self.server.register(self)
+        self.session.backend_pid = self.process_id
         self.send(AuthenticationOk())
         self.send(BackendKeyData(process_id=self.process_id, secret_key=self.secret))
         for name, value in parameters.reported():

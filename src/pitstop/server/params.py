@@ -46,7 +46,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("transaction_isolation", "read committed", "isolation level of the transaction"),
     Parameter("default_transaction_isolation", "read committed", "default isolation level"),
     Parameter("transaction_read_only", "off", "whether the transaction is read-only"),
-    Parameter("search_path", '"$user", public', "schema search order"),
+    Parameter("search_path", "public", "schema search order (sink tables are in public)"),
     Parameter("extra_float_digits", "1", "extra digits of floating-point output"),
     Parameter("max_identifier_length", "63", "longest identifier", False, True),
     Parameter("lc_collate", "C", "collation order", False, True),
@@ -120,6 +120,20 @@ class SessionParameters:
             raise ValueError(f'parameter "{param.name}" cannot be changed')
         self.values[key] = new
         return param if param.reported else None
+
+    def reset_all(self) -> list[Parameter]:
+        """RESET ALL: every parameter a session may change back to its default; returns the
+        reported ones that changed (clients are told of them)."""
+        changed = []
+        for param in PARAMETERS:
+            key = param.name.lower()
+            if param.fixed or key in ("session_authorization", "is_superuser", "ssl"):
+                continue
+            if self.values[key] != param.default:
+                self.values[key] = param.default
+                if param.reported:
+                    changed.append(param)
+        return changed
 
     def reported(self) -> list[tuple[str, str]]:
         return [(p.name, self.values[p.name.lower()]) for p in PARAMETERS if p.reported]

@@ -21,17 +21,17 @@ from sqlglot.errors import SqlglotError
 from pitstop.server.pgtypes import INT8, TEXT, pg_type_of
 
 log = logging.getLogger(__name__)
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.Is)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)
 
 
-def _number(node: exp.Expression) -> int | None:
+def _number(node: exp.Expr) -> int | None:
     try:
         return int(str(node.this))
     except (TypeError, ValueError):
         return None
 
 
-def _partner(ph: exp.Expression) -> exp.Expression | None:
+def _partner(ph: exp.Expr) -> exp.Expr | None:
     """The expression a placeholder is compared with, if any."""
     parent = ph.parent
     if isinstance(parent, _COMPARISONS):
@@ -44,24 +44,29 @@ def _partner(ph: exp.Expression) -> exp.Expression | None:
     return None
 
 
-def _type_of(cursor: duckdb.DuckDBPyConnection, select: exp.Select, other: exp.Expression) -> int | None:
+def _type_of(cursor: duckdb.DuckDBPyConnection, select: exp.Select, other: exp.Expr) -> int | None:
     probe = select.copy()
     probe.set("expressions", [other.copy()])
     for arg in ("order", "limit", "offset", "group", "having", "qualify", "distinct"):
         probe.set(arg, None)
     for ph in list(probe.find_all(exp.Placeholder)):
         ph.replace(exp.Null())
+    # Each probe in a read-only transaction of its own: a failed probe (a FROM that is not
+    # valid on its own, such as a recursive CTE's) must not abort the caller's.
+    cursor.execute("BEGIN TRANSACTION READ ONLY")
     try:
         rel = cursor.execute(f"SELECT * FROM ({probe.sql('duckdb')}) AS q LIMIT 0")
+        description = rel.description or []
     except duckdb.Error:
         return None
-    description = rel.description or []
+    finally:
+        cursor.execute("ROLLBACK")
     return pg_type_of(str(description[0][1])).oid if description else None
 
 
 def infer(cursor: duckdb.DuckDBPyConnection, sql: str, declared: list[int]) -> list[int]:
     """``declared`` with its zeros (unspecified) replaced by the best type found; runs only
-    ``LIMIT 0`` probes, inside the caller's read-only transaction."""
+    ``LIMIT 0`` probes, each in a read-only transaction (the caller must not hold one open)."""
     types = list(declared)
     if all(types):
         return types

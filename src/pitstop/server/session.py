@@ -186,6 +186,8 @@ class Session:
         """Set by the connection: whether the client has hung up (a wait then stops, as on cancel)."""
         self.executor.cancelled = self._stop_waiting
         self._cursor: duckdb.DuckDBPyConnection | None = None
+        self.backend_pid = 0
+        """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
         self._query_open = False
         self._open: Outcome | None = None
         self._token = 0
@@ -219,7 +221,7 @@ class Session:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         if self._cursor is None:
             cursor = self.manager.catalog.connect()
-            self.pgcatalog.prepare(cursor, self.user)
+            self.pgcatalog.prepare(cursor, self.user, self.backend_pid, self.parameters.values)
             self._cursor = cursor
         return self._cursor
 
@@ -264,9 +266,12 @@ class Session:
             sql = self.pgcatalog.translate(stmt.text)
             cursor = self.cursor()
             self._detach_open()
-            cursor.execute("BEGIN TRANSACTION READ ONLY")
             try:
                 types = paramtypes.infer(cursor, sql, declared)
+            except duckdb.Error as exc:
+                raise sqlstate.from_duckdb(exc) from exc
+            cursor.execute("BEGIN TRANSACTION READ ONLY")
+            try:
                 nulls = [None] * stmt.param_count
                 try:
                     rel = cursor.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0", nulls)
@@ -435,10 +440,8 @@ class Session:
         if verb == "RESET":
             name = rest.strip().rstrip(";")
             if name.upper() == "ALL":
-                changes = []
-                for param_name, _ in self.parameters.reported():
-                    if self.parameters.set(param_name, None):
-                        changes.append(self.parameters.show(param_name))
+                changes = [self.parameters.show(p.name) for p in self.parameters.reset_all()]
+                self._sync_parameters()
                 return Outcome("RESET", parameter_changes=changes)
             return self._apply(name, None, "RESET")
         zone = re.match(r"TIME\s+ZONE\s+(.*)$", rest, re.I | re.S)
@@ -464,7 +467,14 @@ class Session:
         except ValueError as exc:
             raise WireError("55P02", str(exc)) from None
         changes = [self.parameters.show(changed.name)] if changed else []
+        self._sync_parameters()
         return Outcome(tag, parameter_changes=changes)
+
+    def _sync_parameters(self) -> None:
+        """``current_setting()`` and ``pg_settings`` follow SET and RESET."""
+        if self._cursor is not None:
+            self._detach_open()
+            self.pgcatalog.set_parameters(self._cursor, self.parameters.values)
 
     def _show(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         name = _show_name(stmt.text)
