@@ -191,7 +191,8 @@ def test_cancel_interrupts_a_long_query_and_the_session_goes_on(served: Served) 
         started = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(
-                "SELECT count(*) FROM range(100000000000) a, range(1000) b WHERE a.range % 7 = b.range"
+                "SELECT count(*) FROM generate_series(1, 100000000000) AS a(x), "
+                "generate_series(1, 1000) AS b(y) WHERE a.x % 7 = b.y"
             )
         assert time.monotonic() - started < 30
         assert conn.execute("SELECT count(*) FROM daily").fetchone() == (2,)
