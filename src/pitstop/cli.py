@@ -259,5 +259,9 @@ def check(settings: Settings, files: tuple[str, ...]) -> None:
     sys.exit(1 if errors else 0)
 
 
+from pitstop.cli_users import users  # noqa: E402 - the group above must exist first
+
+main.add_command(users)
+
 if __name__ == "__main__":
     main()

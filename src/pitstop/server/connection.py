@@ -338,7 +338,7 @@ class Connection:
                 self._slow_refusal()
                 raise refused
             return user.role
-        exchange = ScramExchange(user, self.server.auth_secret)
+        exchange = ScramExchange(user, self.server.auth_secret, self.user)
         self.send(AuthenticationSASL(mechanisms=["SCRAM-SHA-256"]))
         self.flush()
         self.decoder.phase = ConnectionPhase.AUTHENTICATING_SASL_INITIAL
