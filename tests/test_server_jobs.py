@@ -11,6 +11,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -300,3 +302,53 @@ def test_server_restarts_resume_jobs_with_every_row_once(tmp_path: Path) -> None
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_cancel_stops_waiting_for_a_job_and_the_job_goes_on(served: Served, tmp_path: Path) -> None:
+    folder = tmp_path / "orders"
+    make_orders.write_orders(folder, 0, 200, files=1)
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.execute("SET 'trigger_ms' = '120000'")  # the job looks for new input every 2 minutes
+        for sql in start_script(folder)[:3]:  # the windows closed by the input wait for a trigger
+            conn.execute(sql)
+        timer = threading.Timer(1.0, conn.cancel_safe)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled, match="cancelled: job 'revenue' did not catch up"):
+            conn.execute("AWAIT JOB revenue")
+        assert time.monotonic() - started < 60
+        assert conn.execute("SELECT name, status FROM pitstop.jobs").fetchall() == [("revenue", "RUNNING")]
+        assert served.manager.runs["revenue"].branches[0].query.isActive
+
+
+def test_two_clients_creating_one_job_end_with_one_winner(served: Served, tmp_path: Path) -> None:
+    folder = tmp_path / "orders"
+    make_orders.write_orders(folder, 0, 200, files=1)
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        for sql in start_script(folder)[:2]:
+            conn.execute(sql)
+    barrier = threading.Barrier(3)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        with psycopg.connect(served.url(), autocommit=True) as conn:
+            barrier.wait()
+            try:
+                conn.execute(start_script(folder)[2])
+                outcomes.append("created")
+            except psycopg.errors.DuplicateObject as exc:
+                assert "job 'revenue' already exists" in str(exc)
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=create) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(outcomes) == ["created", "refused", "refused"]
+    assert list(served.manager.runs) == ["revenue"]
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.execute("AWAIT JOB revenue")
+        assert as_windows(conn.execute(RESULT).fetchall()) == expected(200)
+    runs = list((served.manager.home / "runs").iterdir())
+    assert len(runs) == 1, runs  # the refused ones left no run folder behind
