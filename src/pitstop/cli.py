@@ -83,7 +83,36 @@ def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool
         if sys.stdin.isatty() and sys.stdout.isatty():
             ctx.invoke(shell)
         else:
-            ctx.invoke(run, file="-")
+            ctx.invoke(run, file="-", connect=os.environ.get("PITSTOP_CONNECT"))
+
+
+CONNECT = click.option(
+    "--connect",
+    envvar="PITSTOP_CONNECT",
+    metavar="URL",
+    help="run against a pitstop server (postgresql://user@host:5433/pitstop) instead of a home; "
+    "without it, a server that holds --home is used when one runs",
+)
+
+
+def _server_url(settings: Settings, connect: str | None) -> str | None:
+    """Where statements go: --connect, else the server holding the home (if one runs)."""
+    if connect:
+        return connect
+    from pitstop.server.app import running_server
+
+    address = running_server(settings.home)
+    return None if address is None else address.url()
+
+
+def _open_remote(url: str, prompt: bool) -> Any:
+    from pitstop.remote import RemoteManager
+
+    try:
+        return RemoteManager(url, prompt)
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        sys.exit(1)
 
 
 def _open_manager(settings: Settings) -> Any:
@@ -99,6 +128,7 @@ def _open_manager(settings: Settings) -> Any:
 @main.command()
 @click.argument("file", required=False)
 @click.option("-c", "--command", "command", help="run this SQL instead of a file")
+@CONNECT
 @click.option(
     "--format",
     "fmt",
@@ -132,6 +162,7 @@ def run(
     echo: bool = False,
     on_error: str = "stop",
     variables: tuple[str, ...] = (),
+    connect: str | None = None,
 ) -> None:
     """Run the statements of FILE (or - for stdin, or -c SQL) in order.
 
@@ -157,13 +188,13 @@ def run(
             raise click.UsageError(f"no such file: {file}")
         chunks, label = iter([path.read_text()]), str(path)
     signal.signal(signal.SIGTERM, _terminate)
-    manager = _open_manager(settings)
+    url = _server_url(settings, connect)
+    manager = _open_remote(url, sys.stdin.isatty()) if url else _open_manager(settings)
+    executor = manager.executor() if url else Executor(manager)
     options = ScriptOptions(OutputOptions(fmt), echo, on_error, values)
     ok = False
     try:
-        runner = ScriptRunner(
-            Executor(manager), options, out=click.echo, err=lambda text: click.echo(text, err=True)
-        )
+        runner = ScriptRunner(executor, options, out=click.echo, err=lambda text: click.echo(text, err=True))
         ok = runner.run(chunks, label)
     finally:
         manager.close()
@@ -172,6 +203,7 @@ def run(
 
 @main.command()
 @click.option("--vi", is_flag=True, help="vi editing keys (default: emacs)")
+@CONNECT
 @click.option(
     "--history",
     envvar="PITSTOP_HISTORY",
@@ -179,18 +211,22 @@ def run(
     help="history file (default: pitstop's folder in the user data directory)",
 )
 @click.pass_obj
-def shell(settings: Settings, vi: bool = False, history: str | None = None) -> None:
+def shell(
+    settings: Settings, vi: bool = False, history: str | None = None, connect: str | None = None
+) -> None:
     """The interactive SQL shell (what plain `pitstop` opens on a terminal)."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        click.get_current_context().invoke(run, file="-")
+        click.get_current_context().invoke(run, file="-", connect=connect)
         return
     from pitstop.shell.app import Shell
 
     signal.signal(signal.SIGTERM, _terminate)
-    manager = _open_manager(settings)
+    url = _server_url(settings, connect)
+    manager = _open_remote(url, True) if url else _open_manager(settings)
     code = 1
     try:
-        code = Shell(manager, vi=vi, history=history).loop()
+        executor = manager.executor() if url else None
+        code = Shell(manager, vi=vi, history=history, executor=executor).loop()
     finally:
         manager.close()
     _exit(code)
@@ -230,15 +266,19 @@ def serve(settings: Settings, host: str, port: int, tls_cert: str | None, tls_ke
 
 @main.command()
 @click.argument("files", nargs=-1, required=True)
+@CONNECT
 @click.pass_obj
-def check(settings: Settings, files: tuple[str, ...]) -> None:
-    """Parse and plan FILES, in order, against the home's catalog; report every error; run and
-    change nothing."""
+def check(settings: Settings, files: tuple[str, ...], connect: str | None = None) -> None:
+    """Parse and plan FILES, in order, against the home's catalog (or the server's that holds it);
+    report every error; run and change nothing."""
     from pitstop.catalog.store import Catalog
 
-    catalog = None
+    catalog: Any = None
+    url = _server_url(settings, connect)
     db = settings.home / "catalog.duckdb"
-    if db.exists():
+    if url:
+        catalog = _open_remote(url, sys.stdin.isatty()).catalog  # read-only reads of its catalog
+    elif db.exists():
         catalog = Catalog(db)
     errors = 0
     executor = Executor(None, catalog)  # one executor: later files see what earlier ones create

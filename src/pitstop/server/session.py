@@ -388,8 +388,8 @@ class Session:
             return Outcome("SELECT", columns, iter(result.rows), notices)
         notices = []
         for line in result.message.split("\n"):
-            text = line.strip()
-            if text:
+            text = line.rstrip()  # indentation kept: stage verdicts print under their job
+            if text.strip():
                 severity = "WARNING" if "warning" in text.lower() else "NOTICE"
                 notices.append(Notice(text, severity))
         return Outcome(_statement_name(parsed), None, iter(()), notices)

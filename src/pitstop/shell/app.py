@@ -18,7 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from prompt_toolkit import PromptSession
@@ -61,9 +61,11 @@ class Shell:
         vi: bool = False,
         history: str | None = None,
         out: TextIO | None = None,
+        executor: Any = None,
     ) -> None:
         self.manager = manager
-        self.executor = Executor(manager)
+        self.executor = executor if executor is not None else Executor(manager)
+        """The local executor, or a server's (``pitstop shell --connect``): the same ``execute``."""
         self.cancel = threading.Event()
         self.executor.cancelled = self.cancel.is_set
         self.out = out or sys.stdout
