@@ -399,8 +399,9 @@ class Executor:
         )
 
     def _show_jobs(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
-        if self.manager is not None and self.manager.spark_started:
-            self.manager.refresh_failures()
+        # No refresh of failures here: the manager's supervisor records them every second, and
+        # asking each running query (a JVM call per branch, under the manager's lock) made
+        # SHOW JOBS from many clients at once queue behind each other.
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), j.detail)
             for j in (self.catalog.jobs() if self.catalog is not None else [])

@@ -1,0 +1,327 @@
+"""pitstop serve under load, beside a real PostgreSQL: ``python bench/server.py [--quick]``.
+
+1. Load: ``pitstop serve`` (its own process) runs a windowed job that keeps receiving order files,
+   while N psycopg clients (threads of this process: psycopg waits on the socket without the GIL)
+   issue ``SHOW JOBS``, ``SHOW SNAPSHOTS`` and SELECTs over the job's sink for T seconds. Reported:
+   p50/p95/p99 per statement kind over the wire, errors (must be 0), CPU of both processes; then
+   ``AWAIT JOB`` and the sink compared with a batch computation (must be exact).
+2. A 1M-row SELECT streamed to psycopg (text and binary), from pitstop serve and from a real
+   PostgreSQL server on this machine holding the same rows, in the same run: rows/s and ratio.
+
+Full: 50 clients for 60 s; ``--quick``: 10 clients for 10 s and 200k rows. PostgreSQL comes from
+Debian's ``postgresql`` package (run as root, or as a user who may run initdb); without it, part 2
+reports pitstop alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "examples"))
+import make_orders  # noqa: E402
+
+PITSTOP = str(Path(sys.executable).parent / "pitstop")
+STEP = 90
+DAY = timedelta(hours=24)
+DELAY = timedelta(minutes=5)
+KINDS = {
+    "SHOW JOBS": "SHOW JOBS",
+    "SHOW SNAPSHOTS": "SHOW SNAPSHOTS",
+    "SELECT sink": "SELECT region, sum(revenue) AS revenue, sum(orders) AS orders FROM daily GROUP BY region",
+    "SELECT catalog": "SELECT name, status FROM pitstop.jobs",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PitstopServer:
+    def __init__(self, home: Path) -> None:
+        self.port = free_port()
+        env = {**os.environ, "PITSTOP_TRIGGER_MS": "500"}
+        self.proc = subprocess.Popen(
+            [PITSTOP, "--home", str(home), "serve", "--port", str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            raise SystemExit(f"pitstop serve did not start: {line}")
+        self.url = f"postgresql://bench@127.0.0.1:{self.port}/pitstop"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(300)
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster on a free port (initdb as the postgres user when root)."""
+
+    def __init__(self, folder: Path) -> None:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not found:
+            raise FileNotFoundError("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+        self.bin = Path(found[-1]).parent
+        self.folder = folder
+        self.port = free_port()
+        folder.mkdir(parents=True)
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:
+            shutil.chown(folder, "postgres")
+        self._run(f"{self.bin}/initdb -D {folder}/data -A trust -U bench")
+        self._run(
+            f"{self.bin}/pg_ctl -D {folder}/data -l {folder}/log -w "
+            f"-o '-p {self.port} -k {folder} -c listen_addresses=127.0.0.1' start"
+        )
+        self.url = f"postgresql://bench@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, command: str) -> None:
+        cmd = ["su", "postgres", "-c", command] if self.as_postgres else ["sh", "-c", command]
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    def stop(self) -> None:
+        self._run(f"{self.bin}/pg_ctl -D {self.folder}/data -m fast stop")
+
+
+def setup(server: PitstopServer, orders: Path) -> None:
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(
+            f"""CREATE MAPPING orders (order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+                WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE)
+                TYPE File OPTIONS ('path'='{orders}', 'format'='json')"""
+        )
+        conn.execute("CREATE MAPPING daily TYPE DuckDB")
+        conn.execute(
+            """CREATE JOB revenue AS INSERT INTO daily
+               SELECT window_start, window_end, region, SUM(amount) AS revenue, COUNT(*) AS orders
+               FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '24' HOUR))
+               GROUP BY window_start, window_end, region"""
+        )
+        conn.execute("AWAIT JOB revenue")
+
+
+def load(server: PitstopServer, orders: Path, clients: int, seconds: float, first: int) -> dict[str, Any]:
+    """Part 1: N clients for T seconds while the job keeps working; then the sink must be exact."""
+    stop = threading.Event()
+    last = [first]
+
+    def feed() -> None:  # the job keeps working: a new file of orders every second
+        while not stop.wait(1.0):
+            make_orders.write_orders(orders, last[0], last[0] + 500, files=1, prefix=f"f{last[0]:07d}")
+            last[0] += 500
+
+    latencies: dict[str, list[float]] = defaultdict(list)
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(index: int) -> None:
+        kinds = list(KINDS.items())
+        try:
+            with psycopg.connect(server.url, autocommit=True) as conn:
+                n = index
+                while not stop.is_set():
+                    kind, sql = kinds[n % len(kinds)]
+                    n += 1
+                    started = time.perf_counter()
+                    conn.execute(sql).fetchall()
+                    elapsed = time.perf_counter() - started
+                    with lock:
+                        latencies[kind].append(elapsed)
+        except Exception as exc:  # every error is counted and shown
+            with lock:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    server_cpu0, bench_cpu0 = cpu_seconds(server.proc.pid), time.process_time()
+    threads = [threading.Thread(target=feed)] + [
+        threading.Thread(target=client, args=(i,)) for i in range(clients)
+    ]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    wall = time.monotonic() - started
+    server_cpu = cpu_seconds(server.proc.pid) - server_cpu0
+    bench_cpu = time.process_time() - bench_cpu0
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("AWAIT JOB revenue")
+        rows = conn.execute("SELECT window_start, region, revenue, orders FROM daily").fetchall()
+    expected = expected_windows(last[0])
+    got = {(r[0], r[1]): (Decimal(r[2]), int(r[3])) for r in rows}
+    return {
+        "clients": clients,
+        "seconds": wall,
+        "latencies": latencies,
+        "errors": errors,
+        "exact": got == expected and len(rows) == len(got),
+        "windows": len(got),
+        "orders": last[0],
+        "server_cpu": server_cpu,
+        "bench_cpu": bench_cpu,
+    }
+
+
+def expected_windows(last: int) -> dict[Any, tuple[Decimal, int]]:
+    out: dict[Any, list[Any]] = defaultdict(lambda: [Decimal(0), 0])
+    watermark = make_orders.EPOCH + timedelta(seconds=(last - 1) * STEP) - DELAY
+    for i in range(last):
+        o = make_orders.order(i, STEP)
+        ts = datetime.fromisoformat(str(o["ts"]))
+        start = make_orders.EPOCH + ((ts - make_orders.EPOCH) // DAY) * DAY
+        if start + DAY <= watermark:
+            acc = out[(start, o["region"])]
+            acc[0] += Decimal(str(o["amount"])).quantize(Decimal("0.01"))
+            acc[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+BIG_DUCKDB = """CREATE TABLE main.big AS SELECT range AS id, ['eu', 'us', 'apac'][range % 3 + 1] AS region,
+    CAST((range * 37) % 100000 / 100 AS DECIMAL(12,2)) AS amount,
+    TIMESTAMP '2024-01-01' + to_seconds(range * 90) AS ts FROM range({rows})"""
+BIG_POSTGRES = """CREATE TABLE big AS SELECT g::bigint AS id, (ARRAY['eu','us','apac'])[g % 3 + 1] AS region,
+    ((g * 37) % 100000 / 100.0)::numeric(12,2) AS amount,
+    TIMESTAMP '2024-01-01' + g * INTERVAL '90 seconds' AS ts FROM generate_series(0, {last}) AS g"""
+
+
+def stream(url: str, binary: bool, reps: int) -> list[float]:
+    """rows/s of ``SELECT * FROM big`` fetched in chunks of 10,000 rows."""
+    rates = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(reps):
+            cur = conn.cursor(binary=binary)
+            started = time.perf_counter()
+            cur.execute("SELECT id, region, amount, ts FROM big")
+            count = 0
+            while chunk := cur.fetchmany(10_000):
+                count += len(chunk)
+            rates.append(count / (time.perf_counter() - started))
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10 clients for 10 s, 200k rows")
+    parser.add_argument("--clients", type=int)
+    parser.add_argument("--seconds", type=float)
+    parser.add_argument("--rows", type=int)
+    args = parser.parse_args()
+    clients = args.clients or (10 if args.quick else 50)
+    seconds = args.seconds or (10.0 if args.quick else 60.0)
+    rows = args.rows or (200_000 if args.quick else 1_000_000)
+    work = Path(tempfile.mkdtemp(prefix="pitstop-bench-server-"))
+    work.chmod(0o755)  # PostgreSQL's own user must reach its folder inside
+    home, orders = work / "home", work / "orders"
+    make_orders.write_orders(orders, 0, 4000, files=4)
+    import duckdb
+
+    home.mkdir(parents=True)
+    db = duckdb.connect(str(home / "catalog.duckdb"))  # a table users query, beside the sinks
+    db.execute(BIG_DUCKDB.format(rows=rows))
+    db.close()
+    print(f"# pitstop serve under load ({clients} clients, {seconds:g} s) and a {rows:,}-row SELECT")
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; psycopg {psycopg.__version__}")
+    server = PitstopServer(home)
+    try:
+        setup(server, orders)
+        quiet = load(server, orders, 1, min(seconds, 10.0), 4000)
+        result = load(server, orders, clients, seconds, quiet["orders"])
+        ours = {b: stream(server.url, b, 3) for b in (False, True)}
+    finally:
+        server.stop()
+    print()
+    print("## 1. Statements over the wire while a job runs")
+    print()
+    print("| statement | clients | count | p50 ms | p95 ms | p99 ms |")
+    print("|---|---|---|---|---|---|")
+    everything = []
+    for run in (quiet, result):
+        for kind, values in sorted(run["latencies"].items()):
+            if run is result:
+                everything += values
+            print(
+                f"| {kind} | {run['clients']} | {len(values):,} | {statistics.median(values) * 1e3:.1f} | "
+                f"{percentile(values, 0.95) * 1e3:.1f} | {percentile(values, 0.99) * 1e3:.1f} |"
+            )
+    catalog = result["latencies"]["SHOW JOBS"] + result["latencies"]["SHOW SNAPSHOTS"]
+    quiet_catalog = quiet["latencies"]["SHOW JOBS"] + quiet["latencies"]["SHOW SNAPSHOTS"]
+    print()
+    print(
+        f"{len(everything):,} statements in {result['seconds']:.1f} s "
+        f"({len(everything) / result['seconds']:,.0f}/s); "
+        f"errors: {len(result['errors'])}; server CPU {result['server_cpu']:.1f} s, clients' CPU "
+        f"{result['bench_cpu']:.1f} s; job output after AWAIT exact: {result['exact']} "
+        f"({result['windows']} closed windows over {result['orders']:,} orders)"
+    )
+    for error in result["errors"][:5]:
+        print(f"  error: {error}")
+    print()
+    print(f"## 2. {rows:,}-row SELECT streamed to psycopg (median of 3, rows/s)")
+    print()
+    theirs: dict[bool, list[float]] | None = None
+    try:
+        pg = Postgres(work / "pg")
+        try:
+            with psycopg.connect(pg.url, autocommit=True) as conn:
+                conn.execute(BIG_POSTGRES.format(last=rows - 1))
+            theirs = {b: stream(pg.url, b, 3) for b in (False, True)}
+        finally:
+            pg.stop()
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        print(f"(PostgreSQL not measured: {exc})")
+    print("| format | pitstop serve | PostgreSQL | ratio |")
+    print("|---|---|---|---|")
+    for binary in (False, True):
+        mine = statistics.median(ours[binary])
+        other = statistics.median(theirs[binary]) if theirs else float("nan")
+        print(f"| {'binary' if binary else 'text'} | {mine:,.0f} | {other:,.0f} | {mine / other:.2f} |")
+    print()
+    print(
+        f"server_catalog_p99_ms={percentile(catalog, 0.99) * 1e3:.1f} "
+        f"server_catalog_p99_ms_1_client={percentile(quiet_catalog, 0.99) * 1e3:.1f} "
+        f"server_errors={len(result['errors']) + len(quiet['errors'])} "
+        f"server_exact={result['exact'] and quiet['exact']} "
+        f"select_rows_per_s={statistics.median(ours[False]):.0f}"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
