@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test lint clean
+.PHONY: quickstart test lint clean bi-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: $(STAMP)
 test: lint
 	bash tests/tools/install.sh
 	$(VENV)/bin/pytest -q
+
+bi-demo: $(STAMP)
+	bash examples/bi/demo.sh
 
 clean:
 	rm -rf $(VENV) examples/work pitstop-home

@@ -599,6 +599,6 @@ def test_settings_are_the_sessions_own(catalog: Catalog) -> None:
             "SELECT current_setting('timezone'), current_setting('search_path'), "
             "(SELECT source FROM pg_settings WHERE name = 'TimeZone')",
         )
-        assert rows == [("Europe/Paris", '"$user", public', "session")]
+        assert rows == [("Europe/Paris", "public", "session")]
     finally:
         catalog.disconnect(cur)
