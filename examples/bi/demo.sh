@@ -23,12 +23,14 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver
 fi
 export SUPERSET_CONFIG_PATH="$PWD/$BI/superset_config.py" FLASK_APP=superset
-cat > "$SUPERSET_CONFIG_PATH" <<CONF
-SECRET_KEY = "pitstop-bi-demo-$(hostname)-not-for-production"
+if [ ! -f "$SUPERSET_CONFIG_PATH" ]; then  # written once: its key encrypts Superset's metadata
+    cat > "$SUPERSET_CONFIG_PATH" <<CONF
+SECRET_KEY = "$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 SQLALCHEMY_DATABASE_URI = "sqlite:///$PWD/$BI/superset.db"
 WTF_CSRF_ENABLED = False
 TALISMAN_ENABLED = False
 CONF
+fi
 if [ ! -f "$BI/superset.db" ]; then
     "$BI/venv/bin/superset" db upgrade >/dev/null 2>&1
     "$BI/venv/bin/superset" fab create-admin --username admin --password admin --firstname Ada \

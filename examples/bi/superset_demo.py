@@ -63,8 +63,11 @@ def main() -> None:
     existing = ss.call(
         "GET", "/api/v1/database/", params={"q": "(filters:!((col:database_name,opr:eq,value:pitstop)))"}
     )
-    if existing["result"]:
+    if existing["result"]:  # from an earlier run: point it at this server
         database = existing["result"][0]["id"]
+        ss.call(
+            "PUT", f"/api/v1/database/{database}", json={"sqlalchemy_uri": args.pitstop, "allow_dml": True}
+        )
     else:
         created = ss.call(
             "POST",
