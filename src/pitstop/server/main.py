@@ -63,6 +63,8 @@ def serve(
         raise
     waiting = [j.name for j in manager.catalog.jobs() if j.status in (RUNNING, STOPPED)]
     if waiting:  # resume them now: the server is what runs the jobs
+        for name in waiting:
+            manager.catalog.set_job_status(name, STOPPED, "resuming: pitstop serve is starting Spark")
         threading.Thread(target=_start_spark, args=(manager,), name="pitstop-resume", daemon=True).start()
     announce(
         f"pitstop serve: listening on {address.url()} (home {settings.home}; "
