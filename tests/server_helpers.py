@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,3 +68,47 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
         capture_output=True,
     )  # fmt: skip
     return cert, key
+
+
+def race(served: Served, sql: str, clients: int) -> list[str]:
+    """``clients`` connections send ``sql`` at the same moment; "created" or "refused" for each
+    (refused: a DuplicateObject error naming what already exists)."""
+    import psycopg
+
+    barrier = threading.Barrier(clients)
+    outcomes: list[str] = []
+
+    def one() -> None:
+        with psycopg.connect(served.url(), autocommit=True) as conn:
+            barrier.wait()
+            try:
+                conn.execute(sql)
+                outcomes.append("created")
+            except psycopg.errors.DuplicateObject as exc:
+                assert "already exists" in str(exc)
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=one) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return sorted(outcomes)
+
+
+def serve_process(home: Path, port: int = 0, cwd: Path | None = None) -> tuple[subprocess.Popen[str], int]:
+    """``pitstop serve`` as a real process; returns it and the port from its one line."""
+    env = {**os.environ, "PITSTOP_SHUFFLE_PARTITIONS": "2", "PITSTOP_TRIGGER_MS": "200"}
+    cmd = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "--master", "local[2]"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("pitstop serve: listening on postgresql://127.0.0.1:"), line
+    return proc, int(line.split("127.0.0.1:")[1].split("/")[0])

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from conftest import settings
-from server_helpers import Served, make_certificate, psql, serving
+from server_helpers import Served, make_certificate, psql, race, serve_process, serving
 
 INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
     20,
@@ -255,25 +255,7 @@ def test_with_a_certificate_clients_speak_tls(tmp_path: Path) -> None:
 
 
 def test_concurrent_creates_of_one_name_end_with_one_winner(served: Served) -> None:
-    barrier = threading.Barrier(6)
-    outcomes: list[str] = []
-
-    def create() -> None:
-        with psycopg.connect(served.url(), autocommit=True) as conn:
-            barrier.wait()
-            try:
-                conn.execute("CREATE MAPPING contested TYPE DuckDB")
-                outcomes.append("created")
-            except psycopg.errors.DuplicateObject as exc:
-                assert "already exists" in str(exc)
-                outcomes.append("refused")
-
-    threads = [threading.Thread(target=create) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(outcomes) == ["created"] + ["refused"] * 5
+    assert race(served, "CREATE MAPPING contested TYPE DuckDB", 6) == ["created"] + ["refused"] * 5
     assert [m.name for m in served.manager.catalog.mappings()] == ["contested"]
 
 
@@ -304,24 +286,11 @@ def test_writes_are_refused_with_what_to_do(served: Served) -> None:
 
 
 def test_sigterm_is_a_clean_stop_with_exit_zero(tmp_path: Path) -> None:
-    import os
     import signal
-    import subprocess
-    import sys
 
     home = tmp_path / "home"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PITSTOP_SHUFFLE_PARTITIONS": "2"},
-    )
+    proc, port = serve_process(home)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("pitstop serve: listening on postgresql://127.0.0.1:"), line
-        port = int(line.split("127.0.0.1:")[1].split("/")[0])
         with psycopg.connect(f"postgresql://me@127.0.0.1:{port}/pitstop", autocommit=True) as conn:
             conn.execute("CREATE MAPPING kept TYPE DuckDB")
         assert (home / "server.json").exists()

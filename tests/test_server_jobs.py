@@ -6,11 +6,9 @@ runs: the job resumes, no sink row lost or written twice."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +21,7 @@ import psycopg
 import pytest
 
 from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, settings, sink_windows
-from server_helpers import Served, psql, serving
+from server_helpers import Served, psql, race, serve_process, serving
 
 pytestmark = pytest.mark.spark
 
@@ -234,30 +232,7 @@ def test_pit_stop_through_jdbc(served: Served, tmp_path: Path) -> None:
 
 
 def _serve(home: Path, port: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PITSTOP_SHUFFLE_PARTITIONS": "2", "PITSTOP_TRIGGER_MS": "200"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pitstop.cli",
-            "--home",
-            str(home),
-            "--master",
-            "local[2]",
-            "serve",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, line + (proc.stderr.read() if proc.stderr else "")
-    return proc
+    return serve_process(home, port, cwd=ROOT)[0]
 
 
 def _free_port() -> int:
@@ -327,25 +302,7 @@ def test_two_clients_creating_one_job_end_with_one_winner(served: Served, tmp_pa
     with psycopg.connect(served.url(), autocommit=True) as conn:
         for sql in start_script(folder)[:2]:
             conn.execute(sql)
-    barrier = threading.Barrier(3)
-    outcomes: list[str] = []
-
-    def create() -> None:
-        with psycopg.connect(served.url(), autocommit=True) as conn:
-            barrier.wait()
-            try:
-                conn.execute(start_script(folder)[2])
-                outcomes.append("created")
-            except psycopg.errors.DuplicateObject as exc:
-                assert "job 'revenue' already exists" in str(exc)
-                outcomes.append("refused")
-
-    threads = [threading.Thread(target=create) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert sorted(outcomes) == ["created", "refused", "refused"]
+    assert race(served, start_script(folder)[2], 3) == ["created", "refused", "refused"]
     assert list(served.manager.runs) == ["revenue"]
     with psycopg.connect(served.url(), autocommit=True) as conn:
         conn.execute("AWAIT JOB revenue")
