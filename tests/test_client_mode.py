@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import psycopg
 import pytest
 
@@ -100,11 +101,5 @@ def test_the_shell_over_the_wire_completes_names_made_by_others(served: Served, 
     term.line(";")
     term.expect("mapping 'revenue_by_region' dropped")
     term.line("\\q")
-    term.child.expect(pexpect_eof())
+    term.child.expect(pexpect.EOF)
     assert served.manager.catalog.mappings() == []
-
-
-def pexpect_eof() -> object:
-    import pexpect
-
-    return pexpect.EOF

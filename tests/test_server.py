@@ -105,6 +105,24 @@ def test_asyncpg_reads_binary_rows_and_binds_parameters(served: Served) -> None:
     assert [tuple(r) for r in rows] == [("eu", Decimal("17076.00"), 320)]
 
 
+def test_asyncpg_gets_an_error_while_preparing_at_once(served: Served) -> None:
+    """asyncpg prepares with Parse, Describe, Flush (no Sync) and waits: an error found while
+    describing must reach it then, not at the next Sync that never comes."""
+
+    async def go() -> str:
+        conn = await asyncpg.connect(served.url())
+        try:
+            with pytest.raises(asyncpg.UndefinedObjectError) as shown:
+                await asyncio.wait_for(conn.fetch("SHOW nosuch_parameter"), 20)
+            with pytest.raises(asyncpg.UndefinedTableError):
+                await asyncio.wait_for(conn.fetch("SELECT * FROM no_such_table"), 20)
+            return str(shown.value)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(go()) == 'unrecognized configuration parameter "nosuch_parameter"'
+
+
 def test_parameters_bind_in_text_and_binary(served: Served) -> None:
     with psycopg.connect(served.url(), autocommit=True) as conn:
         for binary in (False, True):

@@ -23,7 +23,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -38,7 +38,7 @@ from pitstop.errors import (
     SqlError,
 )
 from pitstop.executor import Result
-from pitstop.sql.parser import ParsedStatement, parse_script
+from pitstop.sql.parser import ParsedStatement
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,6 @@ class RemoteExecutor:
         self.conn = conn
         self.catalog = catalog
         self.cancelled: Callable[[], bool] | None = None
-        self.manager = None
-
-    def run_script(self, text: str, file: str | None = None) -> Iterator[tuple[ParsedStatement, Result]]:
-        for stmt in parse_script(text, file):
-            yield stmt, self.execute(stmt)
 
     def execute(self, stmt: ParsedStatement) -> Result:
         notices: list[str] = []

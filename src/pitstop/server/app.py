@@ -52,10 +52,9 @@ class ServerAddress:
     port: int
     pid: int
 
-    def url(self, user: str | None = None) -> str:
-        who = f"{user}@" if user else ""
+    def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"postgresql://{who}{host}:{self.port}/pitstop"
+        return f"postgresql://{host}:{self.port}/pitstop"
 
 
 def running_server(home: Path) -> ServerAddress | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
-import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -72,7 +71,7 @@ from pygwire.messages import (
 
 from pitstop.server import sqlstate
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import TEXT, decode_param, encode, pg_type_by_oid
+from pitstop.server.pgtypes import TEXT, decode_param, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
@@ -201,6 +200,9 @@ class Connection:
         if err.hint:
             fields["H"] = err.hint
         self.send(ErrorResponse(fields=fields))
+        # PostgreSQL flushes an error at once: a client that sent Flush rather than Sync (asyncpg
+        # prepares with Parse, Describe, Flush) waits for it and would hang otherwise.
+        self.flush()
 
     def notice(self, notice: Notice) -> None:
         fields = {"S": notice.severity, "V": notice.severity, "C": notice.code, "M": notice.message}
@@ -397,9 +399,7 @@ class Connection:
                 continue
             try:
                 handler(message)
-            except WireError as err:
-                if isinstance(message, Query):
-                    raise  # handled in _simple; never here
+            except WireError as err:  # extended protocol (a Query reports its own errors)
                 self.error(err)
                 self.skip_to_sync = True
 
@@ -633,6 +633,3 @@ def _row_description(columns: tuple[Column, ...], binary: list[bool] | None) -> 
             for c, b in zip(columns, flags, strict=False)
         ]
     )
-
-
-__all__ = ["Connection", "pg_type_by_oid", "ssl"]

@@ -32,7 +32,7 @@ from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
 from pitstop.server import paramtypes, sqlstate
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import INT8, TEXT, PgType, pg_type_of, pg_type_of_value
+from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.sqlstate import WireError
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
@@ -282,16 +282,8 @@ class Session:
                 raise sqlstate.from_duckdb(exc) from exc
             finally:
                 cursor.execute("ROLLBACK")
-        if stmt.route == "show":
-            name = " ".join(w for w in stmt.words[1:]).lower() or "all"
-            if name == "all":
-                return texts, (Column("name", TEXT), Column("setting", TEXT), Column("description", TEXT))
-            try:
-                return texts, (Column(self.parameters.show(_show_name(stmt.text))[0], TEXT),)
-            except KeyError:
-                raise WireError(
-                    sqlstate.UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"'
-                ) from None
+        if stmt.route == "show":  # SHOW of a parameter changes nothing: its own answer describes it
+            return texts, self._show(stmt, query, []).columns
         if stmt.route == "pitstop":
             try:
                 parsed = self._parse(stmt, query)
@@ -553,6 +545,3 @@ def _statement_name(parsed: ParsedStatement) -> str:
     if words and words[0] == "SET":
         return "SET"
     return " ".join(words[:2])
-
-
-__all__ = ["Column", "INT8", "Notice", "Outcome", "Session", "Statement", "split"]
