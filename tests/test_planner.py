@@ -341,7 +341,7 @@ def test_an_unknown_sink_mapping_is_refused_naming_it() -> None:
 
 def test_a_sink_mapping_cannot_be_read_as_a_source() -> None:
     message = refusal("INSERT INTO hourly SELECT window_start FROM daily_revenue")
-    assert "mapping 'daily_revenue' is of type duckdb, which cannot be read as a stream" in message
+    assert "mapping 'daily_revenue' is of type DuckDB, which cannot be read as a stream" in message
 
 
 def test_count_distinct_is_refused_listing_what_is_supported() -> None:

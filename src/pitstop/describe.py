@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pitstop.catalog.rows import Job, Run, Snapshot
+from pitstop.connectors import registry
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.sql.intervals import format_interval
@@ -95,8 +96,9 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
         ("versions", ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))),
     ]
     for src, entry in sorted(m.get("sources", {}).items()):
-        unit = "files" if entry.get("type") == "file" else "events"
-        rows.append((f"source {src}", f"{entry['pos']:,} {unit} read"))
+        connector = registry.connector(entry.get("type", "file"))
+        read = connector.positions.text(entry["pos"], connector.position_unit)
+        rows.append((f"source {src}", f"{read} read"))
     for name, entry in sorted(m.get("stages", {}).items()):
         stage = stage_from_json(entry["plan"])
         wm = datetime.fromtimestamp(int(entry["watermark_ms"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")

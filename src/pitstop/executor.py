@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -15,6 +13,7 @@ from sqlglot import exp
 from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
+from pitstop.connectors import registry
 from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAPPING_TYPES = {"file": "File", "duckdb": "DuckDB", "generator": "Generator", "console": "Console"}
-FILE_FORMATS = ("json", "csv", "parquet")
 # Hazelcast's job options; pitstop acts on the ones with a meaning here and accepts the others.
 JOB_OPTIONS = {
     "initialSnapshotName": "start from this snapshot (same as FROM SNAPSHOT)",
@@ -150,8 +147,7 @@ class Executor:
             return Result("OK")
         assert self.catalog is not None
         self.catalog.put_mapping(mapping, replace=exists)
-        if mapping.type == "file" and "path" in mapping.options:
-            Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
+        registry.connector(mapping.type).created(mapping)
         return Result(f"mapping '{mapping.name}' {'replaced' if exists else 'created'}")
 
     def _drop_mapping(self, node: nodes.DropMapping, stmt: ParsedStatement) -> Result:
@@ -184,7 +180,7 @@ class Executor:
         for m in self.catalog.mappings() if self.catalog is not None else []:
             cols = ", ".join(f"{c.name} {c.type}" for c in m.columns)
             opts = ", ".join(f"{k}={v}" for k, v in sorted(m.options.items()))
-            rows.append((m.name, MAPPING_TYPES.get(m.type, m.type), cols, opts))
+            rows.append((m.name, registry.display_name(m.type), cols, opts))
         return Result(f"{len(rows)} mapping(s)", ("name", "type", "columns", "options"), tuple(rows))
 
     # -- views -------------------------------------------------------------------------------------
@@ -624,14 +620,18 @@ def did_you_mean(name: str, candidates: list[str]) -> str:
 
 
 def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
+    """The mapping a ``CREATE MAPPING`` declares, checked against its type's declaration
+    (:mod:`pitstop.connectors.base`): columns, watermark and every option."""
     name = name_of(node.this)
     kind_text = name_of(node.args["kind"])
-    kind = kind_text.lower()
-    if kind not in MAPPING_TYPES:
+    connector = registry.find(kind_text)
+    if connector is None:
+        close = did_you_mean(kind_text, list(registry.TYPE_NAMES))
         raise PlanError(
-            f"mapping '{name}': unknown TYPE {kind_text}; known types: {', '.join(MAPPING_TYPES.values())}"
+            f"mapping '{name}': unknown TYPE {kind_text}{close}; "
+            f"known types: {', '.join(registry.TYPE_NAMES)}"
         )
-    options = option_dict(node.args.get("options"))
+    options = connector.check_options(name, option_dict(node.args.get("options")))
     columns: list[ColumnDef] = []
     for cd in node.args.get("columns") or []:
         type_sql = cd.args["kind"].sql("spark")
@@ -654,22 +654,6 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
                 f"mapping '{name}': WATERMARK FOR {col}: the column is {declared.type}, not TIMESTAMP"
             )
         watermark = WatermarkDef(declared.name, interval_micros(wm.expression))
-    if kind == "file":
-        if "path" not in options:
-            raise PlanError(f"mapping '{name}': TYPE File needs OPTIONS ('path'='folder', 'format'='json')")
-        options["path"] = os.path.abspath(options["path"])
-        fmt = options.setdefault("format", "json").lower()
-        if fmt not in FILE_FORMATS:
-            raise PlanError(f"mapping '{name}': unknown format '{fmt}'; known: {', '.join(FILE_FORMATS)}")
-        options["format"] = fmt
-    if kind == "generator":
-        for key in ("rate", "limit", "keys", "step_ms", "max_per_batch"):
-            if key in options:
-                try:
-                    if float(options[key]) <= 0:
-                        raise ValueError
-                except ValueError:
-                    raise PlanError(f"mapping '{name}': option '{key}' must be a positive number") from None
-    if kind == "generator" and not columns:
-        raise PlanError(f"mapping '{name}': a Generator mapping needs columns to generate")
+    connector.check_mapping(name, tuple(columns), options)
+    kind = connector.key
     return Mapping(name, kind, tuple(columns), watermark, options, sql)

@@ -167,13 +167,3 @@ class ConsoleSink:
         out += ["  " + ", ".join(f"{k}={v}" for k, v in r.items()) for r in rows]
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
-
-
-def make_sink(catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
-    if mapping.type == "duckdb":
-        return DuckDBSink(catalog, mapping, job, run_id, branch)
-    if mapping.type == "file":
-        return FileSink(mapping, run_id, branch)
-    if mapping.type == "console":
-        return ConsoleSink(mapping, job)
-    raise PlanError(f"mapping '{mapping.name}' of type {mapping.type} cannot be a sink")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pitstop.catalog.rows import Mapping
+from pitstop.connectors import registry
 from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, Branch
 from pitstop.planner.types import spark_type
 
@@ -50,10 +51,7 @@ def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
     while the map changes, and Spark fails it with ``java.io.OptionalDataException`` (seen when
     two branches start together). One registration per query gives each query its own map.
     """
-    from pitstop.connectors.files import FileSource
-    from pitstop.connectors.generator import GeneratorSource
-
-    base: type[FileSource] | type[GeneratorSource] = FileSource if mapping.type == "file" else GeneratorSource
+    base = registry.connector(mapping.type).stream_source()
     name = f"{base.name()}_{re.sub(r'[^A-Za-z0-9]', '_', query_key)}"
     own = type(f"{base.__name__}_{len(name)}", (base,), {"name": classmethod(lambda cls, n=name: n)})
     spark.dataSource.register(own)
@@ -70,15 +68,8 @@ def source_frame(
         .option("parallelism", str(parallelism))
         .format(source_format(spark, mapping, query_key))
     )
-    if mapping.type == "file":
-        return (
-            reader.option("path", mapping.options["path"])
-            .option("format", mapping.options.get("format", "json"))
-            .option("header", mapping.options.get("header", "true"))
-            .option("start", str(start))
-            .load()
-        )
-    return reader.options(**mapping.options).option("start_pos", str(start)).load()
+    options = registry.connector(mapping.type).reader_options(mapping, start)
+    return reader.options(**options).load()
 
 
 def _duration(micros: int) -> str:

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import Mapping, Run
 from pitstop.catalog.store import Catalog
-from pitstop.connectors import positions
-from pitstop.connectors.generator import generator_available
-from pitstop.connectors.sinks import Sink, make_sink
+from pitstop.connectors import positions, registry
+from pitstop.connectors.sinks import Sink
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError, PitstopError
@@ -106,7 +105,10 @@ class ActiveRun:
             positions.clear_fence(positions.source_dir(self.folder, src))
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
-            sink = make_sink(catalog, self.mappings[branch.sink], self.job, self.run.run_id, branch.index)
+            mapping = self.mappings[branch.sink]
+            sink = registry.connector(mapping.type).make_sink(
+                catalog, mapping, self.job, self.run.run_id, branch.index
+            )
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             df = self._frame(branch)
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields])
@@ -194,12 +196,9 @@ class ActiveRun:
         for src in self.plan.sources:
             mapping = self.mappings[src]
             directory = positions.source_dir(self.folder, src)
-            if mapping.type == "file":
-                out[src] = positions.discover(directory, Path(mapping.options["path"]))
-            else:
-                out[src] = generator_available(
-                    self.folder, src, mapping.options, self.start_positions.get(src, 0)
-                )
+            out[src] = registry.connector(mapping.type).available(
+                self.folder, mapping, self.start_positions.get(src, 0)
+            )
             fence = positions.read_fence(directory)
             if fence is not None:
                 out[src] = min(out[src], fence)

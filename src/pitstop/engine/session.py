@@ -34,8 +34,7 @@ def spark_session(settings: Settings) -> SparkSession:
         from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
 
-        from pitstop.connectors.files import FileSource
-        from pitstop.connectors.generator import GeneratorSource
+        from pitstop.connectors import registry
 
         log.info("starting Spark (%s)", settings.master)
         conf = SparkConf().setAppName("pitstop").setMaster(with_task_retries(settings.master))
@@ -69,8 +68,9 @@ def spark_session(settings: Settings) -> SparkSession:
         # and active one, which streaming threads and foreachBatch rely on.
         session = SparkSession.builder.config(conf=conf).getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-        session.dataSource.register(FileSource)
-        session.dataSource.register(GeneratorSource)
+        for connector in registry.CONNECTORS:
+            if connector.source:
+                session.dataSource.register(connector.stream_source())
         _session = session
         return session
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping, WatermarkDef
+from pitstop.connectors import registry
 from pitstop.errors import PlanError
 from pitstop.planner.plan import (
     Accumulator,
@@ -31,8 +32,6 @@ from pitstop.sql.intervals import format_interval, interval_micros
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
 
-SOURCE_TYPES = ("file", "generator")
-SINK_TYPES = ("file", "duckdb", "console")
 WINDOW_COLUMNS = ("window_start", "window_end")
 SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
 
@@ -96,10 +95,10 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         raise PlanError("INSERT INTO sink (columns) is not supported; name the columns in the SELECT")
     sink_name = target.name
     sink = _mapping(sink_name, mappings, "sink")
-    if sink.type not in SINK_TYPES:
+    if not registry.connector(sink.type).sink:
         raise PlanError(
-            f"mapping '{sink.name}' is of type {sink.type}, which cannot be written to; "
-            f"sinks are of type {', '.join(SINK_TYPES)}"
+            f"mapping '{sink.name}' is of type {registry.display_name(sink.type)}, which cannot be "
+            f"written to; sinks are of type {', '.join(registry.SINK_TYPES)}"
         )
     query = insert.expression
     ctes: dict[str, tuple[str, exp.Select]] = {}  # lower-case alias -> (alias as declared, select)
@@ -210,10 +209,10 @@ def _resolve_input(
             raise PlanError(f"view '{name}' is a UNION; jobs read views that are one SELECT")
         return _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
     source = _mapping(name, lookup.mappings, "source")
-    if source.type not in SOURCE_TYPES:
+    if not registry.connector(source.type).source:
         raise PlanError(
-            f"mapping '{source.name}' is of type {source.type}, which cannot be read as a stream; "
-            f"sources are of type {', '.join(SOURCE_TYPES)}"
+            f"mapping '{source.name}' is of type {registry.display_name(source.type)}, which cannot "
+            f"be read as a stream; sources are of type {', '.join(registry.SOURCE_TYPES)}"
         )
     layer = _Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
     if not layer.columns:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
+from pitstop.connectors import registry
 from pitstop.shell.syntax import ALL_KEYWORDS, NEXT_WORDS, STATEMENTS
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAPPING_OPTIONS = ("path", "format", "table", "rate", "limit", "keys", "start", "step_ms")
+MAPPING_OPTIONS = registry.option_names()  # every mapping type's declared options
 _WORD = re.compile(r"[\\\w.']*$")
 _WORDS = re.compile(r"[A-Za-z_][\w]*|\(")
 

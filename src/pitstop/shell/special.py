@@ -91,7 +91,12 @@ def _help(shell: Shell, arg: str) -> None:
         if stmt is None:
             shell.warn(f"ERROR: no statement named {arg.upper()}; \\help lists them")
             return
-        shell.echo(f"{stmt.name}: {stmt.summary}\n\n  {stmt.syntax}")
+        text = f"{stmt.name}: {stmt.summary}\n\n  {stmt.syntax}"
+        if stmt.name == "CREATE MAPPING":
+            from pitstop.connectors.registry import help_text
+
+            text += "\n\n" + help_text()
+        shell.echo(text)
         return
     width = max(len(s.name) for s in STATEMENTS)
     lines = ["Statements (end each with ';'; \\help NAME shows its syntax):"]
@@ -169,10 +174,10 @@ def _describe_with_statement(shell: Shell, sql: str, fallback: Callable[[], None
 def _describe_mapping(shell: Shell, name: str) -> None:
     mapping = shell.manager.catalog.get_mapping(name)
     assert mapping is not None
-    from pitstop.executor import MAPPING_TYPES
+    from pitstop.connectors.registry import display_name
 
     options = ", ".join(f"{k}={v}" for k, v in sorted(mapping.options.items()))
-    header = f"mapping '{mapping.name}': TYPE {MAPPING_TYPES.get(mapping.type, mapping.type)}"
+    header = f"mapping '{mapping.name}': TYPE {display_name(mapping.type)}"
     if options:
         header += f" OPTIONS ({options})"
     if mapping.watermark is not None:

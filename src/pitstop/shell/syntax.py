@@ -21,7 +21,7 @@ STATEMENTS: tuple[StatementHelp, ...] = (
     StatementHelp(
         "CREATE MAPPING",
         "CREATE [OR REPLACE] MAPPING [IF NOT EXISTS] name (col type, ... "
-        "[, WATERMARK FOR ts AS ts - INTERVAL 'n' SECOND])\n  TYPE File|DuckDB|Generator|Console "
+        "[, WATERMARK FOR ts AS ts - INTERVAL 'n' SECOND])\n  TYPE " + "|".join(MAPPING_KINDS) + " "
         "[OPTIONS ('key'='value', ...)]",
         "declare a source or sink: a folder of files, a DuckDB table, a generator, the console",
         "CREATE MAPPING name (id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='data', 'format'='json');",
@@ -115,10 +115,6 @@ DIALECT_KEYWORDS: tuple[str, ...] = tuple(
         | {
             "AWAIT",
             "DESCRIPTOR",
-            "FILE",
-            "DUCKDB",
-            "GENERATOR",
-            "CONSOLE",
             "IMPOSE_ORDER",
             "INTERVAL",
             "JOB",

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pitstop
 from pitstop.catalog.rows import Snapshot
 from pitstop.catalog.store import now
-from pitstop.connectors import positions
+from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import seed_schema
 from pitstop.engine.runs import ActiveRun, Cut
@@ -95,13 +95,8 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
         sources: dict[str, Any] = {}
         for src, pos in cut.positions.items():
             mapping = run.mappings[src]
-            entry: dict[str, Any] = {"type": mapping.type, "pos": pos}
-            if mapping.type == "file":
-                names = positions.read_log(positions.source_dir(run.folder, src))[:pos]
-                (tmp / "sources").mkdir(exist_ok=True)
-                (tmp / "sources" / f"{src}.files").write_text("".join(f"{n}\n" for n in names))
-                entry["files"] = f"sources/{src}.files"
-            sources[src] = entry
+            saved = registry.connector(mapping.type).save_position(run.folder, mapping, pos, tmp)
+            sources[src] = {"type": mapping.type, "pos": pos, **saved}
         # Step 4. Manifest, then rename.
         manifest = {
             "snapshot": name,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pitstop.catalog.rows import Snapshot
-from pitstop.connectors import positions
+from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import StageSeed
 from pitstop.errors import CompatibilityError
@@ -38,7 +38,8 @@ class Restore:
     verdicts: tuple[compat.StageVerdict, ...]
     start_positions: dict[str, int]
     seeds: dict[str, StageSeed]
-    files: dict[str, list[str]]  # file sources: files already read
+    sources: dict[str, dict[str, Any]]  # the snapshot's manifest entry per source
+    root: str  # the snapshot's folder
     native: dict[str, NativeCopy] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -117,14 +118,9 @@ def plan_restore(
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
         annotated.append(v)
-    start: dict[str, int] = {}
-    files: dict[str, list[str]] = {}
-    for src, entry in manifest["sources"].items():
-        start[src] = int(entry["pos"])
-        if entry.get("files"):
-            text = (root / entry["files"]).read_text()
-            files[src] = [n for n in text.split("\n") if n]
-    return Restore(snapshot.name, tuple(annotated), start, seeds, files, native)
+    sources = dict(manifest["sources"])
+    start = {src: entry["pos"] for src, entry in sources.items()}
+    return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native)
 
 
 def native_reason(
@@ -161,14 +157,15 @@ def native_reason(
 
 
 def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
-    """Give each file source the snapshot's list of files already read, and each natively
+    """Give each source what it needs to go on from the snapshot's position (a file source: the
+    files already read), and each natively
     restored branch its copy of the old checkpoint. Returns the restore as the run records it.
 
     A natively restored branch whose old branch read seeds keeps an (empty) seed source, so that
     its plan has the sources its checkpoint records; its old late-event filter is not needed,
     since Spark goes on with the checkpoint's own watermark."""
-    for src, names in restore.files.items():
-        positions.write_log(positions.source_dir(folder, src), names)
+    for src, entry in restore.sources.items():
+        registry.connector(entry["type"]).resume(entry, Path(restore.root), folder, src)
     seeds = dict(restore.seeds)
     for stage, copy in restore.native.items():
         checkpoint = folder / "branches" / str(copy.branch) / "checkpoint"

@@ -27,6 +27,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
 
+from pitstop.connectors import registry
 from pitstop.errors import SqlError
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
@@ -59,7 +60,7 @@ ACCEPTED_STATEMENTS = (
 # The first words of every statement, for "did you mean" on a misspelt one.
 STATEMENT_WORDS = ("ALTER", "AWAIT", "CREATE", "DESCRIBE", "DROP", "EXPLAIN", "SELECT", "SET", "SHOW", "WITH")
 JOB_BODY_EXPECTED = "a job's body is INSERT INTO <sink> SELECT ..., or BEGIN ... END around several"
-MAPPING_KINDS = ("File", "DuckDB", "Generator", "Console")
+MAPPING_KINDS = registry.TYPE_NAMES  # the connectors' names (pitstop.connectors.registry)
 
 _T = exp.DataType.Type
 MAPPING_COLUMN_TYPES = {

@@ -1,0 +1,214 @@
+"""The connector seam: what one mapping type declares, in one place.
+
+A mapping type (``TYPE File``, ``TYPE Generator``, ...) is one module under
+:mod:`pitstop.connectors.types` holding a :class:`Connector`. It declares:
+
+- its **options** (:class:`Option`: name, kind, default, help). The same declaration checks
+  ``CREATE MAPPING`` (an unknown option is an error with did-you-mean, a wrong value names the
+  option and what it accepts), completes option names in the shell, and writes ``\\help CREATE
+  MAPPING`` and the README's table (a test holds the README to it);
+- whether it is a **source**, a **sink**, or both;
+- for a source: the Python streaming data source that reads it, what it offers right now (the
+  target of ``AWAIT JOB``), and how its **position** is written into a snapshot and given back to
+  a run restored from it. Positions are opaque to the rest of pitstop: a :class:`Positions`
+  object says how two of a connector's positions compare and combine (the fence of ``DROP JOB
+  ... WITH SNAPSHOT`` and the progress checks only use that);
+- for a sink: how a branch's micro-batches are written, exactly once.
+
+Modules keep their heavy imports (pyspark, pyarrow) inside the methods that need them, so that
+the catalog, the dialect and the shell can read declarations without starting anything.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pitstop.errors import PlanError
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource
+
+    from pitstop.catalog.rows import ColumnDef, Mapping
+    from pitstop.catalog.store import Catalog
+    from pitstop.connectors.sinks import Sink
+
+OPTION_KINDS = ("text", "path", "choice", "boolean", "positive", "count", "timestamp")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a mapping type, as ``OPTIONS ('name'='value')`` takes it.
+
+    Kinds: ``text`` (any string), ``path`` (a folder; stored absolute), ``choice`` (one of
+    ``choices``, any case; stored as declared), ``boolean`` (true/false), ``positive`` (a number
+    > 0), ``count`` (a whole number > 0), ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, UTC)."""
+
+    name: str
+    help: str
+    kind: str = "text"
+    default: str | None = None
+    choices: tuple[str, ...] = ()
+    required: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.kind in OPTION_KINDS, self.kind
+        assert (self.kind == "choice") == bool(self.choices), self.name
+
+    def accepts(self) -> str:
+        """What the option takes, in words (for errors, ``\\help`` and the README)."""
+        return {
+            "text": "text",
+            "path": "a folder",
+            "choice": " | ".join(self.choices),
+            "boolean": "true | false",
+            "positive": "a number > 0",
+            "count": "a whole number > 0",
+            "timestamp": "a time 'YYYY-MM-DD HH:MM:SS' (UTC)",
+        }[self.kind]
+
+    def normalize(self, where: str, value: str) -> str:
+        """The value as stored, or PlanError naming the option and what it accepts."""
+        wrong = PlanError(f"{where}: option '{self.name}' is '{value}'; it takes {self.accepts()}")
+        text = value.strip()
+        if self.kind == "path":
+            if not text:
+                raise wrong
+            return str(Path(text).expanduser().absolute())
+        if self.kind == "choice":
+            for choice in self.choices:
+                if choice.lower() == text.lower():
+                    return choice
+            raise wrong
+        if self.kind == "boolean":
+            if text.lower() not in ("true", "false"):
+                raise wrong
+            return text.lower()
+        if self.kind in ("positive", "count"):
+            try:
+                number = float(text) if self.kind == "positive" else int(text)
+            except ValueError:
+                raise wrong from None
+            if not number > 0:
+                raise wrong
+            return text
+        if self.kind == "timestamp":
+            try:
+                datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise wrong from None
+            return text
+        return value
+
+
+class Positions:
+    """How a connector's positions compare and combine; a position is any JSON value.
+
+    This one is a count (files read from the discovery log, events generated): the fence of
+    ``DROP JOB ... WITH SNAPSHOT`` is the furthest any branch planned, and a branch has caught
+    up with a target once its position is at least the target."""
+
+    zero: Any = 0
+
+    def furthest(self, a: Any, b: Any) -> Any:
+        return max(int(a), int(b))
+
+    def covers(self, position: Any, target: Any) -> bool:
+        """``position`` has read everything up to ``target``."""
+        return int(position) >= int(target)
+
+    def text(self, position: Any, unit: str) -> str:
+        return f"{int(position):,} {unit}"
+
+
+COUNT = Positions()
+
+
+class Connector:
+    """One mapping type. Subclasses set the class attributes and the methods of their roles."""
+
+    type_name: ClassVar[str]  # as written in TYPE ..., e.g. "File"
+    summary: ClassVar[str]  # one line for \help and the README
+    options: ClassVar[tuple[Option, ...]] = ()
+    source: ClassVar[bool] = False
+    sink: ClassVar[bool] = False
+    positions: ClassVar[Positions] = COUNT
+    position_unit: ClassVar[str] = "events"  # what a position counts, e.g. "files"
+
+    @property
+    def key(self) -> str:
+        """The lower-case name the catalog stores (``Mapping.type``)."""
+        return self.type_name.lower()
+
+    def roles(self) -> str:
+        return " and ".join(r for r, on in (("source", self.source), ("sink", self.sink)) if on)
+
+    # -- CREATE MAPPING ----------------------------------------------------------------------------
+    def check_options(self, mapping: str, given: dict[str, str]) -> dict[str, str]:
+        """The options as stored: each one declared, each value checked and normalized, defaults
+        of required-looking options left to the readers (only what the user wrote is stored)."""
+        where = f"mapping '{mapping}' (TYPE {self.type_name})"
+        declared = {o.name.lower(): o for o in self.options}
+        out: dict[str, str] = {}
+        for key, value in given.items():
+            option = declared.get(key.lower())
+            if option is None:
+                raise PlanError(f"{where}: unknown option '{key}'{self._suggest(key)}")
+            out[option.name] = option.normalize(where, value)
+        for option in self.options:
+            if option.required and option.name not in out:
+                raise PlanError(
+                    f"mapping '{mapping}': TYPE {self.type_name} needs OPTIONS ('{option.name}'='...'): "
+                    f"{option.help}"
+                )
+        return out
+
+    def _suggest(self, key: str) -> str:
+        names = {o.name.lower(): o.name for o in self.options}
+        close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean '{names[close[0]]}'?)"
+        if not names:
+            return f"; TYPE {self.type_name} takes no options"
+        return f"; TYPE {self.type_name} takes {', '.join(repr(o.name) for o in self.options)}"
+
+    def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
+        """Rules beyond single options (e.g. a generator needs columns); PlanError if broken."""
+
+    def option(self, mapping: Mapping, name: str) -> str | None:
+        """An option's value for a stored mapping: as given, else the declared default."""
+        if name in mapping.options:
+            return mapping.options[name]
+        return next((o.default for o in self.options if o.name == name), None)
+
+    def created(self, mapping: Mapping) -> None:
+        """Called once a mapping is stored (e.g. a File mapping makes its folder)."""
+
+    # -- a source ------------------------------------------------------------------------------------
+    def stream_source(self) -> type[DataSource]:
+        raise NotImplementedError(f"TYPE {self.type_name} is not a source")
+
+    def reader_options(self, mapping: Mapping, start: Any) -> dict[str, str]:
+        """The options the stream source receives (besides source, run_dir and parallelism)."""
+        raise NotImplementedError(f"TYPE {self.type_name} is not a source")
+
+    def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
+        """The position this source reaches once it has read everything there is now."""
+        raise NotImplementedError(f"TYPE {self.type_name} is not a source")
+
+    def save_position(
+        self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
+    ) -> dict[str, Any]:
+        """Write what a restored run needs to go on from ``position`` into the snapshot's folder;
+        return the manifest's entry for this source (its ``type`` and ``pos`` are added)."""
+        return {}
+
+    def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
+        """Prepare a fresh run's folder to go on from a snapshot's ``entry`` for ``source``."""
+
+    # -- a sink --------------------------------------------------------------------------------------
+    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+        raise NotImplementedError(f"TYPE {self.type_name} is not a sink")

@@ -1,0 +1,1 @@
+"""One module per mapping type; :mod:`pitstop.connectors.registry` lists them."""

@@ -1,0 +1,79 @@
+"""``TYPE File``: a folder of json, csv or parquet files, read as a stream and written per batch.
+
+Source: a file is read once, when first seen; its position is the length of the run's discovery
+log (:mod:`pitstop.connectors.positions`). A snapshot keeps the names of the files read up to the
+cut (``sources/<source>.files``); a run restored from it starts with that log, so files that
+arrive after the cut, and files whose names sort before ones already read, are read exactly once.
+
+Sink: one file per ``(run, branch, batch)``, written to a hidden temp file and renamed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pitstop.connectors import positions
+from pitstop.connectors.base import Connector, Option
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource
+
+    from pitstop.catalog.rows import Mapping
+    from pitstop.catalog.store import Catalog
+    from pitstop.connectors.sinks import Sink
+
+FORMATS = ("json", "csv", "parquet")
+
+
+class FileConnector(Connector):
+    type_name = "File"
+    summary = "a folder of files: read as they arrive, written one file per batch"
+    source = True
+    sink = True
+    position_unit = "files"
+    options = (
+        Option("path", "the folder (relative to where pitstop runs; stored absolute)", "path", required=True),
+        Option("format", "how the files are written", "choice", "json", FORMATS),
+        Option("header", "csv: the first line names the columns", "boolean", "true"),
+    )
+
+    def created(self, mapping: Mapping) -> None:
+        Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
+
+    def stream_source(self) -> type[DataSource]:
+        from pitstop.connectors.files import FileSource
+
+        return FileSource
+
+    def reader_options(self, mapping: Mapping, start: Any) -> dict[str, str]:
+        return {
+            "path": mapping.options["path"],
+            "format": self.option(mapping, "format") or "json",
+            "header": self.option(mapping, "header") or "true",
+            "start": str(int(start)),
+        }
+
+    def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
+        return positions.discover(positions.source_dir(run_dir, mapping.name), Path(mapping.options["path"]))
+
+    def save_position(
+        self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
+    ) -> dict[str, Any]:
+        names = positions.read_log(positions.source_dir(run_dir, mapping.name))[: int(position)]
+        (snapshot_dir / "sources").mkdir(exist_ok=True)
+        (snapshot_dir / "sources" / f"{mapping.name}.files").write_text("".join(f"{n}\n" for n in names))
+        return {"files": f"sources/{mapping.name}.files"}
+
+    def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
+        if entry.get("files"):
+            text = (snapshot_dir / entry["files"]).read_text()
+            positions.write_log(positions.source_dir(run_dir, source), [n for n in text.split("\n") if n])
+
+    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+        from pitstop.connectors.sinks import FileSink
+
+        return FileSink(mapping, run_id, branch)
+
+
+CONNECTOR = FileConnector()
