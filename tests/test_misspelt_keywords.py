@@ -33,6 +33,10 @@ that sqlglot had read as an alias, and no message named the keyword.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from sqlglot import exp
 
@@ -84,3 +88,142 @@ def test_a_lookalike_word_next_to_an_error_is_not_called_a_misspelling(
 ) -> None:
     err = error_of(text)
     assert (err.line, err.col, err.message) == (1, col, message)
+
+
+WINDOW_JOB = (
+    "CREATE JOB j AS INSERT INTO t SELECT window_start, COUNT(*) AS n\n"
+    "FROM TABLE({window})\n"
+    "GROUP BY window_start"
+)
+
+# (script, line, col, word, keyword): the misspelt word, where it starts, what it should be.
+MISSPELT_IN_A_QUERY = [
+    ("CREATE JOB j AS INSERT INTO t SELEC a FROM s", 1, 31, "SELEC", "SELECT"),
+    ("CREATE JOB j AS INSERT INTO t SELECT a FORM s", 1, 40, "FORM", "FROM"),
+    ("CREATE JOB j AS INSERT INTO t SELECT k, COUNT(*) AS n FROM s GROUP BUY k", 1, 68, "BUY", "BY"),
+    ("CREATE JOB j AS INSERT INTO t SELECT a FROM s WHERE x > 1 ORDR BY a", 1, 59, "ORDR", "ORDER"),
+    ("CREATE JOB j AS INSER INTO t SELECT a FROM s", 1, 17, "INSER", "INSERT"),
+    (
+        "CREATE JOB j AS BEGIN INSERT INTO a SELECT x FROM s; INSRT INTO b SELECT x FROM s; END",
+        1,
+        54,
+        "INSRT",
+        "INSERT",
+    ),
+    (
+        WINDOW_JOB.format(window="TUMBLE(TABLE s, DESCRIPTER(ts), INTERVAL '1' HOUR)"),
+        2,
+        28,
+        "DESCRIPTER",
+        "DESCRIPTOR",
+    ),
+    (
+        WINDOW_JOB.format(window="TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVL '1' HOUR)"),
+        2,
+        44,
+        "INTERVL",
+        "INTERVAL",
+    ),
+    ("CREATE JOB j AS INSERT INTO t SELECT a FROM s WHER x > 1", 1, 47, "WHER", "WHERE"),
+    ("CREATE JOB j AS INSERT INTO t SELECT a FROM s JION r ON s.a = r.a", 1, 47, "JION", "JOIN"),
+    ("CREATE JOB j AS INSERT INTO t SELECT k FROM s GROUP BY k HAVNG COUNT(*) > 1", 1, 58, "HAVNG", "HAVING"),
+    ("SELECT a FROM s UNOIN ALL SELECT a FROM r", 1, 17, "UNOIN", "UNION"),
+    ("SELECT a FROM s LIMT 5", 1, 17, "LIMT", "LIMIT"),
+    ("SELECT a form s", 1, 10, "form", "FROM"),
+    # on a line of their own: the caret is on the word's line, not on the line before or after
+    ("CREATE JOB j AS\nINSERT INTO t\nSELEC a\nFROM s", 3, 1, "SELEC", "SELECT"),
+    ("CREATE JOB j AS INSERT INTO t\nSELECT a\nFORM s", 3, 1, "FORM", "FROM"),
+    ("CREATE JOB j AS INSERT INTO t\nSELECT a\nFROM s\nWHER x > 1", 4, 1, "WHER", "WHERE"),
+    ("CREATE JOB j AS INSERT INTO t\nSELECT a FROM s\nWHERE x > 1\nORDR BY", 4, 1, "ORDR", "ORDER"),
+    ("CREATE JOB j AS INSERT INTO t SELECT k FROM s\nGROUP BUY k", 2, 7, "BUY", "BY"),
+    (
+        "CREATE JOB j AS BEGIN\n  INSERT INTO a SELECT x FROM s;\n  INSRT INTO b SELECT x FROM s;\nEND",
+        3,
+        3,
+        "INSRT",
+        "INSERT",
+    ),
+    # after other statements: positioned in the script
+    ("SHOW JOBS;\nSHOW MAPPINGS; SELECT a\n  FORM s;", 3, 3, "FORM", "FROM"),
+]
+
+
+@pytest.mark.parametrize(("script", "line", "col", "word", "keyword"), MISSPELT_IN_A_QUERY)
+def test_a_misspelt_keyword_in_a_query_is_reported_at_the_word(
+    script: str, line: int, col: int, word: str, keyword: str
+) -> None:
+    err = error_of(script)
+    assert (err.line, err.col) == (line, col), str(err)
+    assert err.message == f"unknown word {word!r} — did you mean {keyword}?"
+    assert err.source_line == script.split("\n")[line - 1]
+    assert err.source_line[col - 1 :].startswith(word)
+    assert str(err).split("\n")[-1] == "  " + " " * (col - 1) + "^"
+
+
+# Words the dialect reads itself already say "did you mean" in their own message.
+MISSPELT_PITSTOP_WORDS = [
+    ("CRATE JOB j AS INSERT INTO t SELECT a FROM s", 1, 1, "unknown statement 'CRATE'", "CREATE"),
+    ("DROP JOB j WITH SNAPSHT s", 1, 17, "expected SNAPSHOT after WITH", "SNAPSHOT"),
+    ("CREATE MAPING m TYPE File", 1, 8, "expected JOB, MAPPING, SNAPSHOT or VIEW after CREATE", "MAPPING"),
+    ("SHOW JOS", 1, 6, "expected JOBS, MAPPINGS, SNAPSHOTS or VIEWS after SHOW", "JOBS"),
+    ("SHOW JOBS;\n  SHOW SNAPSHOST", 2, 8, "expected JOBS, MAPPINGS, SNAPSHOTS or VIEWS", "SNAPSHOTS"),
+    (
+        WINDOW_JOB.format(window="TUMBEL(TABLE s, DESCRIPTOR(ts), INTERVAL '1' HOUR)"),
+        2,
+        12,
+        "unknown table function 'TUMBEL' in TABLE(...)",
+        "TUMBLE",
+    ),
+    ("SELEC a FROM s", 1, 1, "unknown statement 'SELEC'", "SELECT"),
+]
+
+
+@pytest.mark.parametrize(("script", "line", "col", "start", "keyword"), MISSPELT_PITSTOP_WORDS)
+def test_a_misspelt_pitstop_word_keeps_its_own_message_and_suggestion(
+    script: str, line: int, col: int, start: str, keyword: str
+) -> None:
+    err = error_of(script)
+    assert (err.line, err.col) == (line, col), str(err)
+    assert err.message.startswith(start)
+    assert err.message.endswith(f"; did you mean {keyword}?")
+
+
+def test_a_hint_for_another_sqls_statement_is_not_turned_into_a_suggestion() -> None:
+    # RESET is close to SET, but it is Flink's statement and has a hint of its own.
+    err = error_of("RESET 'k'")
+    assert (err.line, err.col) == (1, 1)
+    assert err.message.startswith("RESET is not a pitstop statement")
+
+
+def test_statements_sqlglot_would_make_a_command_still_fail_clearly() -> None:
+    for text, start in [
+        ("CALL p()", "unknown statement 'CALL'"),
+        ("EXECUTE x", "EXECUTE STATEMENT SET is Flink's"),
+        ("GRANT SELECT ON t TO u", "unknown statement 'GRANT'"),
+    ]:
+        err = error_of(text)
+        assert (err.line, err.col) == (1, 1) and err.message.startswith(start), str(err)
+
+
+def test_pitstop_check_puts_the_caret_under_the_misspelt_word(tmp_path: Path) -> None:
+    script = tmp_path / "jobs.sql"
+    script.write_text(
+        "CREATE MAPPING s (a BIGINT, ts TIMESTAMP) TYPE Generator;\n"
+        "CREATE MAPPING t TYPE Console;\n"
+        "CREATE JOB j AS\n"
+        "INSERT INTO t\n"
+        "SELECT a\n"
+        "    FORM s;\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(tmp_path / "home"), "check", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"{script}: 2 statement(s) OK, 1 error(s)" in done.stdout
+    first, source, caret = done.stderr.splitlines()
+    assert first == f"{script}: ERROR at line 6, col 5: unknown word 'FORM' — did you mean FROM?"
+    assert source == "      FORM s;"
+    assert caret.index("^") == source.index("FORM")
