@@ -130,6 +130,13 @@ MISSPELT_IN_A_QUERY = [
     ("SELECT a FROM s UNOIN ALL SELECT a FROM r", 1, 17, "UNOIN", "UNION"),
     ("SELECT a FROM s LIMT 5", 1, 17, "LIMT", "LIMIT"),
     ("SELECT a form s", 1, 10, "form", "FROM"),
+    # the word after the one sqlglot stops at
+    ("SELECT a FROM s LEFT JION r ON s.a = r.a", 1, 22, "JION", "JOIN"),
+    ("SELECT a FROM s GROUP BY a ORDER BUY a", 1, 34, "BUY", "BY"),
+    ("CREATE SNAPSHOT s FOR JOBB j", 1, 23, "JOBB", "JOB"),
+    # pitstop's words that the dialect matches as text
+    ("CREATE MAPPING m (a BIGINT) TYPE File OPTINS ('path'='x')", 1, 39, "OPTINS", "OPTIONS"),
+    ("AWAIT JOB j TIMEOUT INTERVL '1' SECOND", 1, 21, "INTERVL", "INTERVAL"),
     # on a line of their own: the caret is on the word's line, not on the line before or after
     ("CREATE JOB j AS\nINSERT INTO t\nSELEC a\nFROM s", 3, 1, "SELEC", "SELECT"),
     ("CREATE JOB j AS INSERT INTO t\nSELECT a\nFORM s", 3, 1, "FORM", "FROM"),

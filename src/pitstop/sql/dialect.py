@@ -685,7 +685,7 @@ class PitstopDialect(Dialect):
             words: tuple[Token, ...] = ()
             if not hinted and "did you mean" not in message:
                 before = self._tokens[self._index - 2] if self._index >= 2 else None
-                words = suspects((token, self._curr, self._prev, before))
+                words = suspects((token, self._curr, self._next, self._prev, before))
             line, col = position(self.sql, offset)
             raise SuspectParseError(
                 f"{message}. Line {line}, Col: {col}.",

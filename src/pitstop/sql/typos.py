@@ -3,10 +3,10 @@
 sqlglot reads an unknown word as a name, often as an alias written without AS (``a FORM`` is
 ``a AS FORM``), and fails a word or a clause later. So when a statement fails, the dialect's
 parser records the plain words at the failure (:func:`suspects`): the word it was reported
-at, the word it stopped at, and the word just before that when it was read as an alias without
-AS. :func:`misspelt_keyword` then calls one of them a misspelling only if it is close to a
-keyword (:data:`KEYWORDS`) *and* writing that keyword instead lets the statement parse further
-than it did, i.e. the keyword is legal where the word stands.
+at, the word it stopped at and the one after, and the word just before when it was read as an
+alias without AS. :func:`misspelt_keyword` then calls one of them a misspelling only if it is
+close to a keyword (:data:`KEYWORDS`) *and* writing that keyword instead lets the statement parse
+further than it did, i.e. the keyword is legal where the word stands.
 
 Nothing here runs on a statement that parses, so a column really named ``form`` or ``selec``
 is never flagged; neither is a quoted name, nor an alias written with AS.
@@ -60,14 +60,15 @@ class SuspectParseError(ParseError):
 def suspects(tokens: t.Sequence[Token | None]) -> tuple[Token, ...]:
     """The plain (unquoted, non-keyword) words among ``tokens``, once each, in order.
 
-    ``tokens`` are the token an error is reported at, the parser's current token, and its
-    previous token with the one before that: the previous word counts only when it was not
-    written after AS (an alias written with AS is never a misspelling)."""
-    reported, current, previous, before = tokens
+    ``tokens`` are the token an error is reported at, the parser's current token and the one
+    after it (``LEFT JION r``, ``ORDER BUY a`` fail at LEFT and ORDER), and its previous token
+    with the one before that: the previous word counts only when it was not written after AS
+    (an alias written with AS is never a misspelling)."""
+    reported, current, following, previous, before = tokens
     if before is not None and before.token_type == TokenType.ALIAS:
         previous = None
     found: dict[int, Token] = {}
-    for token in (reported, current, previous):
+    for token in (reported, current, following, previous):
         if token is not None and token.token_type == TokenType.VAR:
             found.setdefault(token.start, token)
     return tuple(found.values())
