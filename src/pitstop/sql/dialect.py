@@ -13,7 +13,9 @@ parse into :class:`~pitstop.sql.nodes.WindowTvf`, Hazelcast's ``TABLE(IMPOSE_ORD
 in :mod:`pitstop.sql.windows`).
 
 A misspelt keyword where the dialect expects one of a few words gets a "did you mean" suggestion
-(:func:`did_you_mean`); statements of Flink and Hazelcast that pitstop writes differently are
+(:func:`did_you_mean`); any other error records the plain words at the failure, so that a
+misspelt SQL keyword sqlglot read as a name (``SELECT a FORM s``) is reported at that word
+(:mod:`pitstop.sql.typos`); statements of Flink and Hazelcast that pitstop writes differently are
 refused with what to write instead (``REJECTED_STATEMENTS``, ``REJECTED_WORDS``).
 """
 
@@ -24,13 +26,13 @@ import typing as t
 
 from sqlglot import exp, generator, parser, tokens
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
 
 from pitstop.connectors import registry
 from pitstop.errors import SqlError
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
+from pitstop.sql.typos import SuspectParseError, suspects
 from pitstop.sql.windows import (
     TABLE_FUNCTION_PARAMS,
     WINDOW_TVF_PARAMS,
@@ -295,6 +297,7 @@ class PitstopDialect(Dialect):
                 self.raise_error(
                     hint or f"unknown statement {first.text!r}: pitstop accepts {ACCEPTED_STATEMENTS}{typo}",
                     first,
+                    hinted=bool(hint),
                 )
             self._advance()
             return statement(self)
@@ -308,7 +311,7 @@ class PitstopDialect(Dialect):
             if not self._match_texts(parsers):
                 rejected = self.REJECTED_WORDS.get(context or after, {})
                 if word and word.token_type not in LITERAL_TOKENS and word.text.upper() in rejected:
-                    self.raise_error(rejected[word.text.upper()], word)
+                    self.raise_error(rejected[word.text.upper()], word, hinted=True)
                 got = f", got {word.text!r}{did_you_mean(word.text, parsers)}" if word else ""
                 self.raise_error(f"expected {one_of(sorted(parsers))} after {after}{got}", word)
             return parsers[word.text.upper()](self, **kwargs)
@@ -662,10 +665,14 @@ class PitstopDialect(Dialect):
                 self.raise_error(f"{error.message} ({what})", start)
             return t.cast(exp.Expr, interval)
 
-        def raise_error(self, message: str, token: Token | None = None) -> t.NoReturn:
+        def raise_error(self, message: str, token: Token | None = None, hinted: bool = False) -> t.NoReturn:
             """Like sqlglot's, but positioned at the token's first character (at the end of the
             statement: just past its last token), and always raised: pitstop never collects
-            errors to carry on with a half-parsed statement."""
+            errors to carry on with a half-parsed statement.
+
+            The error also records the plain words at the failure, which may be a misspelt
+            keyword (:mod:`pitstop.sql.typos`), unless the message already says what to write
+            instead: it is ``hinted`` or has a "did you mean"."""
             if token:
                 offset = token.start
             elif self._curr:
@@ -676,13 +683,23 @@ class PitstopDialect(Dialect):
                 offset = 0
             if message == "Invalid expression / Unexpected token" and self._curr:
                 message = f"unexpected {self._curr.text!r}: expected the end of the statement"
+            words: tuple[Token, ...] = ()
+            if not hinted and "did you mean" not in message:
+                before = self._tokens[self._index - 2] if self._index >= 2 else None
+                words = suspects((token, self._curr, self._next, self._prev, before))
             line, col = position(self.sql, offset)
-            raise ParseError.new(
+            raise SuspectParseError(
                 f"{message}. Line {line}, Col: {col}.",
-                description=message,
-                line=line,
-                col=col,
-                highlight=self.sql[offset : offset + 1],
+                [
+                    {
+                        "description": message,
+                        "line": line,
+                        "col": col,
+                        "highlight": self.sql[offset : offset + 1],
+                    }
+                ],
+                suspects=words,
+                reached=self._curr.start if self._curr else len(self.sql),
             )
 
     class Generator(generator.Generator):

@@ -14,6 +14,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from pitstop.errors import SqlError
 from pitstop.sql.dialect import JobBlock, PitstopDialect, position
+from pitstop.sql.typos import SuspectParseError, misspelt_keyword
 
 __all__ = [
     "ParsedStatement",
@@ -190,6 +191,10 @@ def parse_statement(text: str) -> exp.Expression:
     try:
         expressions = _DIALECT.parser().parse(tokens, text)
     except ParseError as error:
+        typo = misspelt_keyword(text, error, _reached) if isinstance(error, SuspectParseError) else None
+        if typo is not None:
+            word, keyword = typo
+            _raise_at(text, word.start, f"unknown word {word.text!r} — did you mean {keyword}?")
         detail = error.errors[0] if error.errors else {}
         line, col = detail.get("line") or 1, detail.get("col") or 1
         message = detail.get("description") or str(error)
@@ -201,6 +206,18 @@ def parse_statement(text: str) -> exp.Expression:
         # Unreachable by construction (no Command fallback); kept so nothing slips through.
         raise SqlError("pitstop could not read this statement", 1, 1, _source_line(text, 1))
     return node
+
+
+def _reached(text: str) -> int | None:
+    """How far the parser gets in ``text`` (an offset), or None if it parses: how
+    :func:`~pitstop.sql.typos.misspelt_keyword` tries a keyword in place of a word."""
+    try:
+        _DIALECT.parser().parse(_DIALECT.tokenize(text), text)
+    except SuspectParseError as error:
+        return error.reached
+    except (ParseError, TokenError):
+        return 0
+    return None
 
 
 def parse_script(script: str, file: str | None = None) -> list[ParsedStatement]:

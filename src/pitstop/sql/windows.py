@@ -98,6 +98,7 @@ class TableFunctionParser(parser.Parser):
             self.raise_error(
                 hint or f"unknown table function {name.text!r} in TABLE(...): use {functions}{typo}",
                 name,
+                hinted=bool(hint),
             )
         self._advance(2)  # KIND (
         node = parse(self, kind)
@@ -225,7 +226,7 @@ class TableFunctionParser(parser.Parser):
         name = self._tokens[self._index - 2]
         word = name.text.upper()
         if word in REJECTED_TABLE_FUNCTIONS:
-            self.raise_error(REJECTED_TABLE_FUNCTIONS[word], name)
+            self.raise_error(REJECTED_TABLE_FUNCTIONS[word], name, hinted=True)
         if word in TABLE_FUNCTION_PARAMS:
             self.raise_error(
                 f"{word} is a table function: call it in FROM as TABLE({self._signature(word)})"
@@ -246,7 +247,7 @@ class TableFunctionParser(parser.Parser):
     def _parse_pitstop_interval(self, what: str) -> exp.Expr:
         raise NotImplementedError
 
-    def raise_error(self, message: str, token: Token | None = None) -> t.NoReturn:
+    def raise_error(self, message: str, token: Token | None = None, hinted: bool = False) -> t.NoReturn:
         raise NotImplementedError
 
 
