@@ -211,3 +211,101 @@ def test_check_refuses_a_catalog_from_a_newer_pitstop_and_leaves_it(tmp_path: Pa
     assert done.returncode == 1
     assert f"was written by a newer pitstop (catalog version {SCHEMA_VERSION + 1})" in done.stderr
     assert (tree(home), _version(db)) == (before, str(SCHEMA_VERSION + 1))
+
+
+# -- snapshots earlier in the checked files ------------------------------------------------------------
+def test_a_snapshot_created_earlier_in_the_script_can_start_a_job(tmp_path: Path) -> None:
+    script = write(
+        tmp_path / "a.sql",
+        orders_mapping(tmp_path / "orders")
+        + SINK
+        + job_sql("revenue")
+        + "CREATE SNAPSHOT revenue_v1 FOR JOB revenue;\n"
+        + job_sql("revenue_2h", "'2' HOUR", "FROM SNAPSHOT revenue_v1"),
+    )
+    done = pitstop("check", str(script), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert "5 statement(s) OK" in done.stdout
+
+
+def test_a_snapshot_dropped_earlier_in_the_script_is_reported_gone_at_its_use(tmp_path: Path) -> None:
+    setup = orders_mapping(tmp_path / "orders") + SINK + job_sql("revenue")
+    script = write(
+        tmp_path / "a.sql",
+        setup
+        + "CREATE SNAPSHOT revenue_v1 FOR JOB revenue;\n"
+        + "DROP SNAPSHOT revenue_v1;\n"
+        + job_sql("revenue_2h", "'2' HOUR", "FROM SNAPSHOT revenue_v1"),
+    )
+    done = pitstop("check", str(script), home=tmp_path / "home")
+    assert done.returncode == 1
+    drop_line = setup.count("\n") + 2
+    assert (
+        f"ERROR at line {drop_line + 1}, col 1: unknown snapshot 'revenue_v1': "
+        f"it is dropped at line {drop_line} of {script}, earlier in the checked files"
+    ) in done.stderr
+    assert "5 statement(s) OK, 1 error(s)" in done.stdout
+
+
+def test_a_snapshot_of_the_catalog_dropped_in_one_file_is_gone_for_the_next(
+    home: Path, tmp_path: Path
+) -> None:
+    first = write(tmp_path / "1.sql", "DROP SNAPSHOT revenue_v0;\n")
+    second = write(tmp_path / "2.sql", "\n" + job_sql("revenue_2h", "'2' HOUR", "FROM SNAPSHOT revenue_v0"))
+    done = pitstop("check", str(first), str(second), home=home)
+    assert done.returncode == 1
+    expected = f"ERROR at line 2, col 1: unknown snapshot 'revenue_v0': it is dropped at line 1 of {first}"
+    assert f"{second}: {expected}" in done.stderr
+    assert pitstop("check", str(second), home=home).returncode == 0, "the catalog still has it"
+
+
+def test_a_snapshot_taken_earlier_carries_its_jobs_plan(home: Path, tmp_path: Path) -> None:
+    # DROP JOB ... WITH SNAPSHOT of the catalog's job: the snapshot has that job's 1 h window,
+    # which a 2 h window may fold but a 90 min one may not.
+    stop = "DROP JOB revenue WITH SNAPSHOT revenue_v1;\n"
+    good = write(tmp_path / "good.sql", stop + job_sql("revenue", "'2' HOUR", "FROM SNAPSHOT revenue_v1"))
+    assert pitstop("check", str(good), home=home).returncode == 0
+    bad = write(tmp_path / "bad.sql", stop + job_sql("revenue", "'90' MINUTE", "FROM SNAPSHOT revenue_v1"))
+    done = pitstop("check", str(bad), home=home)
+    assert done.returncode == 1
+    assert "line 2, col 1: cannot start job 'revenue' from snapshot 'revenue_v1'" in done.stderr
+    assert "INTERVAL '1' HOUR" in done.stderr
+
+
+def test_snapshot_names_taken_earlier_in_the_script_are_refused_again(home: Path, tmp_path: Path) -> None:
+    script = write(
+        tmp_path / "a.sql",
+        "CREATE SNAPSHOT revenue_v1 FOR JOB revenue;\n"
+        "CREATE SNAPSHOT revenue_v1 FOR JOB revenue;\n"
+        "CREATE OR REPLACE SNAPSHOT revenue_v1 FOR JOB revenue;\n"
+        "DROP JOB revenue WITH SNAPSHOT revenue_v0;\n"
+        "DROP JOB revenue WITH SNAPSHOT revenue_v2;\n"
+        "CREATE SNAPSHOT revenue_v3 FOR JOB revenue;\n",
+    )
+    done = pitstop("check", str(script), home=home)
+    errors = [line for line in done.stderr.splitlines() if ": ERROR at line" in line]
+    assert len(errors) == 3, done.stderr
+    assert "line 2, col 1: snapshot 'revenue_v1' already exists; use CREATE OR REPLACE SNAPSHOT" in errors[0]
+    assert "line 4, col 1: snapshot 'revenue_v0' already exists; choose another name" in errors[1]
+    assert "line 6, col 1: unknown job 'revenue': it is dropped at line 5" in errors[2]
+
+
+def test_describe_and_explain_follow_the_jobs_and_snapshots_of_the_script(home: Path, tmp_path: Path) -> None:
+    script = write(
+        tmp_path / "a.sql",
+        "DROP JOB revenue WITH SNAPSHOT revenue_v1;\n"  # 1
+        "DESCRIBE SNAPSHOT revenue_v1;\n"  # 2: taken above
+        "DESCRIBE JOB revenue;\n"  # 3: dropped above
+        + job_sql("revenue", "'2' HOUR", "FROM SNAPSHOT revenue_v1").replace("\n", " ")  # 4
+        + "\nDESCRIBE JOB revenue;\n"  # 5: created again above
+        "DROP SNAPSHOT revenue_v0;\n"  # 6
+        "EXPLAIN " + job_sql("again", "'2' HOUR", "FROM SNAPSHOT revenue_v0").replace("\n", " "),  # 7
+    )
+    done = pitstop("check", str(script), home=home)
+    errors = [line.split(": ERROR at ")[1] for line in done.stderr.splitlines() if ": ERROR at line" in line]
+    assert errors == [
+        f"line 3, col 1: unknown job 'revenue': it is dropped at line 1 of {script}, earlier in the "
+        "checked files; use it before that statement or create it again",
+        f"line 7, col 1: unknown snapshot 'revenue_v0': it is dropped at line 6 of {script}, earlier "
+        "in the checked files; use it before that statement or create it again",
+    ], done.stderr
