@@ -270,32 +270,46 @@ def serve(settings: Settings, host: str, port: int, tls_cert: str | None, tls_ke
 @click.pass_obj
 def check(settings: Settings, files: tuple[str, ...], connect: str | None = None) -> None:
     """Parse and plan FILES, in order, against the home's catalog (or the server's that holds it);
-    report every error; run and change nothing."""
+    report every error; run and change nothing.
+
+    The home is only read: its catalog is opened read-only and never upgraded, and a home that
+    does not exist is not created (the files are then checked against an empty catalog)."""
     from pitstop.catalog.store import Catalog
 
     catalog: Any = None
+    local: Catalog | None = None
     url = _server_url(settings, connect)
     db = settings.home / "catalog.duckdb"
     if url:
         catalog = _open_remote(url, sys.stdin.isatty()).catalog  # read-only reads of its catalog
     elif db.exists():
-        catalog = Catalog(db)
+        # A process holding the home without a server (pitstop run, shell) has DuckDB's write
+        # lock, and DuckDB refuses a read-only open beside it: that is reported, not waited for.
+        try:
+            catalog = local = Catalog(db, read_only=True)
+        except PitstopError as refused:
+            click.echo(f"ERROR: {refused}", err=True)
+            sys.exit(1)
     errors = 0
     executor = Executor(None, catalog)  # one executor: later files see what earlier ones create
-    for file in files:
-        path = Path(file)
-        if not path.is_file():
-            click.echo(f"ERROR: no such file: {file}", err=True)
-            errors += 1
-            continue
-        count, found = executor.check_script(path.read_text(), str(path))
-        for err in found:
-            click.echo(f"{file}: {_error_text(err)}", err=True)
-        errors += len(found)
-        if found:
-            click.echo(f"{file}: {count} statement(s) OK, {len(found)} error(s)")
-        else:
-            click.echo(f"{file}: {count} statement(s) OK")
+    try:
+        for file in files:
+            path = Path(file)
+            if not path.is_file():
+                click.echo(f"ERROR: no such file: {file}", err=True)
+                errors += 1
+                continue
+            count, found = executor.check_script(path.read_text(), str(path))
+            for err in found:
+                click.echo(f"{file}: {_error_text(err)}", err=True)
+            errors += len(found)
+            if found:
+                click.echo(f"{file}: {count} statement(s) OK, {len(found)} error(s)")
+            else:
+                click.echo(f"{file}: {count} statement(s) OK")
+    finally:
+        if local is not None:
+            local.close()
     sys.exit(1 if errors else 0)
 
 

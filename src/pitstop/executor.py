@@ -61,6 +61,17 @@ SESSION_SETTINGS = {
 
 
 @dataclass(frozen=True)
+class CheckedSnapshot:
+    """Check mode: a snapshot that an earlier statement of the checked files takes (CREATE
+    SNAPSHOT, DROP JOB ... WITH SNAPSHOT). It has no state yet; its stages are the plan of the
+    job it belongs to, as that job stands at that statement."""
+
+    name: str
+    job: str
+    plan: JobPlan
+
+
+@dataclass(frozen=True)
 class Result:
     message: str = "OK"
     columns: tuple[str, ...] = ()
@@ -85,17 +96,21 @@ class Executor:
     def __init__(self, manager: Manager | None, catalog: Catalog | None = None) -> None:
         self.manager = manager
         self.catalog = manager.catalog if manager is not None else catalog
-        # Check mode: what the statements checked so far would have created (None: dropped).
+        # Check mode: what the statements checked so far would have created (None: dropped),
+        # keyed by lower-case name; it hides the catalog's entry of the same name.
         self._overlay: dict[str, Mapping | None] = {}
         self._overlay_jobs: dict[str, JobPlan | None] = {}
-        self._overlay_snapshots: dict[str, JobPlan] = {}
+        self._overlay_snapshots: dict[str, CheckedSnapshot | None] = {}
         self._overlay_views: dict[str, exp.Query | None] = {}
+        self._dropped: dict[tuple[str, str], str] = {}  # (kind, name) -> "line 7 of a.sql"
+        self._file: str | None = None  # the file being checked
         self.session: dict[str, str] = {}  # SET 'key' = 'value'
         self.cancelled: Callable[[], bool] | None = None
 
     # -- scripts -----------------------------------------------------------------------------------
     def run_script(self, text: str, file: str | None = None) -> Iterator[tuple[ParsedStatement, Result]]:
         """Parse the whole script first (a malformed script changes nothing), then run in order."""
+        self._file = file
         for stmt in parse_script(text, file):
             try:
                 yield stmt, self.execute(stmt)
@@ -106,6 +121,7 @@ class Executor:
         """Check mode over a whole script: every error, not only the first. Returns the number of
         statements that passed and the errors in script order."""
         parsed, errors = parse_script_all(text, file)
+        self._file = file
         found: list[PitstopError] = list(errors)
         ok = 0
         for stmt in parsed:
@@ -327,15 +343,17 @@ class Executor:
         plan, snapshot_name, options = self._plan_create(node)
         restore = None
         strict = options.get("strictRestore", "false").lower() == "true"
-        if snapshot_name is not None and snapshot_name.lower() in self._overlay_snapshots:
-            check_compatible(snapshot_name, self._snapshot_stages(snapshot_name), plan, strict)
-        elif snapshot_name is not None:
-            snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
+        if snapshot_name is not None:
+            snap = self._find_snapshot(snapshot_name)
             if snap is None:
                 raise self._unknown("snapshot", snapshot_name)
-            restore = self._plan_restore(snap, plan, options)
+            if isinstance(snap, CheckedSnapshot):
+                check_compatible(snapshot_name, self._snapshot_stages(snapshot_name), plan, strict)
+            else:
+                restore = self._plan_restore(snap, plan, options)
         if self.manager is None:
             self._overlay_jobs[name.lower()] = plan
+            self._dropped.pop(("job", name.lower()), None)
             return Result("OK")
         self.manager.create_job(name, stmt.text, plan, restore, options)
         lines = [f"job '{name}' started"]
@@ -375,13 +393,16 @@ class Executor:
             raise self._unknown("job", name)
         if self.manager is None:
             if snapshot is not None:
-                taken = snapshot.lower() in self._overlay_snapshots or (
-                    self.catalog is not None and self.catalog.get_snapshot(snapshot) is not None
-                )
-                if taken:
-                    raise CatalogError(f"snapshot '{snapshot}' already exists; choose another name")
-                self._overlay_snapshots[snapshot.lower()] = plan
+                taken = self._find_snapshot(snapshot)
+                if taken is not None:
+                    raise CatalogError(
+                        f"snapshot '{taken.name}' already exists; choose another name or "
+                        f"DROP SNAPSHOT {taken.name} first"
+                    )
+                self._overlay_snapshots[snapshot.lower()] = CheckedSnapshot(snapshot, name, plan)
+                self._dropped.pop(("snapshot", snapshot.lower()), None)
             self._overlay_jobs[name.lower()] = None
+            self._dropped[("job", name.lower())] = self._where(stmt)
             return Result("OK")
         assert self.catalog is not None
         job = self.catalog.get_job(name)
@@ -432,21 +453,31 @@ class Executor:
 
     def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
-        snap = self.catalog.get_snapshot(name) if self.catalog is not None else None
+        snap = self._find_snapshot(name)
         if snap is None:
             if node.args.get("exists"):
                 return Result(f"snapshot '{name}' does not exist; nothing dropped")
             raise self._unknown("snapshot", name)
         if self.manager is None:
+            self._overlay_snapshots[name.lower()] = None
+            self._dropped[("snapshot", name.lower())] = self._where(stmt)
             return Result("OK")
         self.manager.drop_snapshot(snap.name)
         return Result(f"snapshot '{snap.name}' dropped")
 
     def _create_snapshot(self, node: nodes.CreateSnapshot, stmt: ParsedStatement) -> Result:
         name, job = name_of(node.this), name_of(node.args["job"])
-        if self._job_plan(job) is None:
+        plan = self._job_plan(job)
+        if plan is None:
             raise self._unknown("job", job)
         if self.manager is None:
+            existing = self._find_snapshot(name)
+            if existing is not None and not node.args.get("replace"):
+                raise CatalogError(
+                    f"snapshot '{existing.name}' already exists; use CREATE OR REPLACE SNAPSHOT to replace it"
+                )
+            self._overlay_snapshots[name.lower()] = CheckedSnapshot(name, job, plan)
+            self._dropped.pop(("snapshot", name.lower()), None)
             return Result("OK")
         snap = self.manager.create_snapshot(job, name, bool(node.args.get("replace")), self.cancelled)
         return Result(
@@ -456,13 +487,20 @@ class Executor:
 
     def _describe_snapshot(self, node: nodes.DescribeSnapshot, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
-        snap = self.catalog.get_snapshot(name) if self.catalog is not None else None
+        snap = self._find_snapshot(name)
         if snap is None:
             raise self._unknown("snapshot", name)
+        if isinstance(snap, CheckedSnapshot):
+            rows = (("name", snap.name), ("job", snap.job), ("state", "taken earlier in the checked files"))
+            return Result(f"snapshot '{snap.name}'", ("property", "value"), rows)
         return Result(f"snapshot '{snap.name}'", ("property", "value"), describe.describe_snapshot(snap))
 
     def _describe_job(self, node: nodes.DescribeJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
+        if self.manager is None and name.lower() in self._overlay_jobs:
+            if self._overlay_jobs[name.lower()] is None:
+                raise self._unknown("job", name)
+            return Result(f"job '{name}'")  # created earlier in the checked files: no run to show
         job = self.catalog.get_job(name) if self.catalog is not None else None
         if job is None or self.catalog is None:
             raise self._unknown("job", name)
@@ -501,12 +539,8 @@ class Executor:
             strict = options.get("strictRestore", "false").lower() == "true"
             old = self._snapshot_stages(snapshot_name)
             verdicts = compat.check(old, plan, strict)
-            snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
-            if (
-                snap is not None
-                and snapshot_name.lower() not in self._overlay_snapshots
-                and not compat.refused(verdicts)
-            ):
+            snap = self._find_snapshot(snapshot_name)
+            if isinstance(snap, Snapshot) and not compat.refused(verdicts):
                 verdicts = list(self._plan_restore(snap, plan, options).verdicts)  # how each is restored
         rows = describe.explain_rows(plan, verdicts)
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
@@ -521,14 +555,23 @@ class Executor:
             )
         return Result(message, describe.EXPLAIN_COLUMNS, rows)
 
-    def _snapshot_stages(self, snapshot_name: str) -> dict[str, AggregateStage]:
-        key = snapshot_name.lower()
+    def _find_snapshot(self, name: str) -> Snapshot | CheckedSnapshot | None:
+        """The snapshot of that name (check mode: as the statements checked so far leave it)."""
+        key = name.lower()
         if key in self._overlay_snapshots:
-            return {s.name: s for s in self._overlay_snapshots[key].stages}
-        snap = self.catalog.get_snapshot(snapshot_name) if self.catalog is not None else None
+            return self._overlay_snapshots[key]
+        return None if self.catalog is None else self.catalog.get_snapshot(name)
+
+    def _snapshot_stages(self, snapshot_name: str) -> dict[str, AggregateStage]:
+        snap = self._find_snapshot(snapshot_name)
         if snap is None:
             raise self._unknown("snapshot", snapshot_name)
+        if isinstance(snap, CheckedSnapshot):
+            return {s.name: s for s in snap.plan.stages}
         return {n: stage_from_json(s["plan"]) for n, s in snap.manifest["stages"].items()}
+
+    def _where(self, stmt: ParsedStatement) -> str:
+        return f"line {stmt.line}" + (f" of {self._file}" if self._file else "")
 
     def _unknown(self, kind: str, name: str) -> CatalogError:
         """``unknown job 'x'`` with a "did you mean" from the catalog's names."""
@@ -543,7 +586,14 @@ class Executor:
         else:
             names = [m.name for m in self.catalog.mappings()] if self.catalog is not None else []
             overlay = self._overlay
+        names = [n for n in names if overlay.get(n.lower(), n) is not None]  # not dropped earlier
         names += [k for k, v in overlay.items() if v is not None]
+        where = self._dropped.get((kind, name.lower()))
+        if where is not None:
+            return CatalogError(
+                f"unknown {kind} '{name}': it is dropped at {where}, earlier in the checked files; "
+                "use it before that statement or create it again"
+            )
         listing = {"job": "SHOW JOBS", "snapshot": "SHOW SNAPSHOTS", "mapping": "SHOW MAPPINGS"}[kind]
         return CatalogError(
             f"unknown {kind} '{name}'{did_you_mean(name, names)}; {listing} lists the {kind}s"

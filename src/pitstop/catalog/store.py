@@ -63,12 +63,30 @@ def _now() -> datetime:
 class Catalog:
     """Typed access to ``catalog.duckdb``. Safe to use from several threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        """Open (and create or upgrade) the catalog at ``path``.
+
+        ``read_only=True`` is for ``pitstop check``: the file must exist; nothing is created,
+        migrated or written, and a catalog at another schema version is refused (see
+        :meth:`_require_current`). Measured on DuckDB 2.0.0: a read-only open beside a process
+        that holds the file read-write fails ("Conflicting lock is held"), so does a read-write
+        open beside a read-only holder; read-only opens share the file with each other; a WAL
+        left by a killed writer is replayed in memory, and the file and the WAL stay byte-identical.
+        """
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = duckdb.connect(str(path))
+            self._db = duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
+            if read_only:
+                raise CatalogError(
+                    f"cannot read the catalog of the pitstop home {path.parent}: {exc}. Another "
+                    "pitstop process holds it (DuckDB allows no reader beside a writer in another "
+                    "process); check again when that process has finished, or run it as "
+                    "`pitstop serve`, which check then goes through."
+                ) from exc
             raise CatalogError(
                 f"cannot open the pitstop home {path.parent}: {exc}. Another pitstop process may "
                 "be using it; stop that process or choose another home with --home."
@@ -76,7 +94,14 @@ class Catalog:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._write_lock = threading.RLock()
-        self._migrate()
+        try:
+            if read_only:
+                self._require_current()
+            else:
+                self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- connections ---------------------------------------------------------------------------
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -111,21 +136,42 @@ class Catalog:
             self._cursors.clear()
         self._db.close()
 
-    def _migrate(self) -> None:
+    def schema_version(self) -> int:
+        """The version the catalog's tables are at (0: no pitstop tables yet)."""
         cur = self.cursor()
         exists = cur.execute(
             "SELECT count(*) FROM information_schema.tables "
             "WHERE table_schema = 'pitstop' AND table_name = 'meta'"
         ).fetchone()
-        version = 0
-        if exists and exists[0]:
-            row = cur.execute("SELECT value FROM pitstop.meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
+        if not (exists and exists[0]):
+            return 0
+        row = cur.execute("SELECT value FROM pitstop.meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise CatalogError(
                 f"{self.path} was written by a newer pitstop (catalog version {version}); "
                 "upgrade pitstop to open it."
             )
+
+    def _require_current(self) -> None:
+        """A read-only catalog is read with this version's queries, so it must be at this version:
+        an older one lacks columns and tables they name (version 1 has no jobs.options, no views),
+        and upgrading it would be a write."""
+        version = self.schema_version()
+        self._refuse_newer(version)
+        if version < SCHEMA_VERSION:
+            raise CatalogError(
+                f"the catalog of the pitstop home {self.path.parent} is at schema version {version}; "
+                f"this pitstop reads version {SCHEMA_VERSION} and does not upgrade a home it only "
+                f"checks. Run pitstop once on it (pitstop --home {self.path.parent} run -c 'SHOW JOBS') "
+                "to upgrade it, then check again."
+            )
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        self._refuse_newer(version)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction() as tx:
                 for statement in _MIGRATIONS[target]:
