@@ -134,3 +134,35 @@ def test_no_module_outside_the_connectors_lists_the_mapping_types() -> None:
             if needle in text:
                 offenders.append(f"{path.relative_to(SRC)}: {needle}")
     assert offenders == []
+
+
+def test_positions_are_opaque_json_from_the_offset_log_to_the_fence(tmp_path: Path) -> None:
+    """A connector's position may be any JSON value (a partition -> offset map for a partitioned
+    source): the offset log, the fence and the restore path pass it through unchanged."""
+    from pitstop.connectors import positions
+    from pitstop.engine import checkpoint
+
+    partitioned = {"0": 17, "1": 4, "2": 0}
+    line = '{"source": "clicks", "pos": {"0": 17, "1": 4, "2": 0}}'
+    assert positions.parse_offset(line) == ("clicks", partitioned)
+    positions.write_fence(tmp_path, partitioned)
+    assert positions.read_fence(tmp_path) == partitioned
+    positions.write_fence(tmp_path, 12)
+    assert positions.read_fence(tmp_path) == 12
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "offsets").mkdir(parents=True)
+    (ckpt / "commits").mkdir()
+    (ckpt / "offsets" / "0").write_text(
+        'v1\n{"batchWatermarkMs":0}\n' + line + '\n{"source": "orders", "pos": 3}'
+    )
+    (ckpt / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    progress = checkpoint.progress(ckpt, {"clicks": {"0": 0}})
+    assert progress.positions == {"clicks": partitioned, "orders": 3}
+    assert progress.committed == 0 and progress.settled
+
+
+def test_a_counting_source_compares_and_combines_by_count() -> None:
+    counts = registry.connector("file").positions
+    assert counts.furthest(3, 7) == 7 and counts.least(3, 7) == 3
+    assert counts.covers(7, 7) and not counts.covers(6, 7)
+    assert counts.text(1234, "files") == "1,234 files"

@@ -116,6 +116,10 @@ class Positions:
     def furthest(self, a: Any, b: Any) -> Any:
         return max(int(a), int(b))
 
+    def least(self, a: Any, b: Any) -> Any:
+        """The nearer of two positions (what is available, held at a fence)."""
+        return min(int(a), int(b))
+
     def covers(self, position: Any, target: Any) -> bool:
         """``position`` has read everything up to ``target``."""
         return int(position) >= int(target)

@@ -1,8 +1,9 @@
 """Source positions shared by pitstop's streaming sources.
 
-Every pitstop source has an integer position: for files, how many entries of the run's *discovery
-log* have been read; for the generator, how many events. Spark stores positions in its offset log
-as ``{"source": name, "pos": n}``. Two files in ``<run>/sources/<name>/`` steer a source:
+A source's position is a JSON value its connector defines (:class:`pitstop.connectors.base.Positions`
+says how two compare): for files, how many entries of the run's *discovery log* have been read; for
+the generator, how many events. Spark stores positions in its offset log as
+``{"source": name, "pos": <position>}``. Two files in ``<run>/sources/<name>/`` steer a source:
 
 - ``files.log`` (file sources): every file name once, in the order first seen. A fresh run from a
   snapshot starts with the snapshot's consumed files, so files that arrive after the cut, and
@@ -29,40 +30,42 @@ def source_dir(run_dir: str | os.PathLike[str], source: str) -> Path:
     return Path(run_dir) / "sources" / source
 
 
-def offset(source: str, pos: int) -> dict[str, Any]:
-    return {"source": source, "pos": int(pos)}
+def offset(source: str, pos: Any) -> dict[str, Any]:
+    return {"source": source, "pos": pos}
 
 
-def parse_offset(text: str) -> tuple[str, int] | None:
+def parse_offset(text: str) -> tuple[str, Any] | None:
     """``(source, pos)`` of one offset-log line written by a pitstop source, else None."""
     try:
         value = json.loads(text)
     except ValueError:
         return None
     if isinstance(value, dict) and "source" in value and "pos" in value:
-        return str(value["source"]), int(value["pos"])
+        return str(value["source"]), value["pos"]
     return None
 
 
-def read_fence(directory: Path) -> int | None:
+def read_fence(directory: Path) -> Any:
+    """The fence (a position, as JSON), or None."""
     try:
-        return int((directory / FENCE).read_text().strip())
+        return json.loads((directory / FENCE).read_text())
     except (FileNotFoundError, ValueError):
         return None
 
 
-def write_fence(directory: Path, pos: int) -> None:
+def write_fence(directory: Path, pos: Any) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{FENCE}.tmp"
-    tmp.write_text(str(int(pos)))
+    tmp.write_text(json.dumps(pos))
     os.replace(tmp, directory / FENCE)
 
 
 def bounded(directory: Path, pos: int, start: dict[str, Any] | None) -> int:
-    """What a reader may report: at most the fence (if set), never less than where it stands."""
+    """What a counting reader may report: at most the fence (if set), never less than where it
+    stands."""
     fence = read_fence(directory)
     if fence is not None:
-        pos = min(pos, fence)
+        pos = min(pos, int(fence))
     if start is not None:
         pos = max(pos, int(start["pos"]))
     return pos

@@ -12,6 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pitstop.connectors.positions import parse_offset
 
@@ -37,7 +38,7 @@ def latest_planned(checkpoint: Path) -> int | None:
 class BatchOffsets:
     batch_id: int
     watermark_ms: int  # the watermark the batch ran with
-    positions: dict[str, int]  # pitstop sources only
+    positions: dict[str, Any]  # pitstop sources only (each as its connector defines)
     lines: int  # number of source lines (pitstop's and Spark's own, e.g. seed files)
 
 
@@ -47,7 +48,7 @@ def read_offsets(checkpoint: Path, batch_id: int) -> BatchOffsets | None:
     except FileNotFoundError:
         return None
     meta = json.loads(lines[1])
-    positions: dict[str, int] = {}
+    positions: dict[str, Any] = {}
     for line in lines[2:]:
         parsed = parse_offset(line)
         if parsed is not None:
@@ -66,12 +67,12 @@ def commit_watermark(checkpoint: Path, batch_id: int) -> int | None:
 @dataclass(frozen=True)
 class Progress:
     committed: int | None  # last committed batch id
-    positions: dict[str, int]  # source positions at the last commit
+    positions: dict[str, Any]  # source positions at the last commit
     watermark_ms: int  # watermark after the last commit
     settled: bool  # no batch in flight, and no batch pending for a watermark change
 
 
-def progress(checkpoint: Path, start_positions: dict[str, int]) -> Progress:
+def progress(checkpoint: Path, start_positions: dict[str, Any]) -> Progress:
     committed = latest_commit(checkpoint)
     planned = latest_planned(checkpoint)
     if committed is None:

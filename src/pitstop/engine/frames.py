@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry
@@ -59,7 +59,7 @@ def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
 
 
 def source_frame(
-    spark: SparkSession, mapping: Mapping, run_dir: str, start: int, parallelism: int, query_key: str
+    spark: SparkSession, mapping: Mapping, run_dir: str, start: Any, parallelism: int, query_key: str
 ) -> DataFrame:
     reader = (
         spark.readStream.schema(ddl(mapping))
@@ -92,7 +92,7 @@ def branch_frame(
     branch: Branch,
     source: Mapping,
     run_dir: str,
-    start: int,
+    start: Any,
     parallelism: int,
     seed: StageSeed | None,
     query_key: str,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping, Run
 from pitstop.catalog.store import Catalog
 from pitstop.connectors import positions, registry
+from pitstop.connectors.base import Positions
 from pitstop.connectors.sinks import Sink
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
@@ -78,7 +79,7 @@ class BranchQuery:
 class Cut:
     """Where a stopped run stands: the same positions in every branch, one committed batch each."""
 
-    positions: dict[str, int]
+    positions: dict[str, Any]  # per source, as its connector defines
     batches: dict[int, int | None]  # branch index -> last committed batch id
     watermarks_ms: dict[int, int]  # branch index -> watermark after that batch
 
@@ -90,7 +91,7 @@ class ActiveRun:
     plan: JobPlan
     mappings: dict[str, Mapping]
     folder: Path
-    start_positions: dict[str, int]
+    start_positions: dict[str, Any]
     seeds: dict[str, StageSeed] = field(default_factory=dict)
     branches: list[BranchQuery] = field(default_factory=list)
     _spark: Any = field(default=None, init=False, repr=False)
@@ -115,6 +116,15 @@ class ActiveRun:
             self.branches.append(bq)
             bq.query = self._start_query(df, bq, trigger_ms)
 
+    def start_of(self, source: str) -> Any:
+        """Where this run started reading ``source`` (a snapshot's position, else the start)."""
+        if source in self.start_positions:
+            return self.start_positions[source]
+        return self._positions(source).zero
+
+    def _positions(self, source: str) -> Positions:
+        return registry.connector(self.mappings[source].type).positions
+
     def _frame(self, branch: Branch) -> DataFrame:
         seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
         return branch_frame(
@@ -122,7 +132,7 @@ class ActiveRun:
             branch,
             self.mappings[branch.source],
             str(self.folder),
-            self.start_positions.get(branch.source, 0),
+            self.start_of(branch.source),
             self._parallelism,
             seed,
             f"{self.run.run_id}_{branch.index}",
@@ -190,26 +200,27 @@ class ActiveRun:
             return f"INSERT INTO {bq.branch.sink} failed: {reason}"
         return None
 
-    def available(self) -> dict[str, int]:
+    def available(self) -> dict[str, Any]:
         """Each source's position once all input available now is read."""
-        out: dict[str, int] = {}
+        out: dict[str, Any] = {}
         for src in self.plan.sources:
             mapping = self.mappings[src]
             directory = positions.source_dir(self.folder, src)
-            out[src] = registry.connector(mapping.type).available(
-                self.folder, mapping, self.start_positions.get(src, 0)
-            )
+            out[src] = registry.connector(mapping.type).available(self.folder, mapping, self.start_of(src))
             fence = positions.read_fence(directory)
             if fence is not None:
-                out[src] = min(out[src], fence)
+                out[src] = self._positions(src).least(out[src], fence)
         return out
 
-    def caught_up(self, targets: dict[str, int]) -> bool:
+    def caught_up(self, targets: dict[str, Any]) -> bool:
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
             if p.committed is None and bq.branch.stage is not None and bq.branch.stage.name in self.seeds:
                 return False  # the seeds' batch has not run yet
-            if p.positions.get(bq.branch.source, 0) < targets.get(bq.branch.source, 0):
+            src = bq.branch.source
+            if src in targets and not self._positions(src).covers(
+                p.positions.get(src, self.start_of(src)), targets[src]
+            ):
                 return False
             if not p.settled:
                 return False
@@ -240,7 +251,7 @@ class ActiveRun:
                 )
             time.sleep(POLL_S)
 
-    def await_input(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> dict[str, int]:
+    def await_input(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         targets = self.available()
         self.wait(lambda: self.caught_up(targets), timeout_s, "catch up with its input", cancelled)
         return targets
@@ -265,13 +276,13 @@ class ActiveRun:
         3. Read the cut from the checkpoints.
         """
         # Step 1. Fence every source.
-        fence: dict[str, int] = {src: self.start_positions.get(src, 0) for src in self.plan.sources}
+        fence: dict[str, Any] = {src: self.start_of(src) for src in self.plan.sources}
         for bq in self.branches:
             planned = checkpoint.latest_planned(bq.checkpoint)
             offsets = checkpoint.read_offsets(bq.checkpoint, planned) if planned is not None else None
             if offsets is not None:
                 for src, pos in offsets.positions.items():
-                    fence[src] = max(fence.get(src, 0), pos)
+                    fence[src] = self._positions(src).furthest(fence.get(src, self.start_of(src)), pos)
         # Step 2. Drain to the fence; raise it if a branch went past it.
         while True:
             for src, pos in fence.items():
@@ -285,19 +296,23 @@ class ActiveRun:
             for bq in self.branches:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)
                 for src, pos in p.positions.items():
-                    beyond[src] = max(beyond.get(src, 0), pos)
+                    beyond[src] = self._positions(src).furthest(beyond.get(src, self.start_of(src)), pos)
             if beyond == fence:
                 break
             fence = beyond
         # Step 3. The cut.
         return self._cut(fence)
 
-    def _cut(self, fence: dict[str, int]) -> Cut:
+    def _cut(self, fence: dict[str, Any]) -> Cut:
         batches: dict[int, int | None] = {}
         watermarks: dict[int, int] = {}
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            if p.positions.get(bq.branch.source, 0) != fence.get(bq.branch.source, 0) or not p.settled:
+            src = bq.branch.source
+            if (
+                p.positions.get(src, self.start_of(src)) != fence.get(src, self.start_of(src))
+                or not p.settled
+            ):
                 raise PitstopError(
                     f"job '{self.job}': INSERT INTO {bq.branch.sink} is at {p.positions}, not at the cut "
                     f"{fence}; no snapshot was written"

@@ -36,7 +36,7 @@ class NativeCopy:
 class Restore:
     snapshot: str
     verdicts: tuple[compat.StageVerdict, ...]
-    start_positions: dict[str, int]
+    start_positions: dict[str, Any]  # per source, as its connector defines
     seeds: dict[str, StageSeed]
     sources: dict[str, dict[str, Any]]  # the snapshot's manifest entry per source
     root: str  # the snapshot's folder
@@ -60,11 +60,11 @@ class Restore:
         }
 
 
-def seeds_from_json(d: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, StageSeed]]:
+def seeds_from_json(d: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, StageSeed]]:
     if not d:
         return {}, {}
     seeds = {k: StageSeed(**v) for k, v in d.get("seeds", {}).items()}
-    return {k: int(v) for k, v in d.get("start_positions", {}).items()}, seeds
+    return dict(d.get("start_positions", {})), seeds
 
 
 def check_compatible(
