@@ -373,33 +373,55 @@ def test_manifest_path_leading_out_of_the_snapshot_is_refused(tmp_path: Path) ->
 
 
 # -- a real job with unusual names ------------------------------------------------------------------------
+UNUSUAL_JOB = """
+    CREATE JOB {job} {header} AS WITH "täglich 1" AS (
+        SELECT window_start, window_end, region, COUNT(*) AS orders
+        FROM TABLE(TUMBLE(TABLE "Bestellungen ü", DESCRIPTOR(ts), INTERVAL '1' HOUR))
+        GROUP BY window_start, window_end, region)
+    INSERT INTO "Daily Revenue" SELECT * FROM "täglich 1";
+    AWAIT JOB {job};
+"""
+
+
+def order_line(order_id: int, region: str, ts: str) -> str:
+    return f'{{"order_id": {order_id}, "region": "{region}", "amount": 1.0, "ts": "{ts}"}}\n'
+
+
 @pytest.mark.spark
-def test_job_and_snapshot_with_unusual_names_keep_their_folders_inside_the_home(
-    manager: Manager, tmp_path: Path
+@pytest.mark.parametrize("restore_format", ["auto", "canonical"])
+def test_job_and_snapshot_with_unusual_names_run_restore_and_stay_inside_the_home(
+    manager: Manager, tmp_path: Path, restore_format: str
 ) -> None:
     orders = tmp_path / "orders"
     orders.mkdir()
     (orders / "part-0.json").write_text(
-        '{"order_id": 1, "region": "eu", "amount": 10.5, "ts": "2024-01-01 00:10:00"}\n'
-        '{"order_id": 2, "region": "us", "amount": 2.0, "ts": "2024-01-01 02:10:00"}\n'
+        order_line(1, "eu", "2024-01-01 00:10:00") + order_line(2, "us", "2024-01-01 00:20:00")
     )
-    results = run(
+    run(
         manager,
-        f"""{orders_mapping(orders, '"Bestellungen ü"')}
-        CREATE MAPPING "Daily Revenue" TYPE DuckDB;
-        CREATE JOB "Umsätze v1" AS WITH "täglich 1" AS (
-            SELECT window_start, window_end, region, COUNT(*) AS orders
-            FROM TABLE(TUMBLE(TABLE "Bestellungen ü", DESCRIPTOR(ts), INTERVAL '1' HOUR))
-            GROUP BY window_start, window_end, region)
-        INSERT INTO "Daily Revenue" SELECT * FROM "täglich 1";
-        AWAIT JOB "Umsätze v1";
-        DROP JOB "Umsätze v1" WITH SNAPSHOT "Umsätze 2024-01.a";
-        SELECT region, orders FROM "Daily Revenue" ORDER BY region;""",
+        orders_mapping(orders, '"Bestellungen ü"')
+        + 'CREATE MAPPING "Daily Revenue" TYPE DuckDB;'
+        + UNUSUAL_JOB.format(job='"Umsätze v1"', header="")
+        + 'DROP JOB "Umsätze v1" WITH SNAPSHOT "Umsätze 2024-01.a";',
     )
-    assert results[-1].rows == (("eu", 1),)  # the 02:00 window is still open at the watermark
     snapshot = manager.home / "snapshots" / "Umsätze 2024-01.a"
     assert (snapshot / "stages" / "täglich 1").is_dir()
     assert (snapshot / "sources" / "Bestellungen ü.files").read_text() == "part-0.json\n"
+
+    # The 00:00 window is still open in the snapshot; the restored job closes it with new input.
+    (orders / "part-1.json").write_text(
+        order_line(3, "eu", "2024-01-01 00:50:00") + order_line(4, "eu", "2024-01-01 02:00:00")
+    )
+    header = f"""FROM SNAPSHOT "Umsätze 2024-01.a" OPTIONS ('restoreFormat'='{restore_format}')"""
+    results = run(
+        manager,
+        UNUSUAL_JOB.format(job='"Umsätze v2"', header=header)
+        + 'SELECT region, orders FROM "Daily Revenue" ORDER BY region;',
+    )
+    how = "from Spark's state files (native)" if restore_format == "auto" else "from the snapshot's rows"
+    assert "stage 'täglich 1': restored" in results[0].message
+    assert how in results[0].message
+    assert results[-1].rows == (("eu", 2), ("us", 1))
     home = manager.home.resolve()
     for path in manager.home.rglob("*"):
         assert path.resolve().is_relative_to(home) or path.is_symlink()
