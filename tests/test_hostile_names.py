@@ -19,6 +19,7 @@ from conftest import orders_mapping, run, settings
 from pitstop.engine.manager import Manager
 from pitstop.errors import BadNameError, PitstopError
 from pitstop.executor import Executor
+from pitstop.server.sqlstate import code_of
 from pitstop.sql import nodes
 from pitstop.sql.names import MAX_BYTES, NAME_RULE, check_name, inside, name_problem, safe_path
 from pitstop.sql.parser import NAME_ARGS, parse_statement, stage_hint
@@ -216,6 +217,12 @@ def test_hostile_name_is_refused_saying_what_is_wrong(name: str, problem: str) -
 def test_harmless_unusual_name_is_allowed(name: str) -> None:
     assert name_problem(name) is None
     assert check_name("job", name) == name
+
+
+def test_refused_name_reaches_clients_as_sqlstate_invalid_name() -> None:
+    with pytest.raises(BadNameError) as caught:
+        check_name("job", "../x")
+    assert code_of(caught.value) == "42602"
 
 
 def test_message_of_a_refused_name_never_holds_a_raw_control_character() -> None:

@@ -1,9 +1,9 @@
 """What a name may be: the one rule for job, snapshot, mapping, view and stage names.
 
 These names become folders and files in the home (``snapshots/<snapshot>/``,
-``runs/<job>-<id>/``, ``<run>/sources/<mapping>/``, ``stages/<stage>/``) and DuckDB table names,
-so a name must be a safe single path component on every common file system, whatever the
-statement it came from. The rule, for all five kinds alike:
+``runs/<job>-<id>/`` with spaces spelt ``_``, ``<run>/sources/<mapping>/``, ``stages/<stage>/``)
+and DuckDB table names, so a name must be a safe single path component on every common file
+system, whatever the statement it came from. The rule, for all five kinds alike:
 
 - 1 to :data:`MAX_BYTES` bytes long in UTF-8 (128 ASCII characters; fewer in other scripts), so
   that every folder pitstop derives from it, with its suffixes, stays under the 255-byte limit of
@@ -43,7 +43,6 @@ NAME_RULE = (
 """The rule in one sentence, for messages."""
 
 _PUNCTUATION = frozenset("_$-. ")
-_FIRST = frozenset("_")
 _UNNAMED = {"Cc": "a control character", "Cs": "a lone surrogate", "Co": "a private-use character"}
 
 
@@ -70,7 +69,7 @@ def name_problem(name: str) -> str | None:
         if not _allowed(char):
             return f"it contains {_shown(char)}"
     first = name[0]
-    if first not in _FIRST and unicodedata.category(first)[0] not in "LN":
+    if first != "_" and unicodedata.category(first)[0] not in "LN":
         return f"it starts with {_shown(first)}"
     if name[-1] in ". ":
         return f"it ends with {_shown(name[-1])}"
