@@ -50,6 +50,11 @@ class SqlError(PitstopError):
     """A statement that cannot be parsed, with its position in the script."""
 
 
+class BadNameError(SqlError):
+    """A job, snapshot, mapping, view or stage name that is not a safe folder or table name
+    (see :mod:`pitstop.sql.names` for the rule)."""
+
+
 class CatalogError(PitstopError):
     """Unknown or duplicate mapping, job or snapshot; a catalog that cannot be opened."""
 

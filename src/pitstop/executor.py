@@ -223,7 +223,8 @@ class Executor:
         if self._lookup(name) is not None:
             raise CatalogError(f"'{name}' is a mapping; give the view another name")
         # A view must be readable by a job: plan it as the input of a stateless job now.
-        probe = parse_statement(f"CREATE JOB __probe AS INSERT INTO __probe_sink SELECT * FROM {name}")
+        quoted = exp.to_identifier(name, quoted=True).sql()  # "Daily Revenue" is a view name too
+        probe = parse_statement(f"CREATE JOB __probe AS INSERT INTO __probe_sink SELECT * FROM {quoted}")
         sink = Mapping("__probe_sink", "console", (), None)
         query = node.expression
 

@@ -22,12 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pitstop.sql.names import safe_path
+
 FILES_LOG = "files.log"
 FENCE = "fence"
 
 
 def source_dir(run_dir: str | os.PathLike[str], source: str) -> Path:
-    return Path(run_dir) / "sources" / source
+    """``<run>/sources/<source>/``: the discovery log and fence of one source of a run."""
+    return safe_path(Path(run_dir) / "sources", "mapping", source)
 
 
 def offset(source: str, pos: Any) -> dict[str, Any]:

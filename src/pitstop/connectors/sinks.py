@@ -23,6 +23,7 @@ import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
 from pitstop.errors import PlanError
+from pitstop.sql.names import check_name
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def _naive_utc(table: pa.Table) -> pa.Table:
 
 
 def table_name(mapping: Mapping) -> str:
-    return mapping.options.get("table", mapping.name)
+    """The DuckDB table a sink mapping writes (quoted wherever it is used, and checked as a name)."""
+    return check_name("sink table", mapping.options.get("table", mapping.name))
 
 
 class DuckDBSink:

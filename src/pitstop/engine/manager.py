@@ -29,6 +29,7 @@ from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
 from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
+from pitstop.sql.names import check_name, safe_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,8 +116,13 @@ class Manager:
         restore: Restore | None,
         options: dict[str, str] | None = None,
     ) -> ActiveRun:
-        run_id = f"{name}-{uuid.uuid4().hex[:8]}"
-        folder = self.home / "runs" / run_id
+        # The run folder holds the branches' checkpoints, and pyspark 4.3's state reader finds no
+        # committed batch in a checkpoint whose path holds a space (STDS_COMMITTED_BATCH_UNAVAILABLE):
+        # spell a job's spaces as '_' there. The random suffix keeps run ids unique.
+        spelt = check_name("job", name).replace(" ", "_")
+        suffix = f"-{uuid.uuid4().hex[:8]}"
+        run_id = f"{spelt}{suffix}"
+        folder = safe_path(self.home / "runs", "job", spelt, suffix=suffix)
         folder.mkdir(parents=True)
         if restore is not None:
             restore = prepare_run_folder(folder, restore)

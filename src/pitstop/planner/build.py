@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
-from pitstop.errors import PlanError
+from pitstop.errors import BadNameError, PlanError
 from pitstop.planner.plan import (
     Accumulator,
     AggregateStage,
@@ -29,6 +29,7 @@ from pitstop.planner.plan import (
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
 from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.intervals import format_interval, interval_micros
+from pitstop.sql.names import check_name
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
 
@@ -291,18 +292,19 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
 
 
 def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
+    """A hint's name, else the CTE alias, else ``<sink>.aggregate``; every one checked as a name
+    (it becomes a folder of snapshots and runs), the derived one too."""
     name = stage_hint(select)
     if name is not None:
-        _check_stage_name(name)
-        return name
+        return check_name("stage", name)
     if cte is not None:
-        return cte
-    return f"{sink}.aggregate"
-
-
-def _check_stage_name(name: str) -> None:
-    if not name or any(ch in name for ch in "/\\ \t\n"):
-        raise PlanError(f"stage name '{name}' is not valid: use letters, digits, '_' and '.'")
+        return check_name("stage", cte)
+    try:
+        return check_name("stage", f"{sink}.aggregate")
+    except BadNameError as err:
+        raise BadNameError(
+            f"{err.message}. Name the stage of INSERT INTO {sink} with a CTE alias or /*+ STAGE(name) */"
+        ) from None
 
 
 def _where(select: exp.Select, layer: _Layer) -> str | None:

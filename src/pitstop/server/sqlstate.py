@@ -10,6 +10,7 @@ import duckdb
 
 from pitstop.errors import (
     AwaitTimeoutError,
+    BadNameError,
     CancelledError,
     CatalogError,
     CompatibilityError,
@@ -21,6 +22,7 @@ from pitstop.errors import (
 )
 
 SYNTAX_ERROR = "42601"
+INVALID_NAME = "42602"
 UNDEFINED_OBJECT = "42704"
 UNDEFINED_TABLE = "42P01"
 UNDEFINED_COLUMN = "42703"
@@ -71,6 +73,8 @@ def _catalog_code(message: str) -> str:
 def code_of(err: PitstopError) -> str:
     if err.message.startswith(("unknown setting", "unknown job option")):
         return UNDEFINED_OBJECT
+    if isinstance(err, BadNameError):
+        return INVALID_NAME
     if isinstance(err, SqlError):
         return SYNTAX_ERROR
     if isinstance(err, CancelledError):

@@ -36,6 +36,7 @@ from pitstop.engine.frames import seed_schema
 from pitstop.engine.runs import ActiveRun, Cut
 from pitstop.errors import PitstopError
 from pitstop.planner.plan import AggregateStage
+from pitstop.sql.names import safe_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,7 +46,7 @@ MANIFEST = "manifest.json"
 
 
 def snapshot_dir(home: Path, name: str) -> Path:
-    return home / "snapshots" / name
+    return safe_path(home / "snapshots", "snapshot", name)
 
 
 def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut) -> Snapshot:
@@ -59,7 +60,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
     """
     # Step 1. A temp folder.
     final = snapshot_dir(home, name)
-    tmp = final.parent / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp = safe_path(final.parent, "snapshot", name, prefix=".", suffix=f".{uuid.uuid4().hex[:8]}.tmp")
     tmp.mkdir(parents=True)
     try:
         stages: dict[str, Any] = {}
@@ -71,7 +72,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                 continue
             batch = cut.batches[bq.branch.index]
             table = _read_state(spark, bq.checkpoint, batch, stage, run.job)
-            out = tmp / "stages" / stage.name
+            out = safe_path(tmp / "stages", "stage", stage.name)
             out.mkdir(parents=True)
             write_stage(table, out, spark.sparkContext.defaultParallelism)
             stages[stage.name] = {
@@ -81,7 +82,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                 "batch_id": batch,
             }
             if batch is not None:
-                native = tmp / "native" / stage.name
+                native = safe_path(tmp / "native", "stage", stage.name)
                 stages[stage.name]["native"] = {
                     "path": f"native/{stage.name}",
                     "source": bq.branch.source,

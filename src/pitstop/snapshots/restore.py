@@ -16,6 +16,7 @@ from pitstop.engine.frames import StageSeed
 from pitstop.errors import CompatibilityError
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
+from pitstop.sql.names import inside, safe_path
 
 NATIVE = "from Spark's state files (native)"
 ROWS = "from the snapshot's rows"
@@ -105,13 +106,12 @@ def plan_restore(
             against = native_reason(entry, old[v.stage], branch, partitions, fmt)
             if against is None:
                 copy = entry["native"]
-                native[v.stage] = NativeCopy(
-                    str(root / copy["path"]), int(entry["batch_id"]), branch.index, bool(copy["seeded"])
-                )
+                path = str(inside(root, copy["path"]))
+                native[v.stage] = NativeCopy(path, int(entry["batch_id"]), branch.index, bool(copy["seeded"]))
                 v = replace(v, how=NATIVE)
             else:
                 seeds[v.stage] = StageSeed(
-                    path=str(root / "stages" / v.stage),
+                    path=str(safe_path(root / "stages", "stage", v.stage)),
                     old_size_micros=old[v.stage].window.size_micros,
                     old_watermark_ms=int(entry["watermark_ms"]),
                     old_gap_micros=old[v.stage].window.gap_micros,
@@ -176,7 +176,7 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
         (checkpoint / ".metadata.crc").unlink(missing_ok=True)
         (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
         if copy.seeded:
-            empty = folder / "seeds" / stage
+            empty = safe_path(folder / "seeds", "stage", stage)
             empty.mkdir(parents=True, exist_ok=True)
             # Watermark 0: no late-event filter (Spark applies the checkpoint's watermark).
             seeds[stage] = StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)

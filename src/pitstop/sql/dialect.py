@@ -652,7 +652,9 @@ class PitstopDialect(Dialect):
         def _parse_option_string(self, what: str) -> exp.Literal:
             if not self._match(TokenType.STRING):
                 self.raise_error(f"{what} are quoted strings: OPTIONS ('key'='value', ...)")
-            return exp.Literal.string(self._prev.text)
+            literal = exp.Literal.string(self._prev.text)
+            literal.meta["start"] = self._prev.start  # where a bad name in an option is shown
+            return literal
 
         def _parse_pitstop_interval(self, what: str) -> exp.Expr:
             start = self._curr

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from pitstop.errors import SqlError
+from pitstop.errors import BadNameError, SqlError
+from pitstop.sql import nodes
 from pitstop.sql.dialect import JobBlock, PitstopDialect, position
+from pitstop.sql.names import check_name
 from pitstop.sql.typos import SuspectParseError, misspelt_keyword
 
 __all__ = [
+    "NAME_ARGS",
     "ParsedStatement",
     "in_job_block",
     "is_complete",
@@ -32,6 +35,38 @@ __all__ = [
 _DIALECT = PitstopDialect()
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 _QUOTES = {"'": "string", '"': "quoted identifier"}
+
+NAME_ARGS: dict[type[exp.Expression], tuple[tuple[str, str], ...]] = {
+    nodes.CreateMapping: (("mapping", "this"),),
+    nodes.DropMapping: (("mapping", "this"),),
+    nodes.ShowMappings: (),
+    nodes.CreateJob: (("job", "this"), ("snapshot", "snapshot")),
+    nodes.DropJob: (("job", "this"), ("snapshot", "snapshot")),
+    nodes.ShowJobs: (),
+    nodes.AlterJob: (("job", "this"),),
+    nodes.AwaitJob: (("job", "this"),),
+    nodes.DescribeJob: (("job", "this"),),
+    nodes.CreateSnapshot: (("snapshot", "this"), ("job", "job")),
+    nodes.DropSnapshot: (("snapshot", "this"),),
+    nodes.ShowSnapshots: (),
+    nodes.DescribeSnapshot: (("snapshot", "this"),),
+    nodes.CreateView: (("view", "this"),),
+    nodes.DropView: (("view", "this"),),
+    nodes.ShowViews: (),
+    nodes.SetOption: (),
+    nodes.Explain: (),
+}
+"""Per statement node, ``(kind, argument)`` of every job, snapshot, mapping or view name it takes;
+checked by :func:`parse_statement` against :mod:`pitstop.sql.names`. Options that hold a name
+(``'initialSnapshotName'``, a DuckDB mapping's ``'table'``), CTE aliases and ``STAGE`` hints of a
+job are checked there too."""
+
+# Options whose value is a name: option key -> kind of name.
+_NAME_OPTIONS: dict[type[exp.Expression], dict[str, str]] = {
+    nodes.CreateJob: {"initialSnapshotName": "snapshot"},
+    nodes.AlterJob: {"initialSnapshotName": "snapshot"},
+    nodes.CreateMapping: {"table": "sink table"},
+}
 
 
 @dataclass(frozen=True)
@@ -205,6 +240,7 @@ def parse_statement(text: str) -> exp.Expression:
     if not isinstance(node, exp.Expression) or node.find(exp.Command):
         # Unreachable by construction (no Command fallback); kept so nothing slips through.
         raise SqlError("pitstop could not read this statement", 1, 1, _source_line(text, 1))
+    _check_names(node, text)
     return node
 
 
@@ -218,6 +254,70 @@ def _reached(text: str) -> int | None:
     except (ParseError, TokenError):
         return 0
     return None
+
+
+def _check_names(node: exp.Expression, text: str) -> None:
+    """Refuse a statement that takes a job, snapshot, mapping, view or stage name outside the
+    rule of :mod:`pitstop.sql.names`, positioned at the name."""
+    if isinstance(node, nodes.Explain):
+        _check_names(node.this, text)
+        return
+    for kind, arg in NAME_ARGS.get(type(node), ()):
+        value = node.args.get(arg)
+        if value is not None:
+            _check_name_at(text, kind, name_of(value), value)
+    named_options = _NAME_OPTIONS.get(type(node), {})
+    for option in node.args.get("options") or []:
+        option_kind = named_options.get(option.this.name)
+        if option_kind is not None:
+            _check_name_at(text, option_kind, option.expression.name, option.expression)
+    if isinstance(node, nodes.CreateJob):
+        for cte in node.find_all(exp.CTE):
+            alias = cte.args.get("alias")
+            if alias is not None:
+                _check_name_at(text, "stage", alias.name, alias)
+        for select in node.find_all(exp.Select):
+            hinted = _stage_hint_node(select)
+            if hinted is not None:
+                _check_name_at(text, "stage", _hint_name(hinted), hinted, _hint_start(text, hinted))
+
+
+def _check_name_at(text: str, kind: str, name: str, node: exp.Expression, start: int | None = None) -> None:
+    try:
+        check_name(kind, name)
+    except BadNameError as error:
+        start = _start_of(node) if start is None else start
+        if start is None:
+            raise
+        line, col = position(text, start)
+        raise error.at(line, col, _source_line(text, line)) from None
+
+
+def _hint_start(text: str, node: exp.Expression) -> int | None:
+    """Offset of a STAGE hint's argument in the statement. sqlglot parses a hint's text on its
+    own, so the argument's offsets count from just after its ``/*+``: find the hint whose text
+    holds the argument, as written, there."""
+    relative = _start_of(node)
+    if relative is None:
+        return None
+    written = node.sql(dialect=_DIALECT)
+    at = text.find("/*+")
+    while at >= 0:
+        start = at + 3 + relative
+        if text.startswith(written, start):
+            return start
+        at = text.find("/*+", at + 3)
+    return None
+
+
+def _start_of(node: exp.Expression) -> int | None:
+    """Offset of a node's first character in the statement (None: the parser recorded none)."""
+    starts = [
+        part.meta["start"]
+        for part in (node, *node.find_all(exp.Identifier, exp.Literal))
+        if isinstance(part.meta.get("start"), int)
+    ]
+    return min(starts, default=None)
 
 
 def parse_script(script: str, file: str | None = None) -> list[ParsedStatement]:
@@ -251,7 +351,8 @@ def _parse_script(
             inner_line, inner_col = error.line or 1, error.col or 1
             at_line = line + inner_line - 1
             at_col = col + inner_col - 1 if inner_line == 1 else inner_col
-            errors.append(SqlError(error.message, at_line, at_col, _source_line(script, at_line), file))
+            error.at(at_line, at_col, _source_line(script, at_line), file)
+            errors.append(error)
             if stop_at_first:
                 return parsed, errors
             continue
@@ -275,22 +376,36 @@ def _parse_script(
 
 
 def stage_hint(select: exp.Expression) -> str | None:
-    """The name in a ``SELECT /*+ STAGE(name) */`` hint, or None without one."""
+    """The name in a ``SELECT /*+ STAGE(name) */`` hint, or None without one. A dotted name
+    (``STAGE(daily_revenue.aggregate)``) is the whole dotted text."""
+    hinted = _stage_hint_node(select)
+    return None if hinted is None else _hint_name(hinted)
+
+
+def _stage_hint_node(select: exp.Expression) -> exp.Column | exp.Identifier | None:
+    """The argument node of a ``SELECT /*+ STAGE(name) */`` hint, or None without one."""
     hint = select.args.get("hint")
     if not isinstance(hint, exp.Hint):
         return None
-    names = []
+    found: list[exp.Column | exp.Identifier] = []
     for item in hint.expressions:
         if isinstance(item, exp.Anonymous) and item.name.upper() == "STAGE":
             args = item.expressions
             if len(args) != 1 or not isinstance(args[0], (exp.Column, exp.Identifier)):
                 raise SqlError(f"a STAGE hint names one stage: /*+ STAGE(name) */, got {item.sql()}")
-            names.append(name_of(args[0]))
+            found.append(args[0])
         elif isinstance(item, str) and "STAGE" in item.upper():
             raise SqlError(f"malformed hint /*+ {item} */: write /*+ STAGE(name) */")
-    if len(names) > 1:
-        raise SqlError(f"a SELECT has one STAGE hint, got {', '.join(repr(n) for n in names)}")
-    return names[0] if names else None
+    if len(found) > 1:
+        names = ", ".join(repr(_hint_name(n)) for n in found)
+        raise SqlError(f"a SELECT has one STAGE hint, got {names}")
+    return found[0] if found else None
+
+
+def _hint_name(node: exp.Column | exp.Identifier) -> str:
+    if isinstance(node, exp.Column):
+        return ".".join(part.name for part in node.parts)
+    return node.name
 
 
 def option_dict(options: list[exp.Expression] | None) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.connectors import positions
 from pitstop.connectors.base import Connector, Option
+from pitstop.sql.names import inside, safe_path
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -62,12 +63,13 @@ class FileConnector(Connector):
     ) -> dict[str, Any]:
         names = positions.read_log(positions.source_dir(run_dir, mapping.name))[: int(position)]
         (snapshot_dir / "sources").mkdir(exist_ok=True)
-        (snapshot_dir / "sources" / f"{mapping.name}.files").write_text("".join(f"{n}\n" for n in names))
-        return {"files": f"sources/{mapping.name}.files"}
+        listing = safe_path(snapshot_dir / "sources", "mapping", mapping.name, suffix=".files")
+        listing.write_text("".join(f"{n}\n" for n in names))
+        return {"files": f"sources/{listing.name}"}
 
     def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
         if entry.get("files"):
-            text = (snapshot_dir / entry["files"]).read_text()
+            text = inside(snapshot_dir, entry["files"]).read_text()
             positions.write_log(positions.source_dir(run_dir, source), [n for n in text.split("\n") if n])
 
     def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
