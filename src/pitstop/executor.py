@@ -15,6 +15,7 @@ from sqlglot import exp
 from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
+from pitstop.connectors import rejects
 from pitstop.errors import CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -402,11 +403,14 @@ class Executor:
         # No refresh of failures here: the manager's supervisor records them every second, and
         # asking each running query (a JVM call per branch, under the manager's lock) made
         # SHOW JOBS from many clients at once queue behind each other.
+        counts = self.catalog.reject_counts() if self.catalog is not None else {}
         rows = tuple(
-            (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), j.detail)
+            (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
+            + (j.detail,)
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
-        return Result(f"{len(rows)} job(s)", ("name", "status", "from_snapshot", "created", "detail"), rows)
+        columns = ("name", "status", "from_snapshot", "created", "rejects", "detail")
+        return Result(f"{len(rows)} job(s)", columns, rows)
 
     def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -472,9 +476,11 @@ class Executor:
             raise self._unknown("job", name)
         if self.manager is not None and self.manager.spark_started:
             self.manager.refresh_failures()
+            self.manager.collect_all_rejects()
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
-        rows = describe.describe_job(job, run, JobPlan.from_json(run.plan))
+        plan = JobPlan.from_json(run.plan)
+        rows = describe.describe_job(job, run, plan, self.catalog.reject_summary(job.name))
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 
     def _alter_job(self, node: nodes.AlterJob, stmt: ParsedStatement) -> Result:
@@ -662,6 +668,7 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
         if fmt not in FILE_FORMATS:
             raise PlanError(f"mapping '{name}': unknown format '{fmt}'; known: {', '.join(FILE_FORMATS)}")
         options["format"] = fmt
+        options = rejects.checked_options(name, options)
     if kind == "generator":
         for key in ("rate", "limit", "keys", "step_ms", "max_per_batch"):
             if key in options:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pitstop.catalog.rows import Mapping
+from pitstop.connectors import rejects
 from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, Branch
 from pitstop.planner.types import spark_type
 
@@ -75,6 +76,7 @@ def source_frame(
             reader.option("path", mapping.options["path"])
             .option("format", mapping.options.get("format", "json"))
             .option("header", mapping.options.get("header", "true"))
+            .option("on_error", rejects.policy(mapping.options))
             .option("start", str(start))
             .load()
         )
