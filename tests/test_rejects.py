@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
+import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -22,13 +24,17 @@ from conftest import (
     orders_mapping,
     revenue_select,
     run,
+    settings,
     sink_windows,
 )
 from pitstop.catalog.rows import WHOLE_FILE, Reject
+from pitstop.catalog.store import Catalog
 from pitstop.connectors import rejects
 from pitstop.connectors.files import read_records
+from pitstop.engine import checkpoint
 from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
+from server_helpers import serving
 
 SCHEMA = pa.schema(
     [
@@ -224,6 +230,34 @@ def test_raw_text_is_cut_at_the_limit(tmp_path: Path) -> None:
     assert reject.raw_bytes == len(line) and reject.raw == line[: rejects.RAW_LIMIT].decode()
 
 
+def test_an_older_home_gains_the_rejects_table(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "catalog.duckdb"
+    Catalog(path).close()
+    db = duckdb.connect(str(path))  # back to how version 2 left a home
+    db.execute("DROP TABLE pitstop.rejects")
+    db.execute("UPDATE pitstop.meta SET value = '2' WHERE key = 'schema_version'")
+    db.close()
+    catalog = Catalog(path)
+    try:
+        catalog.add_rejects("j", "orders", "run-1", [Reject("/d/a.json", 2, "x", 1, "bad")])
+        catalog.add_rejects("j", "orders", "run-2", [Reject("/d/a.json", 2, "x", 1, "bad")])  # again
+        assert catalog.reject_counts() == {"j": 1}
+        assert catalog.query("SELECT value FROM pitstop.meta WHERE key = 'schema_version'")[1] == [("3",)]
+    finally:
+        catalog.close()
+
+
+def test_rejects_are_queryable_through_pitstop_serve(tmp_path: Path) -> None:
+    with serving(settings(tmp_path / "home")) as served:
+        whole = Reject("/d/notes.json", WHOLE_FILE, "a,b", 3, "the file is not JSON lines")
+        served.manager.catalog.add_rejects("j", "orders", "run-1", [whole])
+        with psycopg.connect(served.url(), autocommit=True) as conn:
+            rows = conn.execute("SELECT job, source, file, line, reason FROM pitstop.rejects").fetchall()
+            shown = conn.execute("SHOW JOBS").fetchall()
+    assert rows == [("j", "orders", "/d/notes.json", 0, "the file is not JSON lines")]
+    assert shown == []
+
+
 # -- jobs on real Spark ------------------------------------------------------------------------------
 HOUR = timedelta(hours=1)
 
@@ -346,3 +380,65 @@ def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manage
     row = job_row(manager, "j")
     assert row["status"] == "FAILED" and said in str(row["detail"]) and row["rejects"] == 0
     assert said in dict(run(manager, "DESCRIBE JOB j;")[0].rows)["status"]
+
+
+def crash(manager: Manager) -> None:
+    """What a killed process leaves behind: the queries stopped without any bookkeeping, the job
+    still RUNNING in the catalog, and rejects files the catalog has not ingested."""
+    manager._closed.set()  # the supervisor goes (it would ingest)
+    for active in manager.runs.values():
+        active.stop()
+    manager.catalog.close()
+
+
+def uncommit_last_data_batch(home: Path, rejects_file: Path) -> None:
+    """As if the process died after the batch that read the last file wrote its rejects and its
+    sink rows, but before Spark committed it: that batch, and what came after, are forgotten by
+    the checkpoint (Spark runs it again), and the reader's rejects file is gone too."""
+    [ckpt] = home.glob("runs/*/branches/0/checkpoint")
+    last = checkpoint.latest_commit(ckpt)
+    assert last is not None
+    at_end = checkpoint.read_offsets(ckpt, last)
+    assert at_end is not None
+    batch = last
+    while batch > 0 and (checkpoint.read_offsets(ckpt, batch - 1) or at_end).positions == at_end.positions:
+        batch -= 1  # back to the batch that first read up to the last file
+    for log in ("commits", "offsets"):
+        for n in range(batch + (1 if log == "offsets" else 0), last + 1):
+            for name in (str(n), f".{n}.crc"):
+                (ckpt / log / name).unlink(missing_ok=True)
+    rejects_file.unlink()
+
+
+@pytest.mark.spark
+def test_every_reject_is_recorded_once_across_a_crash_and_a_restore_from_snapshot(tmp_path: Path) -> None:
+    home, data = tmp_path / "home2", tmp_path / "orders"
+    first = write_mixed(data, "a.json", 0, 100)
+    before = Manager(settings(home))
+    run(before, windowed_job(data))
+    second = write_mixed(data, "b.json", 100, 200)
+    run(before, "AWAIT JOB j;")
+    with before.catalog.transaction() as tx:  # as if it died before ingesting b.json's rejects
+        tx.execute("DELETE FROM pitstop.rejects WHERE file LIKE '%b.json'")
+    crash(before)
+    [b_rejects] = home.glob("runs/*/sources/orders/rejects/b.json.jsonl")
+    uncommit_last_data_batch(home, b_rejects)
+
+    after = Manager(settings(home))
+    try:
+        run(after, "AWAIT JOB j;")  # resumes the job: it reads b.json again
+        assert b_rejects.exists()
+        assert_rejects(after, "j", first, second)
+        assert sink_windows(after, "revenue") == expected_windows(first, second)
+
+        run(after, "DROP JOB j WITH SNAPSHOT s1;")
+        assert_rejects(after, "j", first, second)
+        third = write_mixed(data, "c.json", 200, 300)
+        hourly = revenue_select("'1' HOUR")
+        run(after, f"CREATE JOB j FROM SNAPSHOT s1 AS INSERT INTO revenue {hourly};")
+        run(after, "AWAIT JOB j;")
+        assert_rejects(after, "j", first, second, third)
+        assert job_row(after, "j")["rejects"] == 12
+        assert sink_windows(after, "revenue") == expected_windows(first, second, third)
+    finally:
+        after.close()
