@@ -371,7 +371,7 @@ def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manage
     (data / "broken.json").write_text('{"order_id": 1, "region": "eu"}\n{"order_id": "two"}\n')
     with pytest.raises(JobFailedError) as failed:
         run(manager, windowed_job(data, ", 'onError'='fail'").replace("AWAIT JOB j;", ""))
-        run(manager, "AWAIT JOB j TIMEOUT INTERVAL '120' SECOND;")
+        run(manager, "AWAIT JOB j TIMEOUT INTERVAL '300' SECOND;")
     said = (
         f"mapping 'orders' met a malformed record in file {data / 'broken.json'}, line 2: "
         "column 'order_id' is BIGINT but the value is \"two\""

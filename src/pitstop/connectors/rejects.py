@@ -450,8 +450,9 @@ def record(directory: Path, source: str, path: str, found: Sequence[Reject], on_
     if on_error == "fail":
         first = found[0]
         raise RejectedRecordError(
-            f"mapping '{source}' met a malformed record in {first.where()}: {first.reason} "
-            f"(with OPTIONS ('{ON_ERROR}'='keep') it would go to pitstop.rejects and the job on)"
+            f"mapping '{source}' met a malformed record in {first.where()}: {first.reason}; "
+            f"its OPTIONS ('{ON_ERROR}'='fail') stop the job ('keep' would record the record in "
+            "pitstop.rejects and go on)"
         )
     directory.mkdir(parents=True, exist_ok=True)
     name = f"{Path(path).name}.jsonl"

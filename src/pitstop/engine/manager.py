@@ -163,6 +163,9 @@ class Manager:
                 self._start(job.name, self.catalog.get_run(job.run_id))
         run = self.runs.get(name.lower())
         if run is None:
+            job = self.catalog.get_job(name) or job  # the supervisor may have failed it meanwhile
+            if job.status == FAILED:
+                raise JobFailedError(f"job '{job.name}' has failed: {job.detail}")
             raise PitstopError(f"job '{job.name}' is {job.status} and could not be resumed: {job.detail}")
         return run
 
@@ -178,8 +181,11 @@ class Manager:
     def _fail(self, run: ActiveRun, reason: str) -> None:
         run.stop()
         self.runs.pop(run.job.lower(), None)
-        self.collect_rejects(run.job, run.run)
         self.catalog.set_job_status(run.job, FAILED, reason)
+        try:
+            self.collect_rejects(run.job, run.run)
+        except Exception:  # the failure is recorded; the rejects files wait in the run folder
+            log.exception("job '%s': rejects not recorded yet (next: when it resumes or is dropped)", run.job)
 
     # -- rejects -----------------------------------------------------------------------------------
     def collect_rejects(self, job: str, run: Run) -> None:
