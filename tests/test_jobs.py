@@ -47,7 +47,7 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     (data / "broken.json").write_text('{"order_id": "not a number", "region": "eu"}\n')
     run(
         manager,
-        orders_mapping(data)
+        orders_mapping(data).replace("'format'='json'", "'format'='json', 'onError'='fail'")
         + """
         CREATE MAPPING copies TYPE DuckDB;
         CREATE JOB copy AS INSERT INTO copies SELECT order_id, region FROM orders;
@@ -62,7 +62,7 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     assert len(restarts) == 3 and restarts[-1].endswith("(3 of 3)")
     [job] = run(manager, "SHOW JOBS;")[0].rows
     assert job[0] == "copy" and job[1] == "FAILED"
-    assert "failed" in job[4]
+    assert "failed" in job[5] and "line 1: column 'order_id' is BIGINT" in job[5]
     # A failed job can be dropped, and its name used again.
     run(manager, "DROP JOB copy;")
     assert run(manager, "SHOW JOBS;")[0].rows == ()

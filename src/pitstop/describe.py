@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pitstop.catalog.rows import Job, Run, Snapshot
+from pitstop.catalog.rows import Job, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
@@ -67,7 +67,9 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
     return tuple(rows)
 
 
-def describe_job(job: Job, run: Run, plan: JobPlan) -> tuple[tuple[str, str], ...]:
+def describe_job(
+    job: Job, run: Run, plan: JobPlan, rejects: list[RejectSummary] | None = None
+) -> tuple[tuple[str, str], ...]:
     rows: list[tuple[str, str]] = [
         ("name", job.name),
         ("status", job.status + (f" ({job.detail})" if job.detail else "")),
@@ -82,6 +84,15 @@ def describe_job(job: Job, run: Run, plan: JobPlan) -> tuple[tuple[str, str], ..
             flow += f"stage '{b.stage.name}' {window_text(b.stage)} by {keys_text(b.stage)}: "
             flow += f"{accumulators_text(b.stage)} -> "
         rows.append((f"branch {b.index + 1}", flow + b.sink))
+    for summary in rejects or []:
+        latest = summary.latest
+        rows.append(
+            (
+                f"rejects from {summary.source}",
+                f"{summary.count:,} malformed record(s) in pitstop.rejects; latest: {latest.where()}: "
+                f"{latest.reason}",
+            )
+        )
     return tuple(rows)
 
 

@@ -71,6 +71,11 @@ class JobFailedError(PitstopError):
     """A job's Spark query failed; the message carries Spark's reason."""
 
 
+class RejectedRecordError(PitstopError):
+    """A malformed record in a File mapping with ``'onError'='fail'``; the message names the
+    mapping, the file, the line and the reason."""
+
+
 class AwaitTimeoutError(PitstopError):
     """``AWAIT JOB`` did not see the job catch up within its timeout."""
 

@@ -420,11 +420,14 @@ class Executor:
         # No refresh of failures here: the manager's supervisor records them every second, and
         # asking each running query (a JVM call per branch, under the manager's lock) made
         # SHOW JOBS from many clients at once queue behind each other.
+        counts = self.catalog.reject_counts() if self.catalog is not None else {}
         rows = tuple(
-            (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), j.detail)
+            (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
+            + (j.detail,)
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
-        return Result(f"{len(rows)} job(s)", ("name", "status", "from_snapshot", "created", "detail"), rows)
+        columns = ("name", "status", "from_snapshot", "created", "rejects", "detail")
+        return Result(f"{len(rows)} job(s)", columns, rows)
 
     def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -507,9 +510,11 @@ class Executor:
             raise self._unknown("job", name)
         if self.manager is not None and self.manager.spark_started:
             self.manager.refresh_failures()
+            self.manager.collect_all_rejects()
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
-        rows = describe.describe_job(job, run, JobPlan.from_json(run.plan))
+        plan = JobPlan.from_json(run.plan)
+        rows = describe.describe_job(job, run, plan, self.catalog.reject_summary(job.name))
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 
     def _alter_job(self, node: nodes.AlterJob, stmt: ParsedStatement) -> Result:

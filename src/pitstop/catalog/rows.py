@@ -110,3 +110,50 @@ class Snapshot:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+WHOLE_FILE = 0
+"""The ``line`` of a reject about a whole file (lines and Parquet rows count from 1)."""
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A malformed record a source kept out of a job (see :mod:`pitstop.connectors.rejects`)."""
+
+    file: str  # the data file's full path
+    line: int  # 1-based line (CSV: the line its row starts on); Parquet: row number; WHOLE_FILE
+    raw: str | None  # the record's text, first RAW_LIMIT bytes; None with 'onError'='skip'
+    raw_bytes: int  # the record's full length in bytes
+    reason: str
+    unit: str = "line"  # what ``line`` counts: "line" or "row"
+
+    def where(self) -> str:
+        """``file /data/a.json, line 3`` (``row 3`` for Parquet; the file alone for the whole file)."""
+        if self.line == WHOLE_FILE:
+            return f"file {self.file}"
+        return f"file {self.file}, {self.unit} {self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "raw": self.raw,
+            "raw_bytes": self.raw_bytes,
+            "reason": self.reason,
+            "unit": self.unit,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Reject:
+        return cls(
+            d["file"], int(d["line"]), d.get("raw"), int(d["raw_bytes"]), d["reason"], d.get("unit", "line")
+        )
+
+
+@dataclass(frozen=True)
+class RejectSummary:
+    """What DESCRIBE JOB shows of one source's rejects: how many, and the latest one."""
+
+    source: str
+    count: int
+    latest: Reject

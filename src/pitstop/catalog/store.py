@@ -18,12 +18,12 @@ from typing import Any
 
 import duckdb
 
-from pitstop.catalog.rows import Job, Mapping, Run, Snapshot, View, dumps
+from pitstop.catalog.rows import Job, Mapping, Reject, RejectSummary, Run, Snapshot, View, dumps
 from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -52,6 +52,21 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE pitstop.jobs ADD COLUMN options JSON DEFAULT '{}'",
         """CREATE TABLE pitstop.views (
             name VARCHAR PRIMARY KEY, sql VARCHAR NOT NULL, created TIMESTAMP NOT NULL)""",
+    ],
+    3: [
+        # Malformed records kept out of jobs (pitstop.connectors.rejects). The key makes ingesting
+        # a source's rejects file twice harmless; line 0 (WHOLE_FILE) is a reject of a whole file
+        # (DuckDB key columns cannot be NULL).
+        """CREATE TABLE pitstop.rejects (
+            job VARCHAR NOT NULL, source VARCHAR NOT NULL, file VARCHAR NOT NULL, line BIGINT NOT NULL,
+            raw VARCHAR, raw_bytes BIGINT NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+            seen_at TIMESTAMP NOT NULL, PRIMARY KEY (job, source, file, line))""",
+        "COMMENT ON TABLE pitstop.rejects IS 'malformed records that File sources kept out of jobs'",
+        "COMMENT ON COLUMN pitstop.rejects.line IS "
+        "'line of the record (CSV: where its row starts; Parquet: row number); 0: the whole file'",
+        "COMMENT ON COLUMN pitstop.rejects.raw IS "
+        "'the record''s text, its first 4 KB; NULL for a mapping with onError = skip'",
+        "COMMENT ON COLUMN pitstop.rejects.raw_bytes IS 'the record''s full length in bytes'",
     ],
 }
 
@@ -371,6 +386,41 @@ class Catalog:
             .fetchone()
         )
         return None if row is None or row[0] is None else int(row[0])
+
+    # -- rejects -------------------------------------------------------------------------------
+    def add_rejects(self, job: str, source: str, run_id: str, rejects: list[Reject]) -> None:
+        """Record a source's rejects; one already recorded (same job, source, file, line) is left
+        as it is, so a rejects file ingested again changes nothing."""
+        if not rejects:
+            return
+        seen = _now()
+        rows = [[job, source, r.file, r.line, r.raw, r.raw_bytes, r.reason, run_id, seen] for r in rejects]
+        with self.transaction() as tx:
+            tx.executemany("INSERT OR IGNORE INTO pitstop.rejects VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def reject_counts(self) -> dict[str, int]:
+        """Rejects per job (lower-case job name)."""
+        rows = self.cursor().execute("SELECT lower(job), count(*) FROM pitstop.rejects GROUP BY 1").fetchall()
+        return {str(job): int(n) for job, n in rows}
+
+    def reject_summary(self, job: str) -> list[RejectSummary]:
+        """Per source of ``job``: how many rejects, and the latest one."""
+        rows = (
+            self.cursor()
+            .execute(
+                """SELECT source, count(*) OVER (PARTITION BY source), file, line, raw, raw_bytes, reason
+                FROM pitstop.rejects WHERE lower(job) = lower(?)
+                QUALIFY row_number() OVER (
+                    PARTITION BY source ORDER BY seen_at DESC, file DESC, line DESC) = 1
+                ORDER BY source""",
+                [job],
+            )
+            .fetchall()
+        )
+        return [
+            RejectSummary(source, int(n), Reject(file, int(line), raw, int(size), reason))
+            for source, n, file, line, raw, size, reason in rows
+        ]
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run an ad-hoc query in a read-only transaction; returns column names and rows.

@@ -2,11 +2,13 @@
 
 Writers should create files atomically (write a hidden or ``_``-prefixed temp file, then rename):
 a file is read once, when first seen. Positions are described in :mod:`pitstop.connectors.positions`.
+Malformed records go on a path of their own (:mod:`pitstop.connectors.rejects`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pitstop.connectors import positions
+from pitstop.connectors import positions, rejects
 
 FORMATS = ("json", "csv", "parquet")
 
@@ -30,12 +32,15 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
 
 
-def read_file(path: str, fmt: str, schema: pa.Schema, header: bool = True) -> pa.Table:
-    """Read one data file into ``schema`` (columns matched by name)."""
+def read_file(path: Any, fmt: str, schema: pa.Schema, header: bool = True) -> pa.Table:
+    """Read one data file (a path or a file object) into ``schema`` (columns matched by name);
+    any malformed record fails the whole file. The fast path of :func:`read_records`."""
     if fmt == "json":
         import pyarrow.json as pj
 
-        table = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema))
+        parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        table = pj.read_json(path, parse_options=parse)
+        table.validate(full=True)  # pyarrow's JSON reader lets invalid UTF-8 through
     elif fmt == "csv":
         import pyarrow.csv as pc
 
@@ -51,13 +56,15 @@ def read_file(path: str, fmt: str, schema: pa.Schema, header: bool = True) -> pa
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
-    columns = []
-    for field in schema:
-        if field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+        if not set(schema.names) & set(table.column_names):
+            raise ValueError("the Parquet file has none of the mapping's columns")
+    return rejects.fit_columns(table, schema)
+
+
+def read_records(path: str, fmt: str, schema: pa.Schema, header: bool = True) -> rejects.FileRead:
+    """Read one data file: its good records, and its malformed ones as rejects."""
+    strict = partial(read_file, fmt=fmt, schema=schema, header=header)
+    return rejects.read_file(path, fmt, schema, header, strict)
 
 
 class FileStreamReader(DataSourceStreamReader):
@@ -68,6 +75,8 @@ class FileStreamReader(DataSourceStreamReader):
         self.header = options.get("header", "true").lower() == "true"
         self.source = options["source"]
         self.state_dir = positions.source_dir(options["run_dir"], self.source)
+        self.rejects_dir = rejects.rejects_dir(options["run_dir"], self.source)
+        self.on_error = options.get("on_error", "keep")
         self.start = int(options.get("start", "0"))
         self.parallelism = max(1, int(options.get("parallelism", "2")))
         self.available_now: int | None = None
@@ -96,14 +105,17 @@ class FileStreamReader(DataSourceStreamReader):
         assert isinstance(partition, FilesPartition)
         schema = arrow_schema(self.schema)
         for path in partition.paths:
-            yield from read_file(path, self.format, schema, self.header).to_batches()
+            got = read_records(path, self.format, schema, self.header)
+            rejects.record(self.rejects_dir, self.source, path, got.rejects, self.on_error)
+            yield from got.table.to_batches()
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the discovery log is kept for snapshots and restarts."""
 
 
 class FileSource(DataSource):
-    """``spark.readStream.format("pitstop_files")``: options path, format, source, run_dir, start."""
+    """``spark.readStream.format("pitstop_files")``: options path, format, header, source, run_dir,
+    start, parallelism, on_error."""
 
     @classmethod
     def name(cls) -> str:

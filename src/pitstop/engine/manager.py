@@ -21,6 +21,7 @@ from pyspark.errors import PySparkException
 
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
+from pitstop.connectors import rejects
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
@@ -50,6 +51,8 @@ class Manager:
         self._closed = threading.Event()
         self.names = NameLocks()
         """Statements that change a job, snapshot, mapping or view hold its name (executor)."""
+        self._rejects_seen: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
+        self._rejects_lock = threading.Lock()
 
     # -- Spark -----------------------------------------------------------------------------------
     @property
@@ -70,6 +73,7 @@ class Manager:
         while not self._closed.wait(SUPERVISE_S):
             try:
                 self.refresh_failures()
+                self.collect_all_rejects()
             except Exception:  # the catalog may be closing; the next round will tell
                 log.debug("supervisor round failed", exc_info=True)
 
@@ -165,6 +169,9 @@ class Manager:
                 self._start(job.name, self.catalog.get_run(job.run_id))
         run = self.runs.get(name.lower())
         if run is None:
+            job = self.catalog.get_job(name) or job  # the supervisor may have failed it meanwhile
+            if job.status == FAILED:
+                raise JobFailedError(f"job '{job.name}' has failed: {job.detail}")
             raise PitstopError(f"job '{job.name}' is {job.status} and could not be resumed: {job.detail}")
         return run
 
@@ -175,11 +182,35 @@ class Manager:
         except JobFailedError as exc:
             self._fail(run, str(exc))
             raise
+        self.collect_rejects(run.job, run.run)
 
     def _fail(self, run: ActiveRun, reason: str) -> None:
         run.stop()
         self.runs.pop(run.job.lower(), None)
         self.catalog.set_job_status(run.job, FAILED, reason)
+        try:
+            self.collect_rejects(run.job, run.run)
+        except Exception:  # the failure is recorded; the rejects files wait in the run folder
+            log.exception("job '%s': rejects not recorded yet (next: when it resumes or is dropped)", run.job)
+
+    # -- rejects -----------------------------------------------------------------------------------
+    def collect_rejects(self, job: str, run: Run) -> None:
+        """Ingest the rejects files that ``run``'s sources wrote into ``pitstop.rejects``. Files
+        already ingested by this process are skipped; ingesting one again changes nothing."""
+        with self._rejects_lock:
+            for src in JobPlan.from_json(run.plan).sources:
+                seen = self._rejects_seen.setdefault((run.run_id, src), {})
+                before = dict(seen)
+                found = rejects.collect(rejects.rejects_dir(run.folder, src), seen)
+                try:
+                    self.catalog.add_rejects(job, src, run.run_id, found)
+                except BaseException:
+                    self._rejects_seen[(run.run_id, src)] = before  # try again next time
+                    raise
+
+    def collect_all_rejects(self) -> None:
+        for run in list(self.runs.values()):
+            self.collect_rejects(run.job, run.run)
 
     def drop_job(
         self, name: str, snapshot: str | None, cancelled: Callable[[], bool] | None = None
@@ -191,8 +222,10 @@ class Manager:
             run = self.runs.pop(job.name.lower(), None)
             if run is not None:
                 run.stop()
+            old = self.catalog.get_run(job.run_id)
+            self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
             self.catalog.delete_job(job.name)
-            shutil.rmtree(self.catalog.get_run(job.run_id).folder, ignore_errors=True)
+            shutil.rmtree(old.folder, ignore_errors=True)
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
             raise CatalogError(
@@ -206,6 +239,7 @@ class Manager:
             self._fail(run, str(exc))
             raise
         self.runs.pop(job.name.lower(), None)
+        self.collect_rejects(job.name, run.run)  # before the run folder goes
         try:
             snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
             with self.catalog.transaction() as tx:
@@ -282,6 +316,7 @@ class Manager:
             run = self.runs.pop(job.name.lower(), None)
             if run is not None:
                 run.stop()
+                self.collect_rejects(run.job, run.run)
             self.catalog.set_job_status(
                 job.name, SUSPENDED, f"suspended; ALTER JOB {job.name} RESUME continues from its checkpoints"
             )
@@ -344,6 +379,7 @@ class Manager:
         def stop(run: ActiveRun) -> None:
             try:
                 run.stop()
+                self.collect_rejects(run.job, run.run)
                 self.catalog.set_job_status(
                     run.job,
                     STOPPED,

@@ -24,7 +24,13 @@ from pitstop.connectors.base import Positions
 from pitstop.connectors.sinks import Sink
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
-from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError, PitstopError
+from pitstop.errors import (
+    AwaitTimeoutError,
+    CancelledError,
+    JobFailedError,
+    PitstopError,
+    RejectedRecordError,
+)
 from pitstop.planner.plan import Branch, JobPlan
 
 if TYPE_CHECKING:
@@ -345,6 +351,10 @@ def spark_reason(exc: Any) -> str:
     """The line of a Spark error that says what went wrong."""
     text = getattr(exc, "desc", None) or str(exc)
     lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    for ln in lines:  # a source's own words about a malformed record ('onError'='fail')
+        _, marker, said = ln.partition(f"{RejectedRecordError.__name__}: ")
+        if marker:
+            return said.strip()
     for ln in lines:
         if "Error" in ln or "Exception" in ln:
             return ln.strip()[:500]

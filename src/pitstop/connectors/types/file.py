@@ -37,6 +37,13 @@ class FileConnector(Connector):
         Option("path", "the folder (relative to where pitstop runs; stored absolute)", "path", required=True),
         Option("format", "how the files are written", "choice", "json", FORMATS),
         Option("header", "csv: the first line names the columns", "boolean", "true"),
+        Option(
+            "onError",
+            "a malformed record: keep it in pitstop.rejects and go on, count it only (skip), or fail the job",
+            "choice",
+            "keep",
+            ("keep", "skip", "fail"),
+        ),
     )
 
     def created(self, mapping: Mapping) -> None:
@@ -52,6 +59,7 @@ class FileConnector(Connector):
             "path": mapping.options["path"],
             "format": self.option(mapping, "format") or "json",
             "header": self.option(mapping, "header") or "true",
+            "on_error": self.option(mapping, "onError") or "keep",
             "start": str(int(start)),
         }
 
