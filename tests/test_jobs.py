@@ -68,6 +68,62 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     assert run(manager, "SHOW JOBS;")[0].rows == ()
 
 
+def test_a_failed_job_says_why_in_one_sentence_and_logs_the_whole_error(
+    manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's error class and message, and the SQL it points at, in SHOW JOBS and AWAIT JOB's
+    error; Spark's whole text (the query's plan, the JVM's stack) only in the log."""
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 10, files=1)
+    run(
+        manager,
+        orders_mapping(data)
+        + """
+        CREATE MAPPING ratios TYPE DuckDB;
+        CREATE JOB ratio AS INSERT INTO ratios SELECT order_id div (order_id - order_id) AS r FROM orders;
+    """,
+    )
+    with pytest.raises(JobFailedError) as failed:
+        run(manager, "AWAIT JOB ratio TIMEOUT INTERVAL '300' SECOND;")
+    sentence = (
+        "INSERT INTO ratios failed: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate "
+        'divisor being 0 and return NULL instead. If necessary set "spark.sql.ansi.enabled" to "false" '
+        "to bypass this error. (in: order_id DIV (order_id - order_id))"
+    )
+    assert failed.value.message == f"job 'ratio' failed: {sentence}"
+    [job] = run(manager, "SHOW JOBS;")[0].rows
+    assert (job[1], job[5]) == ("FAILED", sentence)
+    logged = [
+        r for r in caplog.records if r.levelname == "ERROR" and "INSERT INTO ratios failed:" in r.getMessage()
+    ]
+    assert logged and "=== Streaming Query ===" in logged[0].getMessage()
+    assert "StreamExecution" in logged[0].getMessage()  # the JVM's stack trace
+
+
+# Spark 4.3's text for an exception raised in a Python data source's read() (captured from a real
+# streaming query whose reader opened a file that was gone).
+PYTHON_WORKER_ERROR = """[PYTHON_EXCEPTION] An exception was thrown from the Python worker: \
+Traceback (most recent call last):
+  File "/tmp/lead-err/probe.py", line 11, in read
+    open("/nonexistent/orders/part-1.json").read()
+    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/orders/part-1.json'
+ SQLSTATE: 38000
+=== Streaming Query ===
+Identifier: [id = e47526c8-3d39-4a2a-81e8-59ccd884205f, runId = 24aa8784-5209-422b-b9a1-109b820f92a2]
+Current State: ACTIVE
+"""
+
+
+def test_a_python_worker_failure_is_told_by_the_exception_it_raised() -> None:
+    from pitstop.engine.runs import spark_reason
+
+    assert spark_reason(PYTHON_WORKER_ERROR) == (
+        "the Python worker raised FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/nonexistent/orders/part-1.json'"
+    )
+
+
 def test_a_view_with_impose_order_feeds_a_window_like_hazelcast(manager: Manager, tmp_path: Path) -> None:
     from datetime import timedelta
     from decimal import Decimal

@@ -427,7 +427,11 @@ class Executor:
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
         columns = ("name", "status", "from_snapshot", "created", "rejects", "detail")
-        return Result(f"{len(rows)} job(s)", columns, rows)
+        message = f"{len(rows)} job(s)"
+        problem = self.manager.supervisor_problem if self.manager is not None else None
+        if problem:
+            message += f"\nWARNING: {problem}; see the log in <home>/logs"
+        return Result(message, columns, rows)
 
     def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)

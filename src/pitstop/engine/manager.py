@@ -49,6 +49,7 @@ class Manager:
         self._spark: SparkSession | None = None
         self._lock = threading.RLock()
         self._closed = threading.Event()
+        self.supervisor_problem: str | None = None  # the supervisor's last failure, until it recovers
         self.names = NameLocks()
         """Statements that change a job, snapshot, mapping or view hold its name (executor)."""
         self._rejects_seen: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
@@ -74,8 +75,16 @@ class Manager:
             try:
                 self.refresh_failures()
                 self.collect_all_rejects()
-            except Exception:  # the catalog may be closing; the next round will tell
-                log.debug("supervisor round failed", exc_info=True)
+                self.supervisor_problem = None
+            except Exception as exc:
+                if self._closed.is_set():
+                    return  # the catalog is closing under it: nothing to report
+                # Its own failure is not a job's: logged as a warning and shown by SHOW JOBS
+                # until a round succeeds again.
+                log.warning(
+                    "the job supervisor's round failed; it tries again in %g s", SUPERVISE_S, exc_info=True
+                )
+                self.supervisor_problem = f"the job supervisor's last round failed: {exc}"
 
     def _resume_jobs(self) -> None:
         for job in self.catalog.jobs():
@@ -180,14 +189,16 @@ class Manager:
         try:
             run.await_input(timeout_s, cancelled)
         except JobFailedError as exc:
-            self._fail(run, str(exc))
+            self._fail(run, run.failure() or str(exc))
             raise
         self.collect_rejects(run.job, run.run)
 
     def _fail(self, run: ActiveRun, reason: str) -> None:
-        run.stop()
-        self.runs.pop(run.job.lower(), None)
-        self.catalog.set_job_status(run.job, FAILED, reason)
+        with self._lock:
+            run.stop()
+            if self.runs.get(run.job.lower()) is run:
+                self.runs.pop(run.job.lower(), None)
+            self.catalog.set_job_status(run.job, FAILED, reason)
         try:
             self.collect_rejects(run.job, run.run)
         except Exception:  # the failure is recorded; the rejects files wait in the run folder
@@ -219,9 +230,10 @@ class Manager:
         if job is None:
             raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if snapshot is None:
-            run = self.runs.pop(job.name.lower(), None)
-            if run is not None:
-                run.stop()
+            with self._lock:  # not while the supervisor restarts one of its branches
+                run = self.runs.pop(job.name.lower(), None)
+                if run is not None:
+                    run.stop()
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
             self.catalog.delete_job(job.name)
@@ -236,7 +248,7 @@ class Manager:
         try:
             cut = run.stop_at_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
-            self._fail(run, str(exc))
+            self._fail(run, run.failure() or str(exc))
             raise
         self.runs.pop(job.name.lower(), None)
         self.collect_rejects(job.name, run.run)  # before the run folder goes
@@ -269,7 +281,7 @@ class Manager:
         try:
             cut = run.drain_to_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
-            self._fail(run, str(exc))
+            self._fail(run, run.failure() or str(exc))
             raise
         moved: Path | None = None
         try:
@@ -345,12 +357,15 @@ class Manager:
         shutil.rmtree(snap.path, ignore_errors=True)
 
     def refresh_failures(self) -> None:
-        """Restart failed branches; record jobs whose Spark query keeps failing."""
+        """Restart failed branches; record jobs whose Spark query keeps failing. The run table
+        and the queries change only here and in the statements, under the manager's lock."""
         with self._lock:
             for run in list(self.runs.values()):
-                reason = run.failure()
+                restarted, reason = run.recover()
                 if reason is not None:
                     self._fail(run, reason)
+                elif restarted:
+                    self.catalog.set_job_status(run.job, RUNNING, "; ".join(restarted))
 
     def live_status(self) -> list[tuple[str, str, float]]:
         """``(job, status, input rows per second)`` of every job in the catalog, for toolbars.

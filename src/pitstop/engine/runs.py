@@ -9,6 +9,7 @@ Run folder layout::
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +80,7 @@ class BranchQuery:
     sink: Sink
     query: StreamingQuery | None = None
     restarts: int = 0  # restarts from the checkpoint after a failure, in this process
+    last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class ActiveRun:
     _trigger_ms: int = field(default=500, init=False, repr=False)
     _parallelism: int = field(default=2, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _stopping: bool = field(default=False, init=False, repr=False)
+    _logged: set[tuple[int, int]] = field(default_factory=set, init=False, repr=False)
 
     # -- starting --------------------------------------------------------------------------------
     def start(self, spark: SparkSession, catalog: Catalog, trigger_ms: int, parallelism: int) -> None:
@@ -165,24 +169,33 @@ class ActiveRun:
 
     # -- watching ---------------------------------------------------------------------------------
     def failure(self) -> str | None:
-        """Spark's reason if a branch's query failed for good (not counting pitstop's own stop).
+        """Why the job has failed for good, or None. A read: it restarts nothing and changes
+        nothing (AWAIT JOB and the drain of DROP JOB ... WITH SNAPSHOT poll it)."""
+        for bq in list(self.branches):
+            reason = self._dead(bq)
+            if reason is not None and bq.restarts >= MAX_RESTARTS:
+                return self._failed_text(bq, reason)
+        return None
 
-        A failed branch is restarted from its checkpoint up to ``MAX_RESTARTS`` times, as a
+    def recover(self) -> tuple[list[str], str | None]:
+        """Restart each failed branch from its checkpoint, up to ``MAX_RESTARTS`` times, as a
         cluster restarts a failed job: its sink skips the batches it already holds, so nothing is
-        read twice or lost. Only a branch that keeps failing makes the job fail."""
-        with self._lock:
-            return self._failure()
+        read twice or lost. Returns what was restarted (one sentence each) and, when a branch
+        keeps failing, why the job has failed for good.
 
-    def _failure(self) -> str | None:
-        for bq in self.branches:
-            q = bq.query
-            if q is None or bq.gate.refusing:
-                continue
-            exc = q.exception()
-            if exc is None and q.isActive:
-                continue
-            reason = spark_reason(exc) if exc is not None else "stopped unexpectedly"
-            if bq.restarts < MAX_RESTARTS:
+        Only the manager's supervisor calls this, under the manager's lock; :meth:`stop` takes
+        this run's lock too and marks the run stopping, so a restart can never start a query
+        for a run that is being stopped or dropped (no orphan query)."""
+        restarted: list[str] = []
+        with self._lock:
+            if self._stopping:
+                return restarted, None
+            for bq in self.branches:
+                reason = self._dead(bq)
+                if reason is None:
+                    continue
+                if bq.restarts >= MAX_RESTARTS:
+                    return restarted, self._failed_text(bq, reason)
                 bq.restarts += 1
                 log.warning(
                     "job '%s': INSERT INTO %s failed (%s); restarting it from its checkpoint (%d of %d)",
@@ -194,17 +207,44 @@ class ActiveRun:
                 )
                 try:
                     bq.query = self._start_query(self._frame(bq.branch), bq, self._trigger_ms)
-                    continue
                 except Exception as again:  # noqa: BLE001 - any failure to restart is reported
-                    reason = f"{reason}; restarting failed: {spark_reason(again)}"
-            native = (self.run.restore or {}).get("native") or []
-            if bq.branch.stage is not None and bq.branch.stage.name in native:
-                reason += (
-                    f" (stage '{bq.branch.stage.name}' started on the snapshot's native state files; "
-                    "OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows instead)"
+                    log.error(
+                        "job '%s': restarting INSERT INTO %s failed", self.job, bq.branch.sink, exc_info=True
+                    )
+                    bq.restarts = MAX_RESTARTS
+                    return restarted, self._failed_text(
+                        bq, f"{reason}; restarting failed: {spark_reason(again)}"
+                    )
+                restarted.append(
+                    f"INSERT INTO {bq.branch.sink} failed ({reason}); restarted from its checkpoint "
+                    f"({bq.restarts} of {MAX_RESTARTS})"
                 )
-            return f"INSERT INTO {bq.branch.sink} failed: {reason}"
-        return None
+        return restarted, None
+
+    def _dead(self, bq: BranchQuery) -> str | None:
+        """Spark's reason if the branch's query has stopped by itself (not by pitstop's stop)."""
+        q = bq.query
+        if q is None or bq.gate.refusing or self._stopping:
+            return None
+        exc = q.exception()
+        if exc is None and q.isActive:
+            return None
+        if exc is None:
+            return bq.last_reason or "stopped unexpectedly"
+        if (bq.branch.index, bq.restarts) not in self._logged:  # each failure's whole trace once
+            self._logged.add((bq.branch.index, bq.restarts))  # in the log; one sentence elsewhere
+            log.error("job '%s': INSERT INTO %s failed:\n%s", self.job, bq.branch.sink, full_text(exc))
+        bq.last_reason = spark_reason(exc)
+        return bq.last_reason
+
+    def _failed_text(self, bq: BranchQuery, reason: str) -> str:
+        native = (self.run.restore or {}).get("native") or []
+        if bq.branch.stage is not None and bq.branch.stage.name in native:
+            reason += (
+                f" (stage '{bq.branch.stage.name}' started on the snapshot's native state files; "
+                "OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows instead)"
+            )
+        return f"INSERT INTO {bq.branch.sink} failed: {reason}"
 
     def available(self) -> dict[str, Any]:
         """Each source's position once all input available now is read."""
@@ -264,7 +304,10 @@ class ActiveRun:
 
     # -- stopping --------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop every branch at a batch boundary: no sink write is cut in half."""
+        """Stop every branch at a batch boundary: no sink write is cut in half. From here on
+        nothing restarts a branch of this run (:meth:`recover`)."""
+        with self._lock:  # a restart in flight finishes first; its query is stopped below
+            self._stopping = True
         for bq in self.branches:
             bq.gate.refuse()
         for bq in self.branches:
@@ -347,15 +390,40 @@ class ActiveRun:
         return self._cut(cut.positions)
 
 
+def full_text(exc: Any) -> str:
+    """Everything a Spark error says, the JVM's stack trace included, for the log."""
+    parts = [str(getattr(exc, "desc", None) or exc)]
+    trace = getattr(exc, "_stackTrace", None)
+    if isinstance(trace, str) and trace:
+        parts.append(trace)
+    return "\n".join(parts)
+
+
+_PYTHON_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$")
+
+
 def spark_reason(exc: Any) -> str:
-    """The line of a Spark error that says what went wrong."""
-    text = getattr(exc, "desc", None) or str(exc)
-    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    """What went wrong, in one sentence a person reads: a source's own words about a malformed
+    record; the exception a Python worker raised (not Spark's "An exception was thrown from the
+    Python worker"); otherwise Spark's error class and message, with the SQL it points at."""
+    text = str(getattr(exc, "desc", None) or exc).split("=== Streaming Query ===")[0]
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:  # a source's own words about a malformed record ('onError'='fail')
         _, marker, said = ln.partition(f"{RejectedRecordError.__name__}: ")
         if marker:
             return said.strip()
-    for ln in lines:
-        if "Error" in ln or "Exception" in ln:
-            return ln.strip()[:500]
-    return (lines[0] if lines else "unknown error")[:500]
+    first = lines[0].strip() if lines else "unknown error"
+    if any("Traceback (most recent call last)" in ln for ln in lines):
+        raised = [m for m in (_PYTHON_RAISED.match(ln.strip()) for ln in lines) if m]
+        if raised:
+            kind, said = raised[-1].group(1), raised[-1].group(2) or ""
+            if kind.startswith("pyspark.") and said.startswith("["):
+                first = said  # Spark's own error, passed through Python (a sink's foreachBatch)
+            else:
+                first = f"the Python worker raised {kind.rsplit('.', 1)[-1]}: {said}".rstrip(": ")
+    first = re.sub(r"\s*SQLSTATE: \w+$", "", first)
+    if first.startswith("[") and "== SQL" in text:  # the expression Spark points at
+        after = text.split("== SQL", 1)[1].splitlines()
+        if len(after) > 1 and after[1].strip():
+            first += f" (in: {after[1].strip()})"
+    return first[:500]
