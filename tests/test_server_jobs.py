@@ -296,7 +296,9 @@ def test_cancel_stops_waiting_for_a_job_and_the_job_goes_on(served: Served, tmp_
         assert served.manager.runs["revenue"].branches[0].query.isActive
 
 
-def test_two_clients_creating_one_job_end_with_one_winner(served: Served, tmp_path: Path) -> None:
+def test_clients_racing_for_one_job_or_snapshot_name_end_with_one_winner(
+    served: Served, tmp_path: Path
+) -> None:
     folder = tmp_path / "orders"
     make_orders.write_orders(folder, 0, 200, files=1)
     with psycopg.connect(served.url(), autocommit=True) as conn:
@@ -309,3 +311,33 @@ def test_two_clients_creating_one_job_end_with_one_winner(served: Served, tmp_pa
         assert as_windows(conn.execute(RESULT).fetchall()) == expected(200)
     runs = list((served.manager.home / "runs").iterdir())
     assert len(runs) == 1, runs  # the refused ones left no run folder behind
+    # Snapshotting one job at the same moment: one snapshot, the others refused by name.
+    assert race(served, "CREATE SNAPSHOT s1 FOR JOB revenue", 3) == ["created", "refused", "refused"]
+    snapshots = served.manager.home / "snapshots"
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        assert conn.execute("SELECT name FROM pitstop.snapshots").fetchall() == [("s1",)]
+    assert sorted(p.name for p in snapshots.iterdir()) == ["s1"]  # no half snapshot beside it
+    # Dropping one snapshot at the same moment: one drops it, the others are told it is gone.
+    outcomes: list[str] = []
+    barrier = threading.Barrier(3)
+
+    def drop() -> None:
+        with psycopg.connect(served.url(), autocommit=True) as conn:
+            barrier.wait()
+            try:
+                conn.execute("DROP SNAPSHOT s1")
+                outcomes.append("dropped")
+            except psycopg.errors.UndefinedObject as exc:
+                assert "unknown snapshot 's1'" in str(exc)
+                outcomes.append("unknown")
+
+    threads = [threading.Thread(target=drop) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(outcomes) == ["dropped", "unknown", "unknown"]
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pitstop.snapshots").fetchall() == [(0,)]
+        assert conn.execute("SELECT status FROM pitstop.jobs").fetchall() == [("RUNNING",)]
+    assert list(snapshots.iterdir()) == []
