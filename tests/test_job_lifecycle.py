@@ -110,6 +110,10 @@ def test_suspend_resume_and_restart_keep_the_job_exact(manager: Manager, tmp_pat
         END;""".replace("daily_revenue2", "daily_revenue"),
     )[0]
     assert "nothing was started" in explained.message
-    outcomes = {row[3]: row[7] for row in explained.rows}
+    outcomes = {row[3]: row[7] for row in explained.rows if row[7] != "source"}
     assert outcomes == {"daily": "restored", "daily_revenue.aggregate": "starts empty"}
+    sources = [row[1:] for row in explained.rows if row[7] == "source"]
+    assert [(s[0], s[-1].split(";")[0]) for s in sources] == [
+        ("orders", "goes on after the 3 files read up to the snapshot")
+    ]
     assert run(manager, "SHOW JOBS;")[0].rows == ()

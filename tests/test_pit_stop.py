@@ -113,6 +113,41 @@ def test_updated_job_keeps_daily_state_and_adds_hourly_window(manager: Manager, 
     assert len(expected_daily) == 12 and len(expected_hourly) > 100
 
 
+def test_a_source_folder_that_moved_is_read_from_its_start(manager: Manager, tmp_path: Path) -> None:
+    """The new folder's files are not matched by name against the files the snapshot read in the
+    old one (issue 14.5): here every new file has the name of an old one."""
+    old, new = tmp_path / "orders", tmp_path / "moved"
+    read = make_orders.write_orders(old, 0, 2000, files=4)
+    run(
+        manager,
+        orders_mapping(old)
+        + f"""
+        CREATE MAPPING daily_revenue TYPE DuckDB;
+        CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
+        AWAIT JOB revenue;
+        DROP JOB revenue WITH SNAPSHOT before_move;
+    """,
+    )
+    for written, taken in zip(make_orders.write_orders(new, 2000, 4000, files=4), read, strict=True):
+        written.rename(new / taken.name)  # same names, other orders
+    run(manager, orders_mapping(new).replace("CREATE MAPPING", "CREATE OR REPLACE MAPPING"))
+    daily = revenue_select("'24' HOUR")
+    job = f"CREATE JOB revenue FROM SNAPSHOT before_move AS INSERT INTO daily_revenue {daily}"
+    explained = run(manager, f"EXPLAIN {job};")[0]
+    [source] = [r for r in explained.rows if r[7] == "source"]
+    assert source[1] == "orders"
+    assert source[8] == (
+        f"'path' changed from {old} to {new}: reads every file in {new} from the start "
+        f"(the 4 files the snapshot read in {old} are not matched by name)"
+    )
+    [stage] = [r for r in explained.rows if r[3] == "daily_revenue.aggregate"]
+    assert stage[7] == "restored"  # from the rows: a copy of the old checkpoint would skip the files
+    assert stage[8].endswith(f"{ROWS} (3); source 'orders' does not go on from the snapshot's position")
+    run(manager, f"{job}; AWAIT JOB revenue;")
+    wm = last_watermark(4000)
+    assert sink_windows(manager, "daily_revenue") == closed(batch_windows(orders(0, 4000), DAY), DAY, wm)
+
+
 def _late_orders(cut_wm: datetime) -> list[dict[str, object]]:
     """Orders that arrive after the cut but happened before it."""
     return [

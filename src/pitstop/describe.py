@@ -33,6 +33,11 @@ def accumulators_text(stage: AggregateStage) -> str:
     return f"{accs} for {', '.join(stage.functions)}"
 
 
+def source_rows(notes: tuple[tuple[str, str], ...]) -> tuple[tuple[Any, ...], ...]:
+    """EXPLAIN's rows for what a restored job reads of each source (outcome ``source``)."""
+    return tuple((None, src, None, None, None, None, None, "source", note) for src, note in notes)
+
+
 def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> tuple[tuple[Any, ...], ...]:
     """One row per branch (and per snapshot stage the new job drops), with the restore verdict."""
     by_stage = {v.stage: v for v in verdicts or []}

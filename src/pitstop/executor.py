@@ -369,7 +369,8 @@ class Executor:
     def _plan_restore(self, snap: Snapshot, plan: JobPlan, options: dict[str, str]) -> Restore:
         strict = options.get("strictRestore", "false").lower() == "true"
         partitions = self.manager.settings.shuffle_partitions if self.manager is not None else None
-        return plan_restore(snap, plan, strict, partitions, options.get("restoreFormat", "auto").lower())
+        fmt = options.get("restoreFormat", "auto").lower()
+        return plan_restore(snap, plan, strict, partitions, fmt, self._lookup)
 
     def _check_sinks(self, plan: JobPlan) -> None:
         for b in plan.branches:
@@ -545,14 +546,16 @@ class Executor:
         name = name_of(inner.this)
         plan, snapshot_name, options = self._plan_create(inner)
         verdicts = None
+        notes: tuple[tuple[str, str], ...] = ()
         if snapshot_name is not None:
             strict = options.get("strictRestore", "false").lower() == "true"
             old = self._snapshot_stages(snapshot_name)
             verdicts = compat.check(old, plan, strict)
             snap = self._find_snapshot(snapshot_name)
             if isinstance(snap, Snapshot) and not compat.refused(verdicts):
-                verdicts = list(self._plan_restore(snap, plan, options).verdicts)  # how each is restored
-        rows = describe.explain_rows(plan, verdicts)
+                restore = self._plan_restore(snap, plan, options)
+                verdicts, notes = list(restore.verdicts), restore.source_notes  # how each is restored
+        rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes)
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""
         if refused:

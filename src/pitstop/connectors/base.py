@@ -210,6 +210,13 @@ class Connector:
         return the manifest's entry for this source (its ``type`` and ``pos`` are added)."""
         return {}
 
+    def resume_from(self, entry: dict[str, Any], mapping: Mapping) -> tuple[dict[str, Any], str]:
+        """Where a job restored from a snapshot starts reading ``mapping``, given the snapshot's
+        ``entry`` for it: the entry :meth:`resume` will get (its ``pos`` is the start), and what
+        ``EXPLAIN`` says about it."""
+        read = self.positions.text(entry["pos"], self.position_unit)
+        return entry, f"goes on from the snapshot's position ({read} read)"
+
     def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
         """Prepare a fresh run's folder to go on from a snapshot's ``entry`` for ``source``."""
 

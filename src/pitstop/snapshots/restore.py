@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pitstop.catalog.rows import Snapshot
+from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import StageSeed
@@ -39,9 +40,10 @@ class Restore:
     verdicts: tuple[compat.StageVerdict, ...]
     start_positions: dict[str, Any]  # per source, as its connector defines
     seeds: dict[str, StageSeed]
-    sources: dict[str, dict[str, Any]]  # the snapshot's manifest entry per source
+    sources: dict[str, dict[str, Any]]  # per source: the snapshot's entry, as its connector resumes it
     root: str  # the snapshot's folder
     native: dict[str, NativeCopy] = field(default_factory=dict)
+    source_notes: tuple[tuple[str, str], ...] = ()  # (source, what the restored job reads) for EXPLAIN
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,7 +86,12 @@ def check_compatible(
 
 
 def plan_restore(
-    snapshot: Snapshot, plan: JobPlan, strict: bool, partitions: int | None = None, fmt: str = "auto"
+    snapshot: Snapshot,
+    plan: JobPlan,
+    strict: bool,
+    partitions: int | None = None,
+    fmt: str = "auto",
+    mappings: Callable[[str], Mapping | None] | None = None,
 ) -> Restore:
     """Check compatibility (refusing with every refused stage named) and gather what to seed.
 
@@ -95,6 +102,10 @@ def plan_restore(
     old = {name: stage_from_json(s["plan"]) for name, s in manifest["stages"].items()}
     verdicts = check_compatible(snapshot.name, old, plan, strict)
     root = Path(snapshot.path)
+    sources, notes = resume_sources(manifest["sources"], plan, mappings)
+    # A source that does not go on from the snapshot's own position (its folder moved, its type
+    # changed) cannot go on from a copy of the old checkpoint, whose offset log holds that position.
+    elsewhere = {s for s in plan.sources if sources.get(s) is not manifest["sources"].get(s)}
     seeds: dict[str, StageSeed] = {}
     native: dict[str, NativeCopy] = {}
     branches = {b.stage.name: b for b in plan.branches if b.stage is not None}
@@ -104,6 +115,8 @@ def plan_restore(
             entry = manifest["stages"][v.stage]
             branch = branches[v.stage]
             against = native_reason(entry, old[v.stage], branch, partitions, fmt)
+            if against is None and branch.source in elsewhere:
+                against = f"source '{branch.source}' does not go on from the snapshot's position"
             if against is None:
                 copy = entry["native"]
                 path = str(inside(root, copy["path"]))
@@ -118,9 +131,36 @@ def plan_restore(
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
         annotated.append(v)
-    sources = dict(manifest["sources"])
     start = {src: entry["pos"] for src, entry in sources.items()}
-    return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native)
+    return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
+
+
+def resume_sources(
+    saved: dict[str, dict[str, Any]], plan: JobPlan, mappings: Callable[[str], Mapping | None] | None
+) -> tuple[dict[str, dict[str, Any]], tuple[tuple[str, str], ...]]:
+    """Each source of the new job as its connector resumes it from the snapshot's entry, and
+    what EXPLAIN says about it. A source the snapshot does not know, or one whose type changed,
+    starts from the beginning."""
+    sources: dict[str, dict[str, Any]] = {}
+    notes: list[tuple[str, str]] = []
+    for src in plan.sources:
+        entry = saved.get(src)
+        mapping = mappings(src) if mappings is not None else None
+        if entry is None:
+            notes.append((src, "not in the snapshot: reads from its start"))
+            continue
+        if mapping is None:  # no mapping to compare with (check mode): as the snapshot says
+            sources[src] = entry
+            continue
+        if mapping.type != entry.get("type"):
+            was, now = registry.display_name(str(entry.get("type"))), registry.display_name(mapping.type)
+            notes.append((src, f"was TYPE {was} in the snapshot, is TYPE {now} now: reads from its start"))
+            continue
+        sources[src], note = registry.connector(mapping.type).resume_from(entry, mapping)
+        notes.append((src, note))
+    for src in sorted(set(saved) - set(plan.sources)):
+        notes.append((src, "read by the snapshot's job, not by the new one: its position is not used"))
+    return sources, tuple(notes)
 
 
 def native_reason(

@@ -73,7 +73,25 @@ class FileConnector(Connector):
         (snapshot_dir / "sources").mkdir(exist_ok=True)
         listing = safe_path(snapshot_dir / "sources", "mapping", mapping.name, suffix=".files")
         listing.write_text("".join(f"{n}\n" for n in names))
-        return {"files": f"sources/{listing.name}"}
+        return {"files": f"sources/{listing.name}", "path": mapping.options["path"]}
+
+    def resume_from(self, entry: dict[str, Any], mapping: Mapping) -> tuple[dict[str, Any], str]:
+        """A folder that moved is read from its start: its files are not matched by name against
+        the files the snapshot read from the old folder (a new folder's 'part-1.json' is not the
+        old one's)."""
+        old, new = entry.get("path"), mapping.options["path"]
+        count = int(entry["pos"])
+        if old is not None and old != new:
+            fresh = {k: v for k, v in entry.items() if k != "files"}
+            fresh["pos"] = 0
+            return fresh, (
+                f"'path' changed from {old} to {new}: reads every file in {new} from the start "
+                f"(the {count:,} files the snapshot read in {old} are not matched by name)"
+            )
+        return (
+            entry,
+            f"goes on after the {count:,} files read up to the snapshot; each later file is read once",
+        )
 
     def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
         if entry.get("files"):
