@@ -33,10 +33,14 @@ def settings(home: Path) -> Settings:
 
 
 @pytest.fixture
-def manager(tmp_path: Path) -> Iterator[Manager]:
+def manager(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Manager]:
     m = Manager(settings(tmp_path / "home"))
     yield m
+    started = m.spark_started
     m.close()
+    if started and request.node.get_closest_marker("spark") is None:
+        # `pytest -m "not spark"` must run no Spark: a test that starts it says so.
+        pytest.fail(f"{request.node.nodeid} started Spark but is not marked @pytest.mark.spark")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,6 +11,8 @@ from conftest import batch_windows, closed, make_orders, orders_mapping, revenue
 from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError
 
+pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark
+
 DAY = timedelta(hours=24)
 
 

@@ -12,6 +12,7 @@ from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
 
 
+@pytest.mark.spark
 def test_file_sink_writes_each_row_once_in_whole_files(manager: Manager, tmp_path: Path) -> None:
     data, out = tmp_path / "orders", tmp_path / "big"
     make_orders.write_orders(data, 0, 300, files=3)
@@ -39,6 +40,7 @@ def test_file_sink_writes_each_row_once_in_whole_files(manager: Manager, tmp_pat
     assert {(r["order_id"], r["region"], r["doubled"]) for r in rows} == expected
 
 
+@pytest.mark.spark
 def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -68,6 +70,7 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     assert run(manager, "SHOW JOBS;")[0].rows == ()
 
 
+@pytest.mark.spark
 def test_a_failed_job_says_why_in_one_sentence_and_logs_the_whole_error(
     manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -124,6 +127,7 @@ def test_a_python_worker_failure_is_told_by_the_exception_it_raised() -> None:
     )
 
 
+@pytest.mark.spark
 def test_a_view_with_impose_order_feeds_a_window_like_hazelcast(manager: Manager, tmp_path: Path) -> None:
     from datetime import timedelta
     from decimal import Decimal
@@ -166,6 +170,7 @@ def test_a_view_with_impose_order_feeds_a_window_like_hazelcast(manager: Manager
     assert len(got) > 20
 
 
+@pytest.mark.spark
 def test_python_workers_import_the_installed_pyspark_not_sparks_zip(manager: Manager) -> None:
     """Spark puts its zipped pyspark first on the workers' path, where Python cannot cache compiled
     modules; pitstop's worker script drops it, so workers use the installed, compiled pyspark."""

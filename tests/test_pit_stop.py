@@ -24,6 +24,8 @@ from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError, CompatibilityError, JobFailedError, PlanError
 from pitstop.snapshots.restore import NATIVE, ROWS
 
+pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark
+
 DAY = timedelta(hours=24)
 HOUR = timedelta(hours=1)
 STEP = 90  # seconds between orders

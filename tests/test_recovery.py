@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pitstop.engine import checkpoint
+
+pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark
 
 EVENTS = 10000
 # Events are all available at once; max_per_batch spreads them over many micro-batches, so the
