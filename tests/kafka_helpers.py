@@ -138,11 +138,12 @@ class Broker:
             self.process.wait(10)
 
 
-def start_broker(folder: Path, timeout_s: float = 30.0) -> Broker:
+def start_broker(folder: Path, timeout_s: float = 30.0, port: int | None = None) -> Broker:
+    """A broker on ``port`` (default: a free one); a restart on the same port starts empty."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
-    log = open(folder / "broker.log", "wb")  # noqa: SIM115 - the broker writes it until killed
+    log = open(folder / "broker.log", "ab")  # noqa: SIM115 - the broker writes it until killed
     process = subprocess.Popen(
         [
             str(broker_binary()),

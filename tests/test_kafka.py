@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows
-from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
+from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
 from pitstop.connectors.types.kafka import KAFKA_POSITIONS
 from pitstop.engine.manager import Manager
-from pitstop.errors import PlanError
+from pitstop.errors import PitstopError, PlanError
 
 STEP = 90  # seconds between orders
 SIX_HOURS = timedelta(hours=6)
@@ -239,3 +239,38 @@ def test_partition_added_after_snapshot_is_read_from_its_start(manager: Manager,
     expected = closed(batch_windows(orders(0, 1000), SIX_HOURS), SIX_HOURS, watermark_after(1000))
     assert sink_windows(manager, "revenue") == expected
     run(manager, "DROP JOB j;")
+
+
+@pytest.mark.spark
+def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+) -> None:
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
+    broker.stop()
+    time.sleep(3)  # several triggers with no broker
+    assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
+    with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
+        run(manager, "AWAIT JOB j;")
+    # The broker keeps topics in memory: it comes back empty, and gets the same records again.
+    back = start_broker(broker.folder, port=broker.port)
+    try:
+        back.create_topic("orders", 3)
+        back.produce("orders", spread(0, 900))
+        run(manager, "AWAIT JOB j;")
+        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
+        expected = closed(batch_windows(orders(0, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
+        assert sink_windows(manager, "revenue") == expected
+        run(manager, "DROP JOB j;")
+    finally:
+        back.stop()
