@@ -87,7 +87,13 @@ class KafkaConnector(Connector):
     options = (
         Option("bootstrap.servers", "the brokers, host:port[,host:port...]", required=True),
         Option("topic", "the topic to read", required=True),
-        Option("valueFormat", "how record values are written", "choice", "json", ("json",)),
+        Option(
+            "valueFormat",
+            "JSON objects whose fields are the columns (json-flat: Hazelcast's name for it)",
+            "choice",
+            "json",
+            ("json", "json-flat"),
+        ),
         Option(
             "keyFormat",
             "how record keys are written (the `__key` column)",
