@@ -12,6 +12,7 @@ import pytest
 from sqlglot import exp
 
 from pitstop.errors import SqlError
+from pitstop.executor import mapping_from_node
 from pitstop.sql import nodes
 from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.intervals import interval_micros
@@ -32,6 +33,17 @@ def round_trips(node: exp.Expression) -> str:
 
 
 # Accepted: (where the form comes from, statement, node class). -------------------------------
+
+HAZELCAST_KAFKA = """CREATE OR REPLACE MAPPING orders (
+  order_amount BIGINT,
+  order_id BIGINT,
+  unit_price DECIMAL,
+  order_time TIMESTAMP)
+TYPE Kafka
+OPTIONS (
+  'valueFormat' = 'json-flat',
+  'topic' = 'orders',
+  'bootstrap.servers' = 'kafka:9092');"""
 
 ACCEPTED = [
     (
@@ -188,6 +200,7 @@ GROUP BY window_start, window_end;""",
         "CREATE VIEW big_bids AS SELECT item, price FROM Bid WHERE price > 10;",
         nodes.CreateView,
     ),
+    ("Hazelcast Kafka mapping", HAZELCAST_KAFKA, nodes.CreateMapping),
 ]
 
 
@@ -196,6 +209,17 @@ def test_documented_form_is_accepted_and_round_trips(source: str, text: str, nod
     node = parse_one(text)
     assert isinstance(node, node_class), source
     round_trips(node)
+
+
+def test_hazelcast_kafka_mapping_is_a_kafka_mapping_with_its_options() -> None:
+    (parsed,) = parse_script(HAZELCAST_KAFKA)
+    mapping = mapping_from_node(parsed.node, parsed.text)
+    assert mapping.type == "kafka"
+    assert mapping.options == {
+        "valueFormat": "json-flat",
+        "topic": "orders",
+        "bootstrap.servers": "kafka:9092",
+    }
 
 
 def test_hazelcast_job_options_are_kept_as_written() -> None:
@@ -240,24 +264,10 @@ def test_flink_set_keeps_key_and_value_as_strings() -> None:
 
 REFUSED = [
     (
-        "Hazelcast Kafka mapping",
-        """CREATE OR REPLACE MAPPING orders (
-  order_amount BIGINT,
-  order_id BIGINT,
-  unit_price DECIMAL,
-  order_time TIMESTAMP)
-TYPE Kafka
-OPTIONS (
-  'valueFormat' = 'json-flat',
-  'bootstrap.servers' = 'kafka:9092');""",
-        (6, 6),
-        "unknown mapping type 'Kafka': use File, DuckDB, Generator or Console",
-    ),
-    (
         "Hazelcast IMap mapping",
         "CREATE MAPPING myMap TYPE IMap OPTIONS ('keyFormat' = 'int', 'valueFormat' = 'varchar');",
         (1, 27),
-        "unknown mapping type 'IMap': use File, DuckDB, Generator or Console",
+        "unknown mapping type 'IMap': use File, DuckDB, Generator, Console or Kafka",
     ),
     (
         "Hazelcast EXTERNAL NAME on a column",

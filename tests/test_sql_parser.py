@@ -652,7 +652,7 @@ def test_error_in_the_middle_of_a_script_is_positioned_in_the_script() -> None:
             "the watermark of column 'ts'",
         ),
         ("CREATE MAPPING m (a BIGINT, b BLOB) TYPE File", 1, 31, "unsupported type 'BLOB'"),
-        ("CREATE MAPPING m (a BIGINT) TYPE Kafka", 1, 34, "unknown mapping type 'Kafka'"),
+        ("CREATE MAPPING m (a BIGINT) TYPE Pulsar", 1, 34, "unknown mapping type 'Pulsar'"),
         ("CREATE MAPPING m TYPE File OPTIONS ('path'=3)", 1, 44, "option values are quoted"),
         ("SHOW JOBS now", 1, 11, "unexpected 'now'"),
         ("SHOW TABLES", 1, 6, "pitstop's tables are mappings: SHOW MAPPINGS"),

@@ -125,10 +125,14 @@ class Reject:
     raw: str | None  # the record's text, first RAW_LIMIT bytes; None with 'onError'='skip'
     raw_bytes: int  # the record's full length in bytes
     reason: str
-    unit: str = "line"  # what ``line`` counts: "line" or "row"
+    unit: str = "line"  # what ``line`` counts: "line", "row", or "offset" (Kafka: ``file`` names
+    # the topic and partition, ``line`` is the record's offset)
 
     def where(self) -> str:
-        """``file /data/a.json, line 3`` (``row 3`` for Parquet; the file alone for the whole file)."""
+        """``file /data/a.json, line 3`` (``row 3`` for Parquet; the file alone for the whole file;
+        ``topic 'clicks' partition 2, offset 17`` for a Kafka record)."""
+        if self.unit == "offset":
+            return f"{self.file}, offset {self.line}"
         if self.line == WHOLE_FILE:
             return f"file {self.file}"
         return f"file {self.file}, {self.unit} {self.line}"

@@ -124,6 +124,10 @@ class Positions:
         """``position`` has read everything up to ``target``."""
         return int(position) >= int(target)
 
+    def same(self, a: Any, b: Any) -> bool:
+        """Two positions stand at the same place (each covers the other)."""
+        return self.covers(a, b) and self.covers(b, a)
+
     def text(self, position: Any, unit: str) -> str:
         return f"{int(position):,} {unit}"
 
@@ -141,6 +145,11 @@ class Connector:
     sink: ClassVar[bool] = False
     positions: ClassVar[Positions] = COUNT
     position_unit: ClassVar[str] = "events"  # what a position counts, e.g. "files"
+    passthrough: ClassVar[str] = ""
+    """If set, an option with a dotted name that is not declared (``'security.protocol'``) is
+    kept as written and handed to the type's client library; this says so in ``\\help`` and the
+    README. A dotted name close to a declared one still gets did-you-mean; the type's
+    :meth:`check_mapping` may check such names further."""
 
     @property
     def key(self) -> str:
@@ -159,6 +168,9 @@ class Connector:
         out: dict[str, str] = {}
         for key, value in given.items():
             option = declared.get(key.lower())
+            if option is None and self.passed_through(key):
+                out[key] = value
+                continue
             if option is None:
                 raise PlanError(f"{where}: unknown option '{key}'{self._suggest(key)}")
             out[option.name] = option.normalize(where, value)
@@ -169,6 +181,19 @@ class Connector:
                     f"{option.help}"
                 )
         return out
+
+    def passed_through(self, key: str) -> bool:
+        """An undeclared option this type hands to its client library as it is (see
+        :attr:`passthrough`): a dotted name not within a typo of a declared option."""
+        if not self.passthrough or "." not in key.strip(".") or key != key.strip():
+            return False
+        names = [o.name.lower() for o in self.options]
+        return not difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.85)
+
+    def passed_options(self, mapping: Mapping) -> dict[str, str]:
+        """A stored mapping's options that go to the client library as they are."""
+        declared = {o.name for o in self.options}
+        return {k: v for k, v in mapping.options.items() if k not in declared}
 
     def _suggest(self, key: str) -> str:
         names = {o.name.lower(): o.name for o in self.options}

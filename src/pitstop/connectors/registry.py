@@ -4,10 +4,16 @@ and shell consult (:mod:`pitstop.connectors.base` says what a type declares)."""
 from __future__ import annotations
 
 from pitstop.connectors.base import Connector
-from pitstop.connectors.types import console, duckdb, file, generator
+from pitstop.connectors.types import console, duckdb, file, generator, kafka
 from pitstop.errors import PlanError
 
-CONNECTORS: tuple[Connector, ...] = (file.CONNECTOR, duckdb.CONNECTOR, generator.CONNECTOR, console.CONNECTOR)
+CONNECTORS: tuple[Connector, ...] = (
+    file.CONNECTOR,
+    duckdb.CONNECTOR,
+    generator.CONNECTOR,
+    console.CONNECTOR,
+    kafka.CONNECTOR,
+)
 _BY_KEY = {c.key: c for c in CONNECTORS}
 
 TYPE_NAMES: tuple[str, ...] = tuple(c.type_name for c in CONNECTORS)
@@ -52,6 +58,8 @@ def help_text() -> str:
             default = f"; default {o.default}" if o.default is not None else ""
             required = "; required" if o.required else ""
             lines.append(f"    '{o.name}'  {o.help} ({o.accepts()}{default}{required})")
+        if c.passthrough:
+            lines.append(f"    other dotted names: {c.passthrough}")
         if not c.options:
             lines.append("    no options")
     return "\n".join(lines)
@@ -68,4 +76,6 @@ def readme_table() -> str:
             default = "required" if o.required else (f"`{o.default}`" if o.default is not None else "")
             takes = o.accepts().replace("|", "\\|")
             rows.append(f"| {first} | `{o.name}` | {takes} | {default} | {o.help} |")
+        if c.passthrough:
+            rows.append(f"|  |  | any other `a.b` name | text | | {c.passthrough} |")
     return "\n".join(rows)

@@ -238,6 +238,31 @@ def _json(path: str, data: bytes, schema: pa.Schema, strict: Strict) -> FileRead
     return FileRead(_concat(tables, schema), tuple(rejects))
 
 
+def json_values(
+    raws: Sequence[bytes], schema: pa.Schema, strict: Strict
+) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """Records that each hold one JSON value (Kafka values, not lines of a file): the good ones
+    as a table in ``schema``, in order, and ``(index, reason)`` for each malformed one. Step 2 of
+    the module's protocol, without the whole-file verdict (every record stands alone)."""
+    bad: list[tuple[int, str]] = []
+    records: list[_Line] = []
+    for index, raw in enumerate(raws):
+        reason, value = _json_record(raw, last=False)
+        if reason is None:
+            one_line = raw if b"\n" not in raw else json.dumps(value).encode()
+            records.append(_Line(index, one_line, value))
+        else:
+            bad.append((index, reason.replace("the line is", "the value is")))
+
+    def convert(items: Sequence[_Line]) -> pa.Table:
+        return strict(io.BytesIO(b"\n".join(item.raw for item in items)))
+
+    tables, refused = _bisect(records, convert)
+    bad += [(item.number, _json_type_reason(item, schema, strict)) for item in refused]
+    bad.sort()
+    return _concat(tables, schema), bad
+
+
 def _json_record(line: bytes, last: bool) -> tuple[str | None, Any]:
     """``(reason, None)`` if the line is no JSON object, else ``(None, the object)``."""
     reason = _too_long(line) or _not_utf8(line)

@@ -346,7 +346,9 @@ class ActiveRun:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)
                 for src, pos in p.positions.items():
                     beyond[src] = self._positions(src).furthest(beyond.get(src, self.start_of(src)), pos)
-            if beyond == fence:
+            if all(
+                self._positions(src).same(beyond[src], fence.get(src, self.start_of(src))) for src in beyond
+            ):
                 break
             fence = beyond
         # Step 3. The cut.
@@ -358,10 +360,8 @@ class ActiveRun:
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
             src = bq.branch.source
-            if (
-                p.positions.get(src, self.start_of(src)) != fence.get(src, self.start_of(src))
-                or not p.settled
-            ):
+            at = p.positions.get(src, self.start_of(src))
+            if not self._positions(src).same(at, fence.get(src, self.start_of(src))) or not p.settled:
                 raise PitstopError(
                     f"job '{self.job}': INSERT INTO {bq.branch.sink} is at {p.positions}, not at the cut "
                     f"{fence}; no snapshot was written"

@@ -28,7 +28,7 @@ class Watermark(exp.Expression):
 class CreateMapping(exp.Expression):
     """``CREATE [OR REPLACE] MAPPING [IF NOT EXISTS] name [(cols[, WATERMARK ...])] TYPE kind
     [OPTIONS (...)]``. ``columns`` are ``exp.ColumnDef(this=Identifier, kind=DataType)``;
-    ``kind`` is the connector identifier as written (File, DuckDB, Generator, Console)."""
+    ``kind`` is the connector identifier as written (File, DuckDB, Generator, Console, Kafka)."""
 
     arg_types = {
         "this": True,

