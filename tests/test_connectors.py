@@ -166,3 +166,25 @@ def test_a_counting_source_compares_and_combines_by_count() -> None:
     assert counts.furthest(3, 7) == 7 and counts.least(3, 7) == 3
     assert counts.covers(7, 7) and not counts.covers(6, 7)
     assert counts.text(1234, "files") == "1,234 files"
+
+
+def test_a_kafka_source_keeps_its_offsets_across_new_servers_not_across_another_topic() -> None:
+    """Seed 001: changing the connection parameters keeps the positions; another topic is another
+    source, read from 'auto.offset.reset', and EXPLAIN says so."""
+    from pitstop.catalog.rows import Mapping
+
+    kafka = registry.connector("kafka")
+    entry = {"type": "kafka", "pos": {"0": 17, "1": 4}, "topic": "clicks"}
+
+    def mapping(**options: str) -> Mapping:
+        return Mapping("clicks", "kafka", (), None, {"bootstrap.servers": "10.0.0.2:9092", **options})
+
+    kept, note = kafka.resume_from(entry, mapping(topic="clicks"))
+    assert kept == entry
+    assert note.startswith("goes on from the snapshot's offsets (2 partitions, 21 records")
+    fresh, note = kafka.resume_from(entry, mapping(topic="clicks_v2", **{"auto.offset.reset": "latest"}))
+    assert fresh["pos"] == {} and fresh["topic"] == "clicks_v2"
+    assert note == (
+        "topic changed from 'clicks' to 'clicks_v2': another topic is another source; reads from "
+        "'auto.offset.reset' (latest)"
+    )

@@ -179,7 +179,20 @@ class KafkaConnector(Connector):
     def save_position(
         self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
     ) -> dict[str, Any]:
-        return {}
+        return {"topic": mapping.options["topic"]}  # offsets mean something in this topic only
+
+    def resume_from(self, entry: dict[str, Any], mapping: Mapping) -> tuple[dict[str, Any], str]:
+        """Other connection parameters (bootstrap servers, credentials) keep the offsets; another
+        topic is another source, read from ``auto.offset.reset``."""
+        old, new = entry.get("topic"), mapping.options["topic"]
+        if old is not None and old != new:
+            reset = self.option(mapping, "auto.offset.reset") or "earliest"
+            return {**entry, "pos": {}, "topic": new}, (
+                f"topic changed from '{old}' to '{new}': another topic is another source; reads "
+                f"from 'auto.offset.reset' ({reset})"
+            )
+        shown = self.positions.text(entry["pos"], self.position_unit)
+        return entry, f"goes on from the snapshot's offsets ({shown}); new partitions from their start"
 
 
 def client_properties(
