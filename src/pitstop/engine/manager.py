@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import duckdb
 from pyspark.errors import PySparkException
 
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
@@ -26,6 +27,7 @@ from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
 from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
+from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
@@ -130,6 +132,7 @@ class Manager:
         folder.mkdir(parents=True)
         if restore is not None:
             restore = prepare_run_folder(folder, restore)
+            crash_point("restore.prepared")
         run = Run(
             run_id, name, str(folder), plan.to_json(), None if restore is None else restore.to_json(), now()
         )
@@ -242,14 +245,20 @@ class Manager:
         self.collect_rejects(job.name, run.run)  # before the run folder goes
         try:
             snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
-            with self.catalog.transaction() as tx:
+
+            def record(tx: duckdb.DuckDBPyConnection) -> None:
                 self.catalog.add_snapshot(snap, tx)
                 self.catalog.delete_job(job.name, tx)
+
+            self._record_snapshot(snap, record)
+            crash_point("drop.recorded")
             shutil.rmtree(run.folder, ignore_errors=True)  # the snapshot holds all that is kept
-        except BaseException:
+        except BaseException as exc:
             # Nothing is lost: the job resumes from its checkpoints, which hold the cut.
             log.exception("snapshot '%s' of job '%s' failed; resuming the job", snapshot, job.name)
             self._start(job.name, run.run)
+            if isinstance(exc, PitstopError):  # say so: the statement failed, the job did not
+                raise PitstopError(f"{exc.message}. Job '{job.name}' was not dropped; it goes on") from exc
             raise
         return snap
 
@@ -279,20 +288,43 @@ class Manager:
                 )
                 Path(existing.path).rename(moved)
             snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
-            with self.catalog.transaction() as tx:
+
+            def record(tx: duckdb.DuckDBPyConnection) -> None:
                 if existing is not None:
                     self.catalog.drop_snapshot(existing.name, tx)
                 self.catalog.add_snapshot(snap, tx)
-        except BaseException:
+
+            self._record_snapshot(snap, record)
+            crash_point("snapshot.recorded")
+        except BaseException as exc:
             if moved is not None and existing is not None:
                 shutil.rmtree(existing.path, ignore_errors=True)
                 moved.rename(existing.path)
+            if isinstance(exc, PitstopError):  # say so: the statement failed, the job did not
+                raise PitstopError(f"{exc.message}. Job '{job.name}' goes on") from exc
             raise
         finally:
             run.release()
         if moved is not None:
             shutil.rmtree(moved, ignore_errors=True)
         return snap
+
+    def _record_snapshot(self, snap: Snapshot, record: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+        """Commit a written snapshot's catalog row(s), last. If that fails (a full disk stops DuckDB
+        too), the snapshot's folder goes: files without a row are no snapshot, and were left
+        behind until the next open before (crash matrix, issue 10 points 6 and 8)."""
+        try:
+            crash_point("export.renamed", snap.path)
+            with self.catalog.transaction() as tx:
+                record(tx)
+        except BaseException as exc:
+            shutil.rmtree(snap.path, ignore_errors=True)
+            if isinstance(exc, OSError | duckdb.Error):
+                raise PitstopError(
+                    f"snapshot '{snap.name}' of job '{snap.job}' could not be recorded in the catalog: "
+                    f"{exc}. Its files were removed"
+                ) from exc
+            raise
 
     def alter_job(self, name: str, action: str, options: dict[str, str] | None) -> str:
         """SUSPEND, RESUME, RESTART or OPTIONS (options only while suspended); returns what was done."""
@@ -317,6 +349,7 @@ class Manager:
             if run is not None:
                 run.stop()
                 self.collect_rejects(run.job, run.run)
+            crash_point("suspend.stopped")
             self.catalog.set_job_status(
                 job.name, SUSPENDED, f"suspended; ALTER JOB {job.name} RESUME continues from its checkpoints"
             )
