@@ -3,8 +3,9 @@ runs of the jobs this process is running.
 
 Jobs outlive the process: at exit, running jobs stop at a batch boundary and are marked STOPPED;
 the next process that starts Spark on the same home resumes them from their checkpoints. A job
-found RUNNING when a process opens the home was running in a process that died; it is resumed
-the same way (its sinks skip the batches they already hold).
+found RUNNING when a process opens the home was running in a process that died; the open marks it
+STOPPED (:mod:`pitstop.engine.tidy`) and it is resumed the same way (its sinks skip the batches
+they already hold).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pitstop.connectors import rejects
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
+from pitstop.engine.tidy import tidy_home
 from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
@@ -55,6 +57,12 @@ class Manager:
         """Statements that change a job, snapshot, mapping or view hold its name (executor)."""
         self._rejects_seen: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
         self._rejects_lock = threading.Lock()
+        # A process killed mid-protocol leaves folders the catalog does not list, and jobs marked
+        # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
+        try:
+            tidy_home(self.home, self.catalog)
+        except Exception:  # noqa: BLE001 - an untidy home still opens; the log says what is left
+            log.exception("could not tidy the home %s after an earlier process", self.home)
 
     # -- Spark -----------------------------------------------------------------------------------
     @property
