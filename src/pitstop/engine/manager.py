@@ -265,8 +265,10 @@ class Manager:
             # Nothing is lost: the job resumes from its checkpoints, which hold the cut.
             log.exception("snapshot '%s' of job '%s' failed; resuming the job", snapshot, job.name)
             self._start(job.name, run.run)
-            if isinstance(exc, PitstopError):  # say so: the statement failed, the job did not
-                raise PitstopError(f"{exc.message}. Job '{job.name}' was not dropped; it goes on") from exc
+            if isinstance(exc, PitstopError | OSError):  # say so: the statement failed, the job did not
+                raise PitstopError(
+                    f"{_said(exc, snapshot, job.name)}. Job '{job.name}' was not dropped; it goes on"
+                ) from exc
             raise
         return snap
 
@@ -308,8 +310,8 @@ class Manager:
             if moved is not None and existing is not None:
                 shutil.rmtree(existing.path, ignore_errors=True)
                 moved.rename(existing.path)
-            if isinstance(exc, PitstopError):  # say so: the statement failed, the job did not
-                raise PitstopError(f"{exc.message}. Job '{job.name}' goes on") from exc
+            if isinstance(exc, PitstopError | OSError):  # say so: the statement failed, the job did not
+                raise PitstopError(f"{_said(exc, snapshot, job.name)}. Job '{job.name}' goes on") from exc
             raise
         finally:
             run.release()
@@ -438,3 +440,11 @@ class Manager:
                     list(pool.map(stop, runs))
             self.runs.clear()
             self.catalog.close()
+
+
+def _said(exc: BaseException, snapshot: str, job: str) -> str:
+    """What a failed snapshot statement tells: pitstop's own message, or the file system's reason
+    (an unwritable or full snapshots folder, met before the export's own handling)."""
+    if isinstance(exc, PitstopError):
+        return exc.message
+    return f"snapshot '{snapshot}' of job '{job}' could not be written: {exc}"

@@ -62,8 +62,8 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
     # Step 1. A temp folder.
     final = snapshot_dir(home, name)
     tmp = safe_path(final.parent, "snapshot", name, prefix=".", suffix=f".{uuid.uuid4().hex[:8]}.tmp")
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)  # in the try: an unwritable snapshots folder is reported below
         stages: dict[str, Any] = {}
         total_rows = 0
         # Step 2. State of each stage.
