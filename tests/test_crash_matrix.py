@@ -12,7 +12,7 @@ Real ``pitstop run`` processes are killed with SIGKILL at named steps (``PITSTOP
 - the sink holds no window twice and no wrong window; once the next process has caught up, it
   equals a batch computation over all the input written so far.
 
-A Spark process costs ~20 s here, so the cells of one protocol run as a chain on one home: the
+A Spark process costs 20-35 s here, so the cells run as two chains, each on one home: the
 process that resumes after a crash first catches up (which checks the previous cell) and then
 runs the next cell's statement, which kills it.
 """
@@ -107,20 +107,6 @@ REPLACE = AWAIT + "CREATE OR REPLACE SNAPSHOT s FOR JOB j;"
 J = {"j": "STOPPED"}
 CHAINS = (
     Chain(
-        "micro-batch and suspend",
-        (
-            # Batch 0 reads the input (no window closes at watermark 0); batch 1 emits the windows:
-            # it dies before they commit in DuckDB, so the sink holds nothing yet.
-            Cell("sink.before_commit:2", AWAIT, J, (), RESUMABLE, caught_up=False, holds=False),
-            # The resumed run replays batch 1 first: it commits in DuckDB, not in the checkpoint; the
-            # next run replays it again and finds it in the sink's bookkeeping.
-            Cell("sink.after_commit:1", AWAIT, J, (), RESUMABLE, caught_up=False, holds=True),
-            Cell("suspend.stopped", AWAIT + "ALTER JOB j SUSPEND;", J, (), "not suspended: job resumable"),
-        ),
-        AWAIT + "ALTER JOB j SUSPEND;",
-        "SUSPENDED",
-    ),
-    Chain(
         "DROP JOB WITH SNAPSHOT, then CREATE JOB FROM SNAPSHOT",
         (
             Cell("drain.fenced", DROP, J, (), RESUMABLE),
@@ -148,8 +134,15 @@ CHAINS = (
         "STOPPED",
     ),
     Chain(
-        "CREATE [OR REPLACE] SNAPSHOT of a running job",
+        "micro-batches, SUSPEND, CREATE [OR REPLACE] SNAPSHOT of a running job",
         (
+            # Batch 0 reads the input (no window closes at watermark 0); batch 1 emits the windows:
+            # it dies before they commit in DuckDB, so the sink holds nothing yet.
+            Cell("sink.before_commit:2", AWAIT, J, (), RESUMABLE, caught_up=False, holds=False),
+            # The resumed run replays batch 1 first: it commits in DuckDB, not in the checkpoint; the
+            # next run replays it again and finds it in the sink's bookkeeping.
+            Cell("sink.after_commit:1", AWAIT, J, (), RESUMABLE, caught_up=False, holds=True),
+            Cell("suspend.stopped", AWAIT + "ALTER JOB j SUSPEND;", J, (), "not suspended: job resumable"),
             Cell("drain.fenced", SNAP, J, (), RESUMABLE),
             Cell("export.stage_written", SNAP, J, (), RESUMABLE),
             Cell("export.renamed", SNAP, J, (), RESUMABLE),
@@ -159,8 +152,8 @@ CHAINS = (
                 "snapshot.recorded", REPLACE, J, ("s",), "new snapshot listed, old folder gone; job resumable"
             ),
         ),
-        AWAIT,
-        "STOPPED",
+        AWAIT + "ALTER JOB j SUSPEND;",
+        "SUSPENDED",
     ),
 )
 
@@ -354,20 +347,20 @@ def check_windows(seen: Seen, data: Input, caught_up: bool) -> None:
         assert {k: everything.get(k) for k in seen.windows} == seen.windows
 
 
-MATRIX: list[str] = []
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("chain", CHAINS, ids=lambda c: c.name)
 def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> None:
     home, data = tmp_path / "home", Input(tmp_path / "orders")
     started = time.monotonic()
+    matrix: list[str] = []  # the report: printed with pytest -s
     before_sql = setup_sql(data.folder)
     previous: dict[str, dict[str, Any]] = {}
     for cell in chain.cells:
         if cell.new_input:
             data.add()
+        began = time.monotonic()
         done = pitstop(home, before_sql + cell.sql, PITSTOP_CRASH_AT=cell.crash_at)
+        took = time.monotonic() - began
         assert done.returncode == -signal.SIGKILL, (
             f"{cell.crash_at}: exit {done.returncode}\n{done.stderr[-3000:]}"
         )
@@ -385,22 +378,24 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
             assert seen.snapshots["s"] == previous["s"], "the replaced snapshot is not the one listed"
         if "REPLACE" in cell.sql and cell.step == "snapshot.recorded":
             assert seen.snapshots["s"]["created"] > previous["s"]["created"]
-        MATRIX.append(
-            f"{chain.name} | {cell.crash_at} | left: {', '.join(seen.left) or 'nothing'} -> trash | "
+        matrix.append(
+            f"{chain.name} | {cell.crash_at} | left: {', '.join(seen.left) or 'nothing'} | "
+            f"trashed: {', '.join(seen.trashed) or 'nothing'} | "
             f"jobs { ({n: s[0] for n, s in seen.jobs.items()}) } snapshots {sorted(seen.snapshots)} | "
-            f"{cell.truth}"
+            f"{cell.truth} | {took:.0f} s"
         )
         previous = seen.snapshots
         before_sql = ""
     data.add()
     done = pitstop(home, chain.final + "SHOW JOBS;")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert ("SUSPENDED" if chain.final_status == "SUSPENDED" else "RUNNING") in done.stdout  # SHOW JOBS
     data.processed = data.count
     seen = open_home(home)
     check_windows(seen, data, caught_up=True)
     assert {n: s[0] for n, s in seen.jobs.items()} == {"j": chain.final_status}
-    MATRIX.append(f"{chain.name} | done in {time.monotonic() - started:.0f} s")
-    print("\n" + "\n".join(MATRIX))
+    matrix.append(f"{chain.name} | done in {time.monotonic() - started:.0f} s")
+    print("\n" + "\n".join(matrix))
 
 
 # -- a full disk while exporting (point 8) --------------------------------------------------------
@@ -415,7 +410,8 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen[str], timeout_s: floa
 def test_a_full_disk_while_exporting_fails_the_statement_and_the_job_goes_on(tmp_path: Path) -> None:
     """Tests may run as root, for whom a read-only folder is writable, and a small full file system
     needs a mount: the disk fills up by injection (``PITSTOP_FAULT_AT``), at the two writes of an
-    export: the Parquet rows, and the catalog row after the files are in place."""
+    export: the Parquet rows, and the catalog row after the files are in place. An unwritable
+    snapshots folder is real: a file in its place, which stops root too."""
     home, data = tmp_path / "home", Input(tmp_path / "orders")
     data.add()
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
@@ -439,10 +435,18 @@ def test_a_full_disk_while_exporting_fails_the_statement_and_the_job_goes_on(tmp
         )
         proc.stdin.flush()
         wait_for(err, "could not be recorded", proc)
-        data.add()  # the job reads on after both failures
+        snapshots = home / "snapshots"
+        assert list(snapshots.iterdir()) == []  # nothing half-written is left
+        snapshots.rmdir()
+        snapshots.write_text("not a folder")
+        proc.stdin.write(DROP[len(AWAIT) :] + "\n")
+        proc.stdin.flush()
+        wait_for(err, "Not a directory", proc)
+        snapshots.unlink()
+        data.add()  # the job reads on after the three failures
         proc.stdin.write("\n".join([AWAIT, "SHOW SNAPSHOTS;", DROP[len(AWAIT) :], ""]))
         proc.stdin.close()
-        assert proc.wait(timeout=300) == 1, err.read_text()[-3000:]  # two statements failed
+        assert proc.wait(timeout=300) == 1, err.read_text()[-3000:]  # three statements failed
     finally:
         _wait_until_gone(proc.pid)
     said = err.read_text()
@@ -459,6 +463,13 @@ def test_a_full_disk_while_exporting_fails_the_statement_and_the_job_goes_on(tmp
     assert (
         f"snapshot 's' of job 'j' could not be recorded in the catalog: [Errno 28] No space left on device: "
         f"'{snapshots / 's'}'. Its files were removed. Job 'j' goes on" in said
+    ), said
+    # The unwritable folder: the OS's reason, naming the folder; the job not dropped.
+    assert re.search(
+        rf"snapshot 's' of job 'j' could not be written: \[Errno 20\] Not a directory: "
+        rf"'{re.escape(str(snapshots))}/\.s\.[0-9a-f]+\.tmp'\. Nothing of it was kept; .*"
+        r"Job 'j' was not dropped; it goes on",
+        said,
     ), said
     printed = out.read_text()
     assert "0 snapshot(s)" in printed or "(0 rows)" in printed  # SHOW SNAPSHOTS after both failures
