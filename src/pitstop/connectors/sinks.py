@@ -23,6 +23,7 @@ import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
 from pitstop.errors import PlanError
+from pitstop.faults import crash_point
 from pitstop.sql.names import check_name
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class DuckDBSink:
                 "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
                 [self.job, self.run_id, self.branch, batch_id, batch.num_rows, now()],
             )
+            crash_point("sink.before_commit")
+        crash_point("sink.after_commit")
 
 
 def _json_value(value: Any) -> Any:

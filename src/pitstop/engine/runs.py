@@ -32,6 +32,7 @@ from pitstop.errors import (
     PitstopError,
     RejectedRecordError,
 )
+from pitstop.faults import crash_point
 from pitstop.planner.plan import Branch, JobPlan
 
 if TYPE_CHECKING:
@@ -152,6 +153,8 @@ class ActiveRun:
         gate, sink = bq.gate, bq.sink
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
+            if self.run.restore is not None:
+                crash_point("restore.batch")
             gate.enter(batch_id)
             try:
                 sink.write(batch.toArrow(), batch_id)
@@ -336,6 +339,7 @@ class ActiveRun:
         while True:
             for src, pos in fence.items():
                 positions.write_fence(positions.source_dir(self.folder, src), pos)
+            crash_point("drain.fenced")
             try:
                 self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut", cancelled)
             except PitstopError:

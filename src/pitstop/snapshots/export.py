@@ -35,6 +35,7 @@ from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.frames import seed_schema
 from pitstop.engine.runs import ActiveRun, Cut
 from pitstop.errors import PitstopError
+from pitstop.faults import crash_point
 from pitstop.planner.plan import AggregateStage
 from pitstop.sql.names import safe_path
 
@@ -61,8 +62,8 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
     # Step 1. A temp folder.
     final = snapshot_dir(home, name)
     tmp = safe_path(final.parent, "snapshot", name, prefix=".", suffix=f".{uuid.uuid4().hex[:8]}.tmp")
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)  # in the try: an unwritable snapshots folder is reported below
         stages: dict[str, Any] = {}
         total_rows = 0
         # Step 2. State of each stage.
@@ -75,6 +76,7 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             out = safe_path(tmp / "stages", "stage", stage.name)
             out.mkdir(parents=True)
             write_stage(table, out, spark.sparkContext.defaultParallelism)
+            crash_point("export.stage_written", out)
             stages[stage.name] = {
                 "plan": _stage_json(run, stage.name),
                 "rows": table.num_rows,
@@ -118,6 +120,14 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
         if final.exists():
             shutil.rmtree(final)  # leftover of a snapshot that never reached the catalog
         os.replace(tmp, final)
+    except OSError as exc:
+        # A full disk or an unwritable home (issue 10, point 8): the reason, naming the file or
+        # folder, instead of a traceback; the temp folder goes, so nothing half-written is left.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PitstopError(
+            f"snapshot '{name}' of job '{run.job}' could not be written: {exc}. Nothing of it was "
+            f"kept; free space in {final.parent} (or make it writable) and try again"
+        ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

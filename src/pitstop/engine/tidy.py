@@ -1,0 +1,104 @@
+"""What a killed pitstop process leaves in its home, put right when the next manager opens it.
+
+A process can die at any step of a protocol (the crash matrix, :mod:`pitstop.faults`, kills it
+at each). The catalog is the truth, since every protocol commits its catalog row last; the disk
+is brought back in line with it here:
+
+1. A snapshot export's temp folder (``snapshots/.<name>.<id>.tmp``): the export never finished.
+2. A replaced snapshot's old folder (``snapshots/.<name>.replaced-<id>``): if the catalog still
+   describes the old snapshot, ``CREATE OR REPLACE SNAPSHOT`` died before its catalog row, so the
+   old folder goes back into place (and the unfinished new one goes); otherwise the replace was
+   recorded and the old folder is left over.
+3. A snapshot folder without a catalog row: the export finished, its row was never committed.
+4. A run folder that no job uses: a ``CREATE JOB`` that died before its catalog row, or a
+   ``DROP JOB`` that died after it.
+5. Jobs the catalog says are RUNNING: one process owns a home at a time (DuckDB's lock), so the
+   process that ran them is gone. They are marked STOPPED, and resume like any stopped job when
+   this process starts Spark.
+
+Nothing is deleted: what is not needed is moved into ``<home>/trash/<time>/`` and logged, so that
+a person can look at it (and empty the trash).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pitstop.catalog.rows import RUNNING, STOPPED
+from pitstop.catalog.store import Catalog, now
+
+log = logging.getLogger(__name__)
+TRASH = "trash"
+
+
+def tidy_home(home: Path, catalog: Catalog) -> list[Path]:
+    """Bring the home's folders in line with its catalog; returns what was moved to the trash."""
+    trash = _Trash(home)
+    snapshots = {Path(s.path).resolve(): s for s in catalog.snapshots()}
+    by_name = {s.name.lower(): s for s in snapshots.values()}
+    folder = home / "snapshots"
+    entries = sorted(os.scandir(folder), key=lambda e: e.name) if folder.is_dir() else []
+    # Steps 1 and 2. Hidden folders: export temp folders, replaced snapshots.
+    for entry in entries:
+        path = Path(entry.path)
+        if not entry.name.startswith(".") or not entry.is_dir():
+            continue
+        name, replaced, _ = entry.name[1:].rpartition(".replaced-")
+        snap = by_name.get(name.lower()) if replaced else None
+        if snap is not None and _manifest(Path(snap.path)) != snap.manifest == _manifest(path):
+            if Path(snap.path).exists():
+                trash.move(Path(snap.path), f"snapshot '{snap.name}': a replacement never recorded")
+            os.replace(path, snap.path)
+            log.warning("snapshot '%s': its folder is back in place (a replace did not finish)", snap.name)
+            continue
+        trash.move(path, "left by a snapshot export or replace that did not finish")
+    # Step 3. Snapshot folders without a catalog row.
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.name.startswith(".") or not entry.is_dir() or path.resolve() in snapshots:
+            continue
+        trash.move(path, f"snapshot folder '{entry.name}' has no catalog row (its export did not finish)")
+    # Step 4. Run folders no job uses.
+    jobs = catalog.jobs()
+    used = {Path(catalog.get_run(j.run_id).folder).resolve() for j in jobs}
+    runs = home / "runs"
+    for entry in sorted(os.scandir(runs), key=lambda e: e.name) if runs.is_dir() else []:
+        if entry.is_dir() and Path(entry.path).resolve() not in used:
+            trash.move(Path(entry.path), "run folder of no job (a CREATE or DROP JOB that did not finish)")
+    # Step 5. Jobs whose process is gone.
+    for job in jobs:
+        if job.status == RUNNING:
+            log.warning("job '%s' was RUNNING in a pitstop process that ended without stopping it", job.name)
+            catalog.set_job_status(
+                job.name,
+                STOPPED,
+                f"its pitstop process ended without stopping it (killed?) at or before "
+                f"{now():%Y-%m-%d %H:%M:%S} UTC; resumes from its checkpoints when pitstop next starts "
+                "Spark on this home",
+            )
+    return trash.moved
+
+
+def _manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads((folder / "manifest.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+class _Trash:
+    def __init__(self, home: Path) -> None:
+        self.folder = home / TRASH / f"{now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        self.moved: list[Path] = []
+
+    def move(self, path: Path, why: str) -> None:
+        dest = self.folder / path.parent.name / path.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+        self.moved.append(dest)
+        log.warning("%s: moved %s to %s", why, path, dest)
