@@ -183,3 +183,33 @@ def test_python_workers_import_the_installed_pyspark_not_sparks_zip(manager: Man
     seen = spark.range(1).select(where("id")).first()[0]
     assert ".zip" not in seen
     assert seen == pyspark.__file__
+
+
+@pytest.mark.spark
+def test_a_job_that_cannot_start_leaves_no_job_and_no_run_folder(manager: Manager, tmp_path: Path) -> None:
+    """The job's row is written before its queries start (so a kill after a first batch leaves a
+    job that resumes); a job whose queries cannot start takes its row and folder away again."""
+    from pitstop.errors import PlanError
+
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 10, files=1)
+    run(
+        manager,
+        orders_mapping(data)
+        + """
+        CREATE MAPPING copies TYPE DuckDB;
+        CREATE JOB first AS INSERT INTO copies SELECT order_id, region FROM orders;
+        AWAIT JOB first;
+    """,
+    )
+    with pytest.raises(
+        PlanError, match=r"sink table 'copies' \(mapping 'copies'\) has no column\(s\) amount"
+    ):
+        run(manager, "CREATE JOB second AS INSERT INTO copies SELECT order_id, amount FROM orders;")
+    assert [r[0] for r in run(manager, "SHOW JOBS;")[0].rows] == ["first"]
+    assert [p.name.split("-")[0] for p in (tmp_path / "home" / "runs").iterdir()] == ["first"]
+    run(
+        manager,
+        "CREATE JOB second AS INSERT INTO copies SELECT order_id, region FROM orders; AWAIT JOB second;",
+    )
+    assert sorted(r[0] for r in run(manager, "SHOW JOBS;")[0].rows) == ["first", "second"]

@@ -155,23 +155,24 @@ class Manager:
         )
         self.spark()
         with self._lock:
-            try:
-                active = self._start(name, run)
-            except PySparkException as exc:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
-            except BaseException:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
+            # The job's row first, then its queries: a process killed once a first batch has
+            # written leaves a job that resumes from its checkpoint (its sink knows the run's
+            # batches), never windows without a job, written again by a second CREATE JOB.
             from_snapshot = None if restore is None else restore.snapshot
             job = Job(name, sql, RUNNING, "", run_id, from_snapshot, now(), now(), dict(options or {}))
             try:
                 self.catalog.create_job(job, run)
             except BaseException:
-                active.stop()
-                self.runs.pop(name.lower(), None)
+                shutil.rmtree(folder, ignore_errors=True)
                 raise
-            return active
+            try:
+                return self._start(name, run)
+            except BaseException as exc:
+                self.catalog.delete_job(name)
+                shutil.rmtree(folder, ignore_errors=True)
+                if isinstance(exc, PySparkException):
+                    raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
+                raise
 
     def active(self, name: str, wake: bool = False) -> ActiveRun:
         """The job's run in this process, resuming it if it was stopped (and, with ``wake``,
