@@ -201,15 +201,17 @@ class Manager:
         try:
             run.await_input(timeout_s, cancelled)
         except JobFailedError as exc:
-            self._fail(run, run.failure() or str(exc))
+            self._fail(run, str(exc))
             raise
         self.collect_rejects(run.job, run.run)
 
     def _fail(self, run: ActiveRun, reason: str) -> None:
         with self._lock:
             run.stop()
-            if self.runs.get(run.job.lower()) is run:
-                self.runs.pop(run.job.lower(), None)
+            if self.runs.get(run.job.lower()) is not run:
+                return  # already recorded (the supervisor and AWAIT JOB can both see it fail)
+            self.runs.pop(run.job.lower(), None)
+            reason = reason.removeprefix(f"job '{run.job}' failed: ")  # the status says "failed"
             self.catalog.set_job_status(run.job, FAILED, reason)
         try:
             self.collect_rejects(run.job, run.run)
@@ -260,7 +262,7 @@ class Manager:
         try:
             cut = run.stop_at_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
-            self._fail(run, run.failure() or str(exc))
+            self._fail(run, str(exc))
             raise
         self.runs.pop(job.name.lower(), None)
         self.collect_rejects(job.name, run.run)  # before the run folder goes
@@ -301,7 +303,7 @@ class Manager:
         try:
             cut = run.drain_to_cut(STOP_TIMEOUT_S, cancelled)
         except JobFailedError as exc:
-            self._fail(run, run.failure() or str(exc))
+            self._fail(run, str(exc))
             raise
         moved: Path | None = None
         try:
