@@ -16,10 +16,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
+import duckdb
 import psycopg
 import pytest
 
 from conftest import settings
+from pitstop.server import sqlstate
+from pitstop.server.session import one_query
+from pitstop.server.sqlstate import WireError
 from server_helpers import Served, make_certificate, psql, race, serve_process, serving
 
 INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
@@ -200,6 +204,24 @@ def test_a_query_cannot_write_whatever_it_holds(served: Served) -> None:
     assert not Path("/tmp/pitstop-leak.csv").exists()
     _, rows = served.manager.catalog.query("SELECT count(*) FROM daily")
     assert rows == [(2,)]
+
+
+def test_only_a_single_select_reaches_duckdb() -> None:
+    # DuckDB's parser decides where a statement ends: what pitstop's splitter passed as one query
+    # must be one SELECT to DuckDB too, or a COMMIT inside it would end the read-only transaction.
+    for sql in [
+        "SELECT 1; DROP TABLE daily",
+        "SELECT 1; COMMIT; DROP TABLE daily",
+        "SELECT 1;; SELECT 2",
+        "DROP TABLE daily",
+        "PRAGMA version",
+        "SELECT ((",
+    ]:
+        with pytest.raises(WireError) as info:
+            one_query(sql)
+        assert info.value.code == sqlstate.SYNTAX_ERROR, sql
+    for sql in ["WITH a AS (SELECT 1) SELECT * FROM a", "VALUES (1), (2)", "FROM range(3)", "SELECT $1::int"]:
+        assert one_query(sql).type == duckdb.StatementType.SELECT, sql
 
 
 def test_cancel_interrupts_a_long_query_and_the_session_goes_on(served: Served) -> None:

@@ -70,6 +70,7 @@ from pygwire.messages import (
 )
 
 from pitstop.server import sqlstate
+from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, decode_param, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
@@ -461,6 +462,12 @@ class Connection:
                 self.send(_row_description(columns, binary))
             flags = binary or [False] * len(columns)
             types = [c.type for c in columns]
+            if outcome.arrow is not None:
+                encoder = RowEncoder.of(outcome.duckdb_types, types, flags)
+                if encoder is not None:
+                    outcome.use_arrow(encoder)
+            if outcome.batches is not None:
+                return self._send_batches(outcome, max_rows)
             sent = 0
             for row in outcome.rows:
                 self.send_raw(
@@ -471,6 +478,28 @@ class Connection:
                 if max_rows and sent >= max_rows:
                     self.send(PortalSuspended())
                     return False
+        self.send(CommandComplete(tag=outcome.final_tag()))
+        return True
+
+    def _send_batches(self, outcome: Outcome, max_rows: int) -> bool:
+        """The rows of an outcome switched to Arrow batches (``_send_outcome``)."""
+        assert outcome.batches is not None and outcome.encoder is not None
+        sent = 0
+        while True:
+            batch = outcome.pending if outcome.pending is not None else next(outcome.batches, None)
+            outcome.pending = None
+            if batch is None:
+                break
+            if max_rows and batch.num_rows > max_rows - sent:
+                room = max_rows - sent
+                outcome.pending = batch.slice(room)
+                batch = batch.slice(0, room)
+            self.send_raw(outcome.encoder.encode(batch))
+            outcome.count += batch.num_rows
+            sent += batch.num_rows
+            if max_rows and sent >= max_rows:
+                self.send(PortalSuspended())
+                return False
         self.send(CommandComplete(tag=outcome.final_tag()))
         return True
 
