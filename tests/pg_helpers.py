@@ -86,7 +86,8 @@ class Postgres:
 
     def query(self, database: str, sql: str, params: list[object] | None = None) -> list[tuple]:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
-            return conn.execute(sql, params).fetchall()
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
 
 
 @pytest.fixture(scope="session")
