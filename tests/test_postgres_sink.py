@@ -413,15 +413,52 @@ def test_create_job_refuses_an_unreachable_server_and_a_table_that_does_not_fit(
     assert postgres.query(db, "SELECT count(*) FROM narrow") == [(0,)]
 
 
-@pytest.mark.spark
-def test_kill_9_inside_and_after_a_batch_transaction_then_every_row_exactly_once(
+CHILD = """
+import sys
+from pathlib import Path
+import pyarrow as pa
+from pitstop.catalog.rows import Mapping
+from pitstop.catalog.store import Catalog
+from pitstop.connectors.postgres import PostgresSink
+home, url = Path(sys.argv[1]), sys.argv[2]
+home.mkdir(parents=True, exist_ok=True)
+mapping = Mapping("rev", "postgres", (), None, {"dsn": url})
+out = PostgresSink(Catalog(home / "catalog.duckdb"), mapping, "j", "j-9", 0)
+out.prepare([("region", "string"), ("orders", "bigint")])
+out.write(pa.table({"region": ["eu", "us"], "orders": pa.array([1, 2], pa.int64())}), 0)
+"""
+
+
+def test_kill_9_inside_a_batch_transaction_leaves_nothing_and_the_batch_is_written_once_again(
     postgres: Postgres,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """Three real ``pitstop run`` processes on one home: the first dies (SIGKILL) inside the
-    transaction of the batch that emits the first windows; the second replays that batch, commits
-    it in PostgreSQL and dies before Spark commits it; the third replays it again, finds it in the
-    bookkeeping, and catches up. Every window exactly once, equal to DuckDB over the input."""
+    """A real process killed (SIGKILL, ``PITSTOP_CRASH_AT=sink.before_commit``) with the batch's
+    rows and bookkeeping row sent but not committed: PostgreSQL rolls them back; the next process
+    writes the batch, once. (Spark-free: the Spark test below kills after the commit.)"""
+    db = postgres.database()
+    args = [sys.executable, "-c", CHILD, str(tmp_path / "home"), postgres.url(db, SECRET)]
+    env = {k: v for k, v in os.environ.items() if k not in (faults.CRASH_ENV, faults.FAULT_ENV)}
+    killed = subprocess.run(args, env={**env, faults.CRASH_ENV: "sink.before_commit"}, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert postgres.query(db, "SELECT count(*) FROM rev") == [(0,)]
+    assert postgres.query(db, f"SELECT count(*) FROM {BOOKKEEPING}") == [(0,)]
+    for _ in range(2):  # written, then found in the bookkeeping
+        again = subprocess.run(args, env=env, capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr
+    assert postgres.query(db, "SELECT region, orders FROM rev ORDER BY 1") == [("eu", 1), ("us", 2)]
+    assert postgres.query(db, f"SELECT run_id, batch_id, rows FROM {BOOKKEEPING}") == [("j-9", 0, 2)]
+
+
+@pytest.mark.spark
+def test_kill_9_after_a_batch_commits_in_postgres_then_every_row_exactly_once(
+    postgres: Postgres,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two real ``pitstop run`` processes on one home: the first dies (SIGKILL) once the batch
+    that emits the first windows has committed in PostgreSQL, before Spark commits it; the second
+    replays that batch, finds it in the bookkeeping, and catches up with more input. Every window
+    exactly once, equal to DuckDB over the input files."""
     db = postgres.database()
     data, home = tmp_path / "orders", tmp_path / "home"
     make_orders.write_orders(data, 0, 400, files=2, step_seconds=STEP)
@@ -454,27 +491,21 @@ def test_kill_9_inside_and_after_a_batch_transaction_then_every_row_exactly_once
         return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
     setup = orders_mapping(data) + pg_mapping(postgres, db) + f"CREATE JOB j AS INSERT INTO revenue {HOURLY};"
-    first = pitstop_run(setup + awaited, "sink.before_commit:2")
+    # Batch 0 reads the input (no window closes at watermark 0); batch 1 emits the windows.
+    first = pitstop_run(setup + awaited, "sink.after_commit:2")
     assert first.returncode == -9, first.stderr[-3000:]
-    assert "crash point sink.before_commit " in first.stderr
-    assert postgres.query(db, "SELECT count(*) FROM revenue") == [(0,)]  # rolled back with the connection
-    assert postgres.query(db, f"SELECT batch_id FROM {BOOKKEEPING}") == [(0,)]
-
-    make_orders.write_orders(data, 400, 600, files=1, step_seconds=STEP, prefix="more")
-    second = pitstop_run(awaited, "sink.after_commit:1")
-    assert second.returncode == -9, second.stderr[-3000:]
-    assert "crash point sink.after_commit " in second.stderr
+    assert "crash point sink.after_commit " in first.stderr
     written = pg_windows(postgres, db, "revenue")
     assert written and postgres.query(db, f"SELECT max(batch_id) FROM {BOOKKEEPING}") == [(1,)]
 
-    third = pitstop_run(awaited + "SHOW JOBS;", None)
-    assert third.returncode == 0, third.stderr[-3000:]
+    make_orders.write_orders(data, 400, 600, files=1, step_seconds=STEP, prefix="more")
+    second = pitstop_run(awaited + "SHOW JOBS;", None)
+    assert second.returncode == 0, second.stderr[-3000:]
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 1)
-    assert "batch 1 of run j-" in third.stderr and "already written; skipped" in third.stderr
-    assert SECRET not in first.stderr + second.stderr + third.stdout + third.stderr
-    # The runs' bookkeeping: one row per batch, the replayed one once.
+    assert "batch 1 of run j-" in second.stderr and "already written; skipped" in second.stderr
+    assert SECRET not in first.stderr + second.stdout + second.stderr
     batches = [b for (b,) in postgres.query(db, f"SELECT batch_id FROM {BOOKKEEPING} ORDER BY 1")]
-    assert batches == sorted(set(batches))
+    assert batches == list(range(len(batches)))  # one bookkeeping row per batch
 
 
 def wait_until_gone(pgid: int, timeout_s: float = 60) -> None:
