@@ -100,7 +100,7 @@ def test_drop_mapping_if_exists_accepts_an_unknown_mapping(manager: Manager) -> 
 def test_unknown_mapping_type_is_refused_listing_the_known_types(manager: Manager) -> None:
     err = error_of(manager, "CREATE MAPPING k (n INT) TYPE Pulsar;", SqlError)
     assert "unknown mapping type 'Pulsar'" in err.message
-    assert "File, DuckDB, Generator, Console or Kafka" in err.message
+    assert "File, DuckDB, Generator, Console, Kafka or Postgres" in err.message
     assert (err.line, err.col) == (1, 31)
     assert mapping_names(manager) == []
 
