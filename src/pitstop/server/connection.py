@@ -180,7 +180,7 @@ class Connection:
         if len(self.out) >= SEND_CHUNK:
             self.flush()
 
-    def send_raw(self, data: bytes) -> None:
+    def send_raw(self, data: bytes | memoryview) -> None:
         self.out += data
         if len(self.out) >= SEND_CHUNK:
             self.flush()
