@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -204,6 +204,60 @@ def test_a_query_cannot_write_whatever_it_holds(served: Served) -> None:
     assert not Path("/tmp/pitstop-leak.csv").exists()
     _, rows = served.manager.catalog.query("SELECT count(*) FROM daily")
     assert rows == [(2,)]
+
+
+BIG = 70_000  # past the first rows sent value by value, and more than one Arrow batch
+
+
+def _big_rows(n: int) -> list[tuple[object, ...]]:
+    epoch = datetime(2024, 1, 1)
+    return [
+        (
+            i,
+            f"r{i % 7}" if i % 11 else None,
+            Decimal(i * 37 % 100_000) / 100 * (-1 if i % 3 == 0 else 1),
+            epoch + timedelta(seconds=90 * i, microseconds=i % 1000),
+            i % 2 == 0,
+            i / 8,
+        )
+        for i in range(n)
+    ]
+
+
+BIG_QUERY = (
+    f"SELECT range AS id, CASE WHEN range % 11 <> 0 THEN 'r' || (range % 7) END AS region, "
+    "CAST((range * 37) % 100000 * (CASE WHEN range % 3 = 0 THEN -1 ELSE 1 END) / 100 AS DECIMAL(12,2)) "
+    "AS amount, TIMESTAMP '2024-01-01' + to_microseconds(range * 90000000 + range % 1000) AS ts, "
+    f"range % 2 = 0 AS even, range / 8 AS eighth FROM range({BIG})"
+)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_a_large_result_streams_every_row_once(served: Served, binary: bool) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        cur.execute(BIG_QUERY)
+        rows = cur.fetchall()
+    assert rows == _big_rows(BIG)
+
+
+def test_a_portal_read_a_few_rows_at_a_time_gets_every_row_once(served: Served) -> None:
+    # asyncpg's cursor executes a portal with a row limit, as JDBC's fetch size does: the server
+    # suspends it after each limit, across the value-by-value rows and the Arrow batches.
+    async def go() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            async with conn.transaction():
+                out = []
+                async for record in conn.cursor(BIG_QUERY, prefetch=30_001):
+                    out.append(record)
+                return out
+        finally:
+            await conn.close()
+
+    records = asyncio.run(go())
+    assert [r["id"] for r in records] == list(range(BIG))
+    assert [r["ts"] for r in records] == [r[3] for r in _big_rows(BIG)]
 
 
 def test_only_a_single_select_reaches_duckdb() -> None:

@@ -462,29 +462,30 @@ class Connection:
                 self.send(_row_description(columns, binary))
             flags = binary or [False] * len(columns)
             types = [c.type for c in columns]
-            if outcome.arrow is not None:
-                encoder = RowEncoder.of(outcome.duckdb_types, types, flags)
-                if encoder is not None:
-                    outcome.use_arrow(encoder)
-            if outcome.batches is not None:
-                return self._send_batches(outcome, max_rows)
             sent = 0
-            for row in outcome.rows:
-                self.send_raw(
-                    _data_row([encode(v, t, b) for v, t, b in zip(row, types, flags, strict=False)])
-                )
-                outcome.count += 1
-                sent += 1
-                if max_rows and sent >= max_rows:
-                    self.send(PortalSuspended())
-                    return False
+            while True:
+                if outcome.batches is not None:
+                    return self._send_batches(outcome, max_rows, sent)
+                for row in outcome.rows:
+                    self.send_raw(
+                        _data_row([encode(v, t, b) for v, t, b in zip(row, types, flags, strict=False)])
+                    )
+                    outcome.count += 1
+                    sent += 1
+                    if max_rows and sent >= max_rows:
+                        self.send(PortalSuspended())
+                        return False
+                if outcome.more is None:
+                    break
+                encoder = RowEncoder.of(outcome.duckdb_types, types, flags) if outcome.arrow else None
+                outcome.read_more(encoder)
         self.send(CommandComplete(tag=outcome.final_tag()))
         return True
 
-    def _send_batches(self, outcome: Outcome, max_rows: int) -> bool:
-        """The rows of an outcome switched to Arrow batches (``_send_outcome``)."""
+    def _send_batches(self, outcome: Outcome, max_rows: int, sent: int) -> bool:
+        """The rows of an outcome switched to Arrow batches (``_send_outcome``); ``sent`` rows of
+        this Execute already went value by value."""
         assert outcome.batches is not None and outcome.encoder is not None
-        sent = 0
         while True:
             batch = outcome.pending if outcome.pending is not None else next(outcome.batches, None)
             outcome.pending = None

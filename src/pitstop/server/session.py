@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FETCH_ROWS = 2000
+FIRST_ROWS = 100
+"""A result of fewer rows is read at once and encoded value by value (its transaction ends before
+it is sent); a larger one goes on as Arrow batches, whose set-up costs about what 100 rows do."""
 ARROW_ROWS = 65_536
 # DuckDB warns that Arrow output of an executed query copies the rows once: measured, the copy is a
 # small part of encoding them (see server/bulk.py), and the query must run on the session's cursor.
@@ -107,8 +110,11 @@ class Outcome:
     """None: the statement returns no rows (NoData)."""
     rows: Iterator[tuple[Any, ...]] = field(default_factory=lambda: iter(()))
     notices: list[Notice] = field(default_factory=list)
+    more: Callable[[], Iterator[tuple[Any, ...]]] | None = None
+    """The rows after ``rows`` of a large query result, still in DuckDB (``rows`` holds its first
+    ``FIRST_ROWS``): read as tuples, or with ``use_arrow()`` as Arrow batches."""
     arrow: Callable[[], Iterator[pa.RecordBatch]] | None = None
-    """The same rows as Arrow batches (a DuckDB query's): ``use_arrow()`` switches to them."""
+    """The rows of ``more`` as Arrow batches instead."""
     duckdb_types: tuple[str, ...] = ()
     """The DuckDB types of the columns (a DuckDB query's), which say how Arrow will hold them."""
     batches: Iterator[pa.RecordBatch] | None = None
@@ -124,10 +130,14 @@ class Outcome:
     def final_tag(self) -> str:
         return f"SELECT {self.count}" if self.tag == "SELECT" else self.tag
 
-    def use_arrow(self, encoder: RowEncoder) -> None:
-        """Read the rest of the rows as Arrow batches, encoded by ``encoder`` (nothing read yet)."""
-        assert self.arrow is not None and self.batches is None
-        self.batches, self.arrow, self.rows, self.encoder = self.arrow(), None, iter(()), encoder
+    def read_more(self, encoder: RowEncoder | None) -> None:
+        """``rows`` are sent: go on with the rest of a large result, as Arrow batches encoded by
+        ``encoder`` when there is one, else as tuples."""
+        more, arrow, self.more, self.arrow = self.more, self.arrow, None, None
+        if encoder is not None and arrow is not None:
+            self.batches, self.encoder, self.rows = arrow(), encoder, iter(())
+        elif more is not None:
+            self.rows = more()
 
 
 @dataclass(frozen=True)
@@ -341,15 +351,20 @@ class Session:
             rel = cursor.execute(statement, params) if params else cursor.execute(statement)
             description = rel.description or []
             columns = tuple(Column(d[0], pg_type_of(str(d[1]))) for d in description)
+            head = cursor.fetchmany(FIRST_ROWS) if description else []
         except BaseException:
             self.end_query()
             raise
+        if len(head) < FIRST_ROWS:  # the whole result: its transaction can end now
+            self.end_query()
+            return Outcome("SELECT", columns, iter(head))
         self._token += 1
         token = self._token
         outcome = Outcome(
             "SELECT",
             columns,
-            self._fetch(cursor, token),
+            iter(head),
+            more=lambda: self._fetch(cursor, token),
             arrow=lambda: self._batches(cursor, token),
             duckdb_types=tuple(str(d[1]) for d in description),
         )
@@ -363,9 +378,9 @@ class Session:
         if open_outcome is not None and self._query_open:
             if open_outcome.batches is not None:
                 open_outcome.batches = iter(list(open_outcome.batches))
-            else:
-                open_outcome.rows = iter(list(open_outcome.rows))
-            open_outcome.arrow = None
+            elif open_outcome.more is not None:
+                open_outcome.rows = iter(list(open_outcome.rows) + list(open_outcome.more()))
+                open_outcome.more = open_outcome.arrow = None
         self.end_query()
 
     def _fetch(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[tuple[Any, ...]]:
