@@ -260,6 +260,24 @@ def test_a_portal_read_a_few_rows_at_a_time_gets_every_row_once(served: Served) 
     assert [r["ts"] for r in records] == [r[3] for r in _big_rows(BIG)]
 
 
+def test_a_portal_left_half_read_frees_the_session_for_the_next_query(served: Served) -> None:
+    # A cursor read in part, then the transaction ends: DuckDB's half-read result is closed before
+    # the read-only transaction is rolled back, and the connection goes on.
+    async def go() -> tuple[int, int, int]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            async with conn.transaction():
+                cursor = await conn.cursor(BIG_QUERY)
+                first = await cursor.fetch(250)  # 100 value by value, then into the Arrow batches
+            after = await conn.fetchval("SELECT count(*) FROM daily")
+            again = await conn.fetch(BIG_QUERY)
+            return len(first), int(after), len(again)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(go()) == (250, 2, BIG)
+
+
 def test_only_a_single_select_reaches_duckdb() -> None:
     # DuckDB's parser decides where a statement ends: what pitstop's splitter passed as one query
     # must be one SELECT to DuckDB too, or a COMMIT inside it would end the read-only transaction.

@@ -235,6 +235,7 @@ class Session:
         """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
         self._query_open = False
         self._open: Outcome | None = None
+        self._reader: pa.RecordBatchReader | None = None
         self._token = 0
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
 
@@ -405,6 +406,7 @@ class Session:
                 raise sqlstate.from_duckdb(exc) from exc
             if reader is None:
                 return
+            self._reader = reader
             while True:
                 try:
                     batch = reader.read_next_batch()
@@ -420,14 +422,23 @@ class Session:
                 self.end_query()
 
     def end_query(self) -> None:
-        """End the read-only transaction of the last query (its rows are no longer wanted)."""
+        """End the read-only transaction of the last query (its rows are no longer wanted).
+
+        An Arrow reader left half-read (a portal closed early, a client gone) holds DuckDB's
+        result open, and DuckDB refuses the ROLLBACK until it is closed: it is closed first."""
         self._open = None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            try:
+                reader.close()
+            except (duckdb.Error, pa.ArrowException):
+                log.debug("closing a query's Arrow reader", exc_info=True)
         if self._query_open and self._cursor is not None:
             self._query_open = False
             try:
                 self._cursor.execute("ROLLBACK")
             except duckdb.Error:
-                log.debug("rollback of a read-only query", exc_info=True)
+                log.warning("could not end a read-only query's transaction", exc_info=True)
 
     def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
         # Padding keeps positions those of the client's query string (psql's caret).
