@@ -1,5 +1,6 @@
-"""``TYPE Kafka``: a Kafka topic, read as a stream (source only; Hazelcast's Kafka mapping is the
-model). The reader is :mod:`pitstop.connectors.kafka`, over confluent-kafka.
+"""``TYPE Kafka``: a Kafka topic, read as a stream and written by jobs (Hazelcast's Kafka mapping is
+the model). The reader is :mod:`pitstop.connectors.kafka`, the writer
+:mod:`pitstop.connectors.kafka_sink`, both over confluent-kafka.
 
 Columns: each declared column is read by name from the record's JSON value, except four reserved
 names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or BIGINT with
@@ -7,7 +8,8 @@ names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or 
 BIGINT), ``__offset`` (BIGINT) and ``__timestamp`` (TIMESTAMP: the record's timestamp).
 
 Options: ``bootstrap.servers`` and ``topic`` (required), ``valueFormat``, ``keyFormat``,
-``auto.offset.reset`` and ``onError`` are declared; any other dotted name (``security.protocol``,
+``auto.offset.reset`` and ``onError`` (reading), ``keyColumn`` and ``transactions`` (writing) are
+declared; any other dotted name (``security.protocol``,
 ``sasl.username``, ...) is a Kafka client property handed to the consumer as it is (librdkafka
 checks its name at ``CREATE MAPPING``).
 
@@ -17,6 +19,12 @@ partition missing from a position counting as offset 0 (nothing of it read). A j
 without a snapshot reads each partition from ``auto.offset.reset``; a job restored from a snapshot
 reads each partition from the snapshot's offset, and partitions that are not in the snapshot
 (added to the topic after it) from their start. The offsets are all a snapshot keeps.
+
+Sink: each micro-batch once for ``read_committed`` consumers, JSON values, the key from
+``'keyColumn'``; in one Kafka transaction per batch, and idempotent per (run, batch) on any broker
+(see :mod:`pitstop.connectors.kafka_sink`). A mapping only written to may leave out its columns
+(its records carry every column the job writes); one that declares columns is checked against
+the job's.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
 
     from pitstop.catalog.rows import ColumnDef, Mapping
+    from pitstop.catalog.store import Catalog
+    from pitstop.connectors.sinks import Sink
 
 KEY, PARTITION, OFFSET, TIMESTAMP = "__key", "__partition", "__offset", "__timestamp"
 METADATA_TYPES = {
@@ -78,12 +88,17 @@ KAFKA_POSITIONS = KafkaPositions()
 class KafkaConnector(Connector):
     type_name = "Kafka"
     summary = (
-        "a Kafka topic read as a stream; columns from the JSON value, __key/__partition/__offset/__timestamp"
+        "a Kafka topic: read as a stream (columns from the JSON value, __key/__partition/__offset/"
+        "__timestamp), written once per batch"
     )
     source = True
+    sink = True
     positions = KAFKA_POSITIONS
     position_unit = "records"
-    passthrough = "a Kafka client property (e.g. `security.protocol`, `sasl.username`), given to the consumer"
+    passthrough = (
+        "a Kafka client property (e.g. `security.protocol`, `sasl.username`), given to the consumer "
+        "and the producer"
+    )
     options = (
         Option("bootstrap.servers", "the brokers, host:port[,host:port...]", required=True),
         Option("topic", "the topic to read", required=True),
@@ -115,13 +130,19 @@ class KafkaConnector(Connector):
             "keep",
             ("keep", "skip", "fail"),
         ),
+        Option("keyColumn", "writing: the column whose value is each record's key (default: no key)"),
+        Option(
+            "transactions",
+            "writing: one Kafka transaction per batch (consumers set isolation.level=read_committed); "
+            "false: the idempotent producer only. Either way a replayed batch is not written twice",
+            "boolean",
+            "true",
+        ),
     )
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
         from pitstop.planner.types import spark_type
 
-        if not columns:
-            raise PlanError(f"mapping '{mapping}': a Kafka mapping needs columns (read from the JSON value)")
         key_format = options.get("keyFormat", "varchar")
         for column in columns:
             allowed = METADATA_TYPES.get(column.name.lower())
@@ -142,6 +163,21 @@ class KafkaConnector(Connector):
                     + (f" with 'keyFormat'='{key_format}'" if column.name.lower() == KEY else "")
                 )
         client_properties(options, {k: v for k, v in options.items() if "." in k}, check=True, where=mapping)
+
+    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+        from pitstop.connectors.kafka_sink import KafkaSink
+
+        return KafkaSink(
+            mapping,
+            self.client(mapping),
+            job,
+            run_id,
+            Path(catalog.get_run(run_id).folder),
+            branch,
+            self.option(mapping, "keyColumn"),
+            self.option(mapping, "keyFormat") or "varchar",
+            self.option(mapping, "transactions") != "false",
+        )
 
     def stream_source(self) -> type[DataSource]:
         from pitstop.connectors.kafka import KafkaSource
