@@ -49,6 +49,7 @@ import os
 import struct
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,7 +255,10 @@ class KafkaSink:
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
-                producer.flush(0)
+                producer.purge()  # what a failed batch left unsent goes nowhere
+                with warnings.catch_warnings():  # e.g. a fenced producer cannot abort: said below
+                    warnings.simplefilter("ignore")
+                    producer.close()
             except Exception:  # noqa: BLE001 - a producer in any state is let go
                 log.debug("closing the producer of %s", self.topic, exc_info=True)
 
