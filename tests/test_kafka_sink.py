@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from conftest import DELAY, batch_windows, closed, make_orders, orders_mapping, revenue_select, run
+from test_crash_matrix import pitstop
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.connectors.kafka_sink import HEADERS, Ledger, transactional_id
@@ -126,6 +127,38 @@ def test_windowed_job_into_kafka_equals_batch_computation(
     run(manager, "DROP JOB j;")
 
 
+@pytest.mark.spark
+def test_kill_9_in_the_middle_of_a_batch_then_every_window_once(broker: Broker, tmp_path: Path) -> None:  # noqa: F811
+    """A real ``pitstop run`` dies of SIGKILL with half a batch delivered; the next one resumes the
+    job and completes the batch. Two branches: one with transactions, one without."""
+    home, folder = tmp_path / "home", tmp_path / "orders"
+    broker.create_topic("revenue", 2)
+    broker.create_topic("plain", 2)
+    make_orders.write_orders(folder, 0, 240, files=1, prefix="o00000")
+    select = revenue_select("'1' HOUR")
+    setup = (
+        orders_mapping(folder)
+        + kafka_sink(broker)
+        + kafka_sink(broker, "plain", ", 'transactions'='false'")
+        + f"CREATE JOB j AS BEGIN INSERT INTO revenue {select}; INSERT INTO plain {select}; END;\n"
+    )
+    wait = "AWAIT JOB j TIMEOUT INTERVAL '240' SECOND;"
+    died = pitstop(home, setup + wait, PITSTOP_CRASH_AT="sink.half_written")
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    assert "crash point sink.half_written" in died.stderr
+    everything = expected(240)
+    for topic in ("revenue", "plain"):  # what shows is right, and nothing twice
+        shown = topic_windows(broker, topic)
+        assert {k: everything.get(k) for k in shown} == shown
+    make_orders.write_orders(folder, 240, 300, files=1, prefix="o00240")
+    done = pitstop(home, wait + "SHOW JOBS;")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "was cut short" in done.stderr  # the resumed run read the cut batch back
+    print("\n".join(line for line in done.stderr.splitlines() if "cut short" in line))  # pytest -s
+    assert topic_windows(broker, "revenue") == expected(300)
+    assert topic_windows(broker, "plain") == expected(300)
+
+
 # -- the sink on a real broker, without Spark -------------------------------------------------------
 def _sink(b: Broker, run_dir: Path, transactions: bool = True, run_id: str = "j-run1") -> Any:
     from pitstop.catalog.rows import Mapping
@@ -184,7 +217,17 @@ def test_a_batch_cut_half_way_is_completed_not_doubled(
     found = "30 of its 60 records are in the topic"
     assert found in caplog.text or (transactions and "0 of its 60 records" in caplog.text), caplog.text
     again.write(_batch(40, 100), 1)  # Spark replays a batch written but not committed: skipped
-    again.write(_batch(100, 110), 2)
+    # Batch 2 fails once its transaction committed, before the ledger says so: the next attempt
+    # reads it back whole and writes nothing.
+    monkeypatch.setattr(faults, "_hits", {})
+    monkeypatch.setenv(faults.FAULT_ENV, "sink.after_commit:EIO")
+    with pytest.raises(OSError):
+        again.write(_batch(100, 110), 2)
+    monkeypatch.delenv(faults.FAULT_ENV)
+    assert Ledger.load(tmp_path / "branches" / "0" / "kafka-sink.json").writing == 2
+    with caplog.at_level("WARNING", logger="pitstop.connectors.kafka_sink"):
+        _sink(broker, tmp_path, transactions).write(_batch(100, 110), 2)
+    assert "10 of its 10 records are in the topic" in caplog.text
     assert _numbers(broker) == list(range(110))
     assert Ledger.load(tmp_path / "branches" / "0" / "kafka-sink.json").written == 2
 
