@@ -159,6 +159,34 @@ def test_kill_9_in_the_middle_of_a_batch_then_every_window_once(broker: Broker, 
     assert topic_windows(broker, "plain") == expected(300)
 
 
+@pytest.mark.spark
+def test_snapshot_and_restore_into_the_same_topic_write_no_window_twice(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "orders"
+    broker.create_topic("revenue", 2)
+    make_orders.write_orders(folder, 0, 240, files=2, prefix="a")
+    select = revenue_select("'1' HOUR")
+    run(
+        manager,
+        orders_mapping(folder)
+        + kafka_sink(broker)
+        + f"""CREATE JOB j AS INSERT INTO revenue {select};
+        AWAIT JOB j;
+        DROP JOB j WITH SNAPSHOT s;""",
+    )
+    before = topic_windows(broker, "revenue")
+    assert before == expected(240)
+    make_orders.write_orders(folder, 240, 400, files=2, prefix="b")
+    run(manager, f"CREATE JOB j FROM SNAPSHOT s AS INSERT INTO revenue {select}; AWAIT JOB j;")
+    assert topic_windows(broker, "revenue") == expected(400)  # the window open at the cut: once
+    runs = {h["pitstop.run"] for _, _, h in read_topic(broker, "revenue")}
+    assert len(runs) == 2  # both runs wrote; the restored one only windows closed after the cut
+    run(manager, "DROP JOB j;")
+
+
 # -- the sink on a real broker, without Spark -------------------------------------------------------
 def _sink(b: Broker, run_dir: Path, transactions: bool = True, run_id: str = "j-run1") -> Any:
     from pitstop.catalog.rows import Mapping
