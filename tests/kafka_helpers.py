@@ -132,8 +132,17 @@ class Broker:
             return False
         return True
 
+    def pause(self) -> None:
+        """SIGSTOP: the broker keeps its data and its connections but answers nothing (a hung
+        broker); :meth:`resume` (SIGCONT) lets it answer again."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)  # a paused broker too
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 

@@ -30,6 +30,8 @@ the job's.
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,27 @@ METADATA_TYPES = {
     TIMESTAMP: ("TIMESTAMP",),
 }
 """The reserved column names and the (Spark) types each may be declared with."""
+INITIAL = "initial.json"  # in a run's source folder: the offsets the run started from
+BROKER = "broker.json"  # in a run's source folder: what the driver last learnt of the broker
+STALE_S = 10.0  # a broker.json older than this is shown with its time
+
+
+def broker_status(state_dir: Any) -> dict[str, Any] | None:
+    """What a source's driver last learnt of the broker: ``{"ends": {partition: offset}}`` or
+    ``{"down_since": epoch s, "error": text}``, with ``checked`` (epoch s); None if nothing yet."""
+    try:
+        status: dict[str, Any] = json.loads((Path(state_dir) / BROKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return status
+
+
+def run_start(state_dir: Any) -> dict[str, int]:
+    """The offsets a run started from (its ``initial.json``), or {}."""
+    try:
+        return {str(p): int(o) for p, o in json.loads((Path(state_dir) / INITIAL).read_text()).items()}
+    except (OSError, ValueError):
+        return {}
 
 
 class KafkaPositions(Positions):
@@ -211,6 +234,27 @@ class KafkaConnector(Connector):
                 f"mapping '{mapping.name}': cannot learn the end offsets of topic '{topic}' ({exc}); "
                 "the job keeps running and reads on once the broker answers"
             ) from None
+
+    def lag(self, source_dir: Path, mapping: Mapping, position: Any) -> str | None:
+        """Consumer lag: the end offsets the run's driver last learnt, minus ``position``, summed
+        over partitions; or that the broker does not answer (the job waits)."""
+        status = broker_status(source_dir)
+        if status is None:
+            return "end offsets not known yet"
+        checked = datetime.fromtimestamp(float(status["checked"]), UTC)
+        if "down_since" in status:
+            since = datetime.fromtimestamp(float(status["down_since"]), UTC)
+            return (
+                f"broker does not answer since {since:%Y-%m-%d %H:%M:%S} UTC ({status.get('error')}); "
+                "the job waits for it"
+            )
+        have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
+        ends = KAFKA_POSITIONS._of(status.get("ends"))
+        behind = sum(max(0, end - have.get(p, 0)) for p, end in ends.items())
+        text = f"{behind:,} records behind ({len(ends)} partitions)"
+        if time.time() - checked.timestamp() > STALE_S:
+            text += f" as of {checked:%Y-%m-%d %H:%M:%S} UTC"
+        return text
 
     def save_position(
         self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
