@@ -12,10 +12,7 @@ records show, and only the rest of the batch is written."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,11 +22,11 @@ from typing import Any
 import pytest
 
 from conftest import DELAY, batch_windows, closed, make_orders, orders_mapping, revenue_select, run
-from test_crash_matrix import pitstop
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.connectors.kafka_sink import HEADERS, Ledger, transactional_id
 from pitstop.engine.manager import Manager
+from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)
 STEP = 90  # seconds between orders (make_orders' default)
