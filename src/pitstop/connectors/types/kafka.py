@@ -124,7 +124,7 @@ class KafkaConnector(Connector):
     )
     options = (
         Option("bootstrap.servers", "the brokers, host:port[,host:port...]", required=True),
-        Option("topic", "the topic to read", required=True),
+        Option("topic", "the topic read or written", required=True),
         Option(
             "valueFormat",
             "JSON objects whose fields are the columns (json-flat: Hazelcast's name for it)",
