@@ -73,6 +73,14 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
     return tuple(rows)
 
 
+def tells_lag(mapping_type: str) -> bool:
+    """Whether mappings of this type report a consumer lag (their connector defines ``lag``)."""
+    from pitstop.connectors.base import Connector
+
+    found = registry.find(mapping_type)
+    return found is not None and type(found).lag is not Connector.lag
+
+
 def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[tuple[str, str]]:
     """``(source, lag in words)`` for each source whose type tells (Kafka: records behind the end
     offsets, or that the broker does not answer). The job's position in a source is the least
@@ -86,7 +94,7 @@ def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[t
     out = []
     for src in plan.sources:
         mapping = mappings.get(src)
-        if mapping is None:
+        if mapping is None or not tells_lag(mapping.type):
             continue
         connector = registry.connector(mapping.type)
         at: Any = None

@@ -422,9 +422,12 @@ class Executor:
         # asking each running query (a JVM call per branch, under the manager's lock) made
         # SHOW JOBS from many clients at once queue behind each other.
         counts = self.catalog.reject_counts() if self.catalog is not None else {}
+        # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
+        # over a hundred jobs stays a few milliseconds without Kafka).
+        lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
-            + (j.detail, describe.lag_text(self._lags(j)))
+            + (j.detail, describe.lag_text(self._lags(j)) if lags else None)
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
         columns = ("name", "status", "from_snapshot", "created", "rejects", "detail", "lag")
