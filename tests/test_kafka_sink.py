@@ -270,3 +270,24 @@ def test_a_second_producer_of_a_branch_fences_the_first(broker: Broker, tmp_path
         zombie.write(_batch(100, 110), 1)
     assert _numbers(broker) == list(range(20))
     assert transactional_id("j", "out", 0) == "pitstop.j.out.0"
+
+
+def test_the_sink_checks_the_jobs_columns_against_the_mapping(tmp_path: Path) -> None:
+    from pitstop.catalog.rows import ColumnDef, Mapping
+    from pitstop.connectors.kafka_sink import KafkaSink
+    from pitstop.errors import PlanError
+
+    def sink(columns: tuple[ColumnDef, ...], key: str | None, key_format: str = "varchar") -> KafkaSink:
+        mapping = Mapping("out", "kafka", columns, None, {"bootstrap.servers": "127.0.0.1:1", "topic": "out"})
+        return KafkaSink(mapping, {}, "j", "r", tmp_path, 0, key, key_format, True)
+
+    schema = [("window_start", "timestamp"), ("region", "string"), ("orders", "bigint")]
+    sink((), "region").prepare(schema)  # no columns declared: every column the job writes
+    sink((ColumnDef("region", "VARCHAR"), ColumnDef("__key", "VARCHAR")), "REGION").prepare(schema)
+    sink((), "orders", "bigint").prepare(schema)
+    with pytest.raises(PlanError, match=r"declares column\(s\) revenue that the job does not write"):
+        sink((ColumnDef("revenue", "DOUBLE"),), None).prepare(schema)
+    with pytest.raises(PlanError, match="'keyColumn'='user' is not a column the job writes"):
+        sink((), "user").prepare(schema)
+    with pytest.raises(PlanError, match="'keyFormat'='bigint' needs a whole-number 'keyColumn'; 'region'"):
+        sink((), "region", "bigint").prepare(schema)

@@ -150,6 +150,14 @@ class KafkaSink:
                 f"Kafka mapping '{self.mapping.name}': 'keyColumn'='{self.key_column}' is not a column the "
                 f"job writes ({', '.join(n for n, _ in schema)})"
             )
+        if self.key_column is not None and self.key_format == "bigint":
+            kind = next(t for n, t in schema if n.lower() == self.key_column.lower())
+            if kind.lower() not in ("bigint", "int", "smallint", "tinyint"):
+                raise PlanError(
+                    f"Kafka mapping '{self.mapping.name}': 'keyFormat'='bigint' needs a whole-number "
+                    f"'keyColumn'; '{self.key_column}' is {kind}. Cast it in the job, or use "
+                    "'keyFormat'='varchar'"
+                )
 
     def last_batch(self) -> int | None:
         """The last batch wholly written by this run's branch (from the ledger)."""
@@ -247,7 +255,18 @@ class KafkaSink:
             conf["transactional.id"] = transactional_id(self.job, self.mapping.name, self.branch)
         producer = Producer(conf)
         if self.transactions:
-            producer.init_transactions(TIMEOUT_S)
+            from confluent_kafka import KafkaException
+
+            try:
+                producer.init_transactions(TIMEOUT_S)
+            except KafkaException as exc:
+                err: Any = exc.args[0] if exc.args else exc
+                said = err.str() if hasattr(err, "str") else str(exc)
+                raise RuntimeError(
+                    f"Kafka mapping '{self.mapping.name}': the broker does not start a transaction "
+                    f"for '{conf['transactional.id']}' ({said}); if it has no transactions, "
+                    "OPTIONS ('transactions'='false') writes without them, still once per batch"
+                ) from None
         self._producer = producer
         return producer
 
