@@ -338,7 +338,9 @@ class KafkaSink:
         try:
             return {str(p): high for p, (_low, high) in _watermarks(consumer, self.topic).items()}
         except BrokerUnavailable as exc:
-            raise RuntimeError(f"Kafka mapping '{self.mapping.name}': {exc}") from None
+            raise RuntimeError(
+                f"Kafka mapping '{self.mapping.name}': {exc} (a sink writes to an existing topic)"
+            ) from None
         finally:
             consumer.close()
 
