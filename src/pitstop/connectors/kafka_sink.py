@@ -262,6 +262,11 @@ class KafkaSink:
             except KafkaException as exc:
                 err: Any = exc.args[0] if exc.args else exc
                 said = err.str() if hasattr(err, "str") else str(exc)
+                if hasattr(err, "retriable") and (err.retriable() or err.code() in UNREACHABLE):
+                    raise RuntimeError(
+                        f"Kafka mapping '{self.mapping.name}': the broker does not answer ({said}); "
+                        "the batch is written once it does (Spark restarts the branch)"
+                    ) from None
                 raise RuntimeError(
                     f"Kafka mapping '{self.mapping.name}': the broker does not start a transaction "
                     f"for '{conf['transactional.id']}' ({said}); if it has no transactions, "
@@ -384,6 +389,15 @@ class KafkaSink:
             consumer.close()
         return found
 
+
+def _unreachable_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+
+
+UNREACHABLE = _unreachable_codes()
+"""librdkafka's codes for a broker that does not answer (not for one that refuses)."""
 
 CONSUMER_ONLY = frozenset(
     {
