@@ -36,8 +36,7 @@ four):
   show that an aborted batch stays invisible (the Kafka sink's read-back per (run, batch) is what
   keeps a batch from being doubled on it: ``pitstop.connectors.kafka_sink``). After a committed
   transaction the high watermark was right for multi-record batches (seen with 10 records and
-  linger.ms=50; the commit marker is a
-  batch of one);
+  linger.ms=50; the commit marker is a batch of one);
 - the data lives in memory: a restarted broker starts empty.
 """
 
