@@ -274,3 +274,73 @@ def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
         run(manager, "DROP JOB j;")
     finally:
         back.stop()
+
+
+def _lag_of(manager: Manager) -> str | None:
+    (row,) = run(manager, "SHOW JOBS;")[0].rows
+    return row[6]
+
+
+def _until(what: str, check, timeout_s: float = 90.0):  # noqa: ANN001, ANN202 - a predicate and its value
+    """Poll ``check`` (every 0.2 s) until it returns something true; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(0.2)
+
+
+@pytest.mark.spark
+def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_end(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+) -> None:
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 300))  # before the job: 'latest' does not read them
+    broker.pause()  # hung: keeps its records, answers nothing
+    try:
+        run(
+            manager,
+            kafka_orders(broker).replace("'json')", "'json', 'auto.offset.reset'='latest')")
+            + f"""
+            CREATE MAPPING revenue TYPE DuckDB;
+            CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+            """,
+        )
+        _until("the lag says the broker is down", lambda: "does not answer" in (_lag_of(manager) or ""))
+        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
+        described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
+        assert described["lag of orders"].startswith("broker does not answer since ")
+        assert described["lag of orders"].endswith("the job waits for it")
+    finally:
+        broker.resume()
+    # Back: the job learns the end offsets now, and reads from there.
+    _until("the job learns its start", lambda: _lag_of(manager) == "orders: 0 records behind (3 partitions)")
+    broker.produce("orders", spread(300, 900))
+    run(manager, "AWAIT JOB j;")
+    expected = closed(batch_windows(orders(300, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
+    assert sink_windows(manager, "revenue") == expected
+    assert _lag_of(manager) == "orders: 0 records behind (3 partitions)"
+    run(manager, "DROP JOB j;")
+
+
+def test_lag_is_the_end_offsets_minus_the_position(tmp_path: Path) -> None:
+    """Without Spark: the files a running source keeps (its start and what the broker said)."""
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.types.kafka import BROKER, CONNECTOR, INITIAL
+
+    mapping = Mapping("orders", "kafka", (), None, {"bootstrap.servers": "127.0.0.1:1", "topic": "t"})
+    assert CONNECTOR.lag(tmp_path, mapping, {}) == "end offsets not known yet"
+    (tmp_path / INITIAL).write_text(json.dumps({"0": 2, "1": 0, "2": 40}))
+    (tmp_path / BROKER).write_text(json.dumps({"ends": {"0": 10, "1": 7, "2": 40}, "checked": time.time()}))
+    # Partition 0 at 5 (5 behind), 1 not read since the start at 0 (7 behind), 2 at its end.
+    assert CONNECTOR.lag(tmp_path, mapping, {"0": 5}) == "12 records behind (3 partitions)"
+    old = time.time() - 3600
+    (tmp_path / BROKER).write_text(json.dumps({"ends": {"0": 10, "1": 7, "2": 41}, "checked": old}))
+    assert CONNECTOR.lag(tmp_path, mapping, {"0": 10, "1": 7, "2": 40}).startswith(
+        "1 records behind (3 partitions) as of "
+    )
+    (tmp_path / BROKER).write_text(json.dumps({"down_since": old, "error": "timed out", "checked": old}))
+    assert "broker does not answer since" in CONNECTOR.lag(tmp_path, mapping, {"0": 5})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from pitstop.catalog.rows import Job, RejectSummary, Run, Snapshot
+from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
@@ -72,8 +73,59 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
     return tuple(rows)
 
 
+def tells_lag(mapping_type: str) -> bool:
+    """Whether mappings of this type report a consumer lag (their connector defines ``lag``)."""
+    from pitstop.connectors.base import Connector
+
+    found = registry.find(mapping_type)
+    return found is not None and type(found).lag is not Connector.lag
+
+
+def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[tuple[str, str]]:
+    """``(source, lag in words)`` for each source whose type tells (Kafka: records behind the end
+    offsets, or that the broker does not answer). The job's position in a source is the least
+    that any branch reading it has committed; read from the run's folder, nothing is asked of a
+    broker."""
+    from pitstop.connectors import positions
+    from pitstop.engine import checkpoint
+
+    folder = Path(run.folder)
+    start = dict((run.restore or {}).get("start_positions", {}))
+    out = []
+    for src in plan.sources:
+        mapping = mappings.get(src)
+        if mapping is None or not tells_lag(mapping.type):
+            continue
+        connector = registry.connector(mapping.type)
+        at: Any = None
+        for b in plan.branches:
+            if b.source != src:
+                continue
+            ckpt = folder / "branches" / str(b.index) / "checkpoint"
+            try:
+                pos = checkpoint.progress(ckpt, start).positions.get(
+                    src, start.get(src, connector.positions.zero)
+                )
+            except (OSError, ValueError):
+                pos = start.get(src, connector.positions.zero)
+            at = pos if at is None else connector.positions.least(at, pos)
+        text = connector.lag(positions.source_dir(folder, src), mapping, at)
+        if text is not None:
+            out.append((src, text))
+    return out
+
+
+def lag_text(lags: list[tuple[str, str]]) -> str | None:
+    """SHOW JOBS's ``lag`` cell: ``orders: 12 records behind (3 partitions)``; None if no source tells."""
+    return "; ".join(f"{src}: {text}" for src, text in lags) or None
+
+
 def describe_job(
-    job: Job, run: Run, plan: JobPlan, rejects: list[RejectSummary] | None = None
+    job: Job,
+    run: Run,
+    plan: JobPlan,
+    rejects: list[RejectSummary] | None = None,
+    lags: list[tuple[str, str]] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     rows: list[tuple[str, str]] = [
         ("name", job.name),
@@ -89,6 +141,8 @@ def describe_job(
             flow += f"stage '{b.stage.name}' {window_text(b.stage)} by {keys_text(b.stage)}: "
             flow += f"{accumulators_text(b.stage)} -> "
         rows.append((f"branch {b.index + 1}", flow + b.sink))
+    for src, text in lags or []:
+        rows.append((f"lag of {src}", text))
     for summary in rejects or []:
         latest = summary.latest
         rows.append(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from pitstop import describe
-from pitstop.catalog.rows import ColumnDef, Mapping, Snapshot, View, WatermarkDef
+from pitstop.catalog.rows import ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
 from pitstop.errors import CatalogError, PitstopError, PlanError
@@ -425,17 +425,33 @@ class Executor:
         # asking each running query (a JVM call per branch, under the manager's lock) made
         # SHOW JOBS from many clients at once queue behind each other.
         counts = self.catalog.reject_counts() if self.catalog is not None else {}
+        # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
+        # over a hundred jobs stays a few milliseconds without Kafka).
+        lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
-            + (j.detail,)
+            + (j.detail, describe.lag_text(self._lags(j)) if lags else None)
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
-        columns = ("name", "status", "from_snapshot", "created", "rejects", "detail")
+        columns = ("name", "status", "from_snapshot", "created", "rejects", "detail", "lag")
         message = f"{len(rows)} job(s)"
         problem = self.manager.supervisor_problem if self.manager is not None else None
         if problem:
             message += f"\nWARNING: {problem}; see the log in <home>/logs"
         return Result(message, columns, rows)
+
+    def _lags(self, job: Job) -> list[tuple[str, str]]:
+        """Each source's lag, for SHOW JOBS and DESCRIBE JOB (from the run's folder; a run that
+        cannot be read shows none, it does not fail the listing)."""
+        assert self.catalog is not None
+        try:
+            run = self.catalog.get_run(job.run_id)
+            plan = JobPlan.from_json(run.plan)
+            mappings = {m.name: m for m in (self.catalog.get_mapping(src) for src in plan.sources) if m}
+            return describe.source_lags(run, plan, mappings)
+        except Exception:  # noqa: BLE001 - a listing shows what it can
+            log.warning("job '%s': cannot tell its sources' lag", job.name, exc_info=True)
+            return []
 
     def _await_job(self, node: nodes.AwaitJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -522,7 +538,7 @@ class Executor:
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
-        rows = describe.describe_job(job, run, plan, self.catalog.reject_summary(job.name))
+        rows = describe.describe_job(job, run, plan, self.catalog.reject_summary(job.name), self._lags(job))
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 
     def _alter_job(self, node: nodes.AlterJob, stmt: ParsedStatement) -> Result:

@@ -15,10 +15,14 @@ a step costs two dictionary look-ups.
 The steps, in protocol order:
 
 Micro-batches (DuckDB sink, :mod:`pitstop.connectors.sinks`; Postgres sink,
-:mod:`pitstop.connectors.postgres`)
+:mod:`pitstop.connectors.postgres`; Kafka sink, :mod:`pitstop.connectors.kafka_sink`)
+    ``sink.half_written``        Kafka: half the batch's records are delivered (in its open
+                                 transaction, or visible without transactions), the rest not sent
     ``sink.before_commit``       a batch's rows and bookkeeping row are inserted, not committed
-    ``sink.after_commit``        the batch is committed in the sink's database; Spark has not
-                                 committed it yet
+                                 (Kafka: every record delivered, the transaction not committed)
+    ``sink.after_commit``        the batch is committed in the sink's database (Kafka: the
+                                 transaction is committed, the sink's ledger not updated); Spark
+                                 has not committed it yet
     ``restore.batch``            a batch of a run restored from a snapshot is about to be written
                                  (``restore.batch:2``: the run's first batch is committed)
 
@@ -55,6 +59,7 @@ log = logging.getLogger(__name__)
 CRASH_ENV = "PITSTOP_CRASH_AT"
 FAULT_ENV = "PITSTOP_FAULT_AT"
 STEPS = (
+    "sink.half_written",
     "sink.before_commit",
     "sink.after_commit",
     "restore.batch",

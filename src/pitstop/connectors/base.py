@@ -251,6 +251,12 @@ class Connector:
     def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
         """Prepare a fresh run's folder to go on from a snapshot's ``entry`` for ``source``."""
 
+    def lag(self, source_dir: Path, mapping: Mapping, position: Any) -> str | None:
+        """How far a run that has committed ``position`` is behind what the source offers, in
+        words (``SHOW JOBS``, ``DESCRIBE JOB``), from what the run keeps in ``source_dir``; never
+        a request to an outside system. None: this type does not tell."""
+        return None
+
     # -- a sink --------------------------------------------------------------------------------------
     def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
         raise NotImplementedError(f"TYPE {self.type_name} is not a sink")

@@ -15,7 +15,10 @@ How a micro-batch is read:
    topic, partition and offset; skipped; or failing the job).
 
 A broker that does not answer does not fail the job: ``latestOffset`` logs a warning and offers
-no new data, and the job reads on once the broker is back. ``read`` waits up to
+no new data, and the job reads on once the broker is back. What the driver last learnt of the
+broker (each partition's end offset, or since when it does not answer) is kept in the source's
+folder (``broker.json``): ``SHOW JOBS`` and ``DESCRIBE JOB`` show the consumer lag from it without
+asking the broker themselves. ``read`` waits up to
 ``READ_TIMEOUT_S`` for records it was promised, then fails the task (Spark retries it).
 """
 
@@ -37,14 +40,14 @@ from pyspark.sql.types import StructType
 from pitstop.catalog.rows import Reject
 from pitstop.connectors import positions, rejects
 from pitstop.connectors.files import arrow_schema
-from pitstop.connectors.types.kafka import KEY, OFFSET, PARTITION, TIMESTAMP
+from pitstop.connectors.types.kafka import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
 
 log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 120.0
 CHUNK = 20_000  # records converted at once
-INITIAL = "initial.json"  # where a run keeps the offsets it started from (auto.offset.reset)
+REPORT_EVERY_S = 2.0  # broker.json is rewritten when it changes, else at most this often
 
 
 class BrokerUnavailable(Exception):
@@ -115,19 +118,42 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.available_now: dict[int, int] | None = None
         self._driver_consumer: Any = None
         self._down_since: float | None = None
+        self._down_at = 0.0
+        self._start_known: dict[int, int] | None = None
+        self._reported: dict[str, Any] = {}
+        self._reported_at = 0.0
 
     # -- the driver --------------------------------------------------------------------------------
     def _broker(self) -> dict[int, tuple[int, int]]:
         if self._driver_consumer is None:
             self._driver_consumer = _consumer(self.client, self.source)
-        return _watermarks(self._driver_consumer, self.topic)
+        marks = _watermarks(self._driver_consumer, self.topic)
+        self._report({"ends": _as_json({p: high for p, (_low, high) in marks.items()})})
+        return marks
 
     def _unavailable(self, exc: BrokerUnavailable) -> None:
         if self._down_since is None:
             self._down_since = time.monotonic()
+            self._down_at = time.time()
             log.warning(
                 "mapping '%s': the Kafka broker does not answer (%s); the job waits for it", self.source, exc
             )
+        self._report({"down_since": self._down_at, "error": str(exc)})
+
+    def _report(self, status: dict[str, Any]) -> None:
+        """Keep what the broker said last in ``broker.json`` (read by :func:`broker_status`)."""
+        now = time.time()
+        if status == self._reported and now - self._reported_at < REPORT_EVERY_S:
+            return
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / f".{BROKER}.tmp"
+            tmp.write_text(json.dumps({**status, "checked": now}))
+            tmp.replace(self.state_dir / BROKER)
+        except OSError as exc:  # the lag shown is older; reading goes on
+            log.debug("mapping '%s': cannot write %s: %s", self.source, BROKER, exc)
+            return
+        self._reported, self._reported_at = status, now
 
     def initialOffset(self) -> dict[str, Any]:
         """The run's start position: a snapshot's offsets; partitions it lacks from their start
@@ -141,13 +167,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             marks = self._broker()
         except BrokerUnavailable as exc:
-            if self.reset == "latest" and not restored:
-                raise RuntimeError(
-                    f"mapping '{self.source}': 'auto.offset.reset'='latest' needs the broker to find the "
-                    f"latest offsets, and it does not answer: {exc}"
-                ) from None
+            # Not known yet: the first latestOffset that reaches the broker learns the start
+            # (for 'latest', its end offsets then) and keeps it; nothing is read before that.
             self._unavailable(exc)
-            return positions.offset(self.source, _as_json(start))  # missing partitions: from offset 0
+            return positions.offset(self.source, _as_json(start))
         for p, (low, high) in marks.items():
             if p not in start:
                 start[p] = high if (self.reset == "latest" and not restored) else low
@@ -158,8 +181,22 @@ class KafkaStreamReader(DataSourceStreamReader):
         tmp.replace(saved)
         return positions.offset(self.source, pos)
 
+    def _floor(self) -> dict[int, int]:
+        """The run's start per partition (``initial.json``): where a partition that a position
+        does not name is read from; {} while the start is not known (the broker was down)."""
+        if self._start_known is None and (self.state_dir / INITIAL).exists():
+            self._start_known = _of(json.loads((self.state_dir / INITIAL).read_text()))
+        return self._start_known or {}
+
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         at = _of(start["pos"]) if start is not None else _of(self.initialOffset()["pos"])
+        if not (self.state_dir / INITIAL).exists():
+            # The run started while the broker was down: learn its start first.
+            known = _of(self.initialOffset()["pos"])
+            if not (self.state_dir / INITIAL).exists():
+                return positions.offset(self.source, _as_json(at))  # still down: wait, read nothing
+            at = {**known, **at}
+        floor = self._floor()
         try:
             marks = self._broker()
         except BrokerUnavailable as exc:
@@ -176,7 +213,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         held = _of(fence) if fence is not None else None
         end = dict(at)
         for p, (_low, high) in marks.items():
-            here = at.get(p, 0)  # a partition new since the start is read from its start
+            here = at.get(p, floor.get(p, 0))  # a partition new since the start: from its start
             reach = high
             if self.available_now is not None:
                 reach = min(reach, self.available_now.get(p, here))
@@ -193,8 +230,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             self.available_now = {}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        lo, hi = _of(start["pos"]), _of(end["pos"])
-        return [KafkaPartition(p, lo.get(p, 0), e) for p, e in sorted(hi.items()) if e > lo.get(p, 0)]
+        lo, hi, floor = _of(start["pos"]), _of(end["pos"]), self._floor()
+        return [
+            KafkaPartition(p, lo.get(p, floor.get(p, 0)), e)
+            for p, e in sorted(hi.items())
+            if e > lo.get(p, floor.get(p, 0))
+        ]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: offsets live in Spark's checkpoint, not in a consumer group."""

@@ -319,6 +319,9 @@ class ActiveRun:
         for bq in self.branches:
             if bq.query is not None and bq.query.isActive:
                 bq.query.stop()
+            close = getattr(bq.sink, "close", None)
+            if close is not None:  # a sink holding a client (Kafka's producer) lets it go
+                close()
 
     def drain_to_cut(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> Cut:
         """Bring every branch to the same source positions and hold it there (the job keeps

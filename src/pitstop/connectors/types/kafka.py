@@ -1,5 +1,6 @@
-"""``TYPE Kafka``: a Kafka topic, read as a stream (source only; Hazelcast's Kafka mapping is the
-model). The reader is :mod:`pitstop.connectors.kafka`, over confluent-kafka.
+"""``TYPE Kafka``: a Kafka topic, read as a stream and written by jobs (Hazelcast's Kafka mapping is
+the model). The reader is :mod:`pitstop.connectors.kafka`, the writer
+:mod:`pitstop.connectors.kafka_sink`, both over confluent-kafka.
 
 Columns: each declared column is read by name from the record's JSON value, except four reserved
 names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or BIGINT with
@@ -7,7 +8,8 @@ names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or 
 BIGINT), ``__offset`` (BIGINT) and ``__timestamp`` (TIMESTAMP: the record's timestamp).
 
 Options: ``bootstrap.servers`` and ``topic`` (required), ``valueFormat``, ``keyFormat``,
-``auto.offset.reset`` and ``onError`` are declared; any other dotted name (``security.protocol``,
+``auto.offset.reset`` and ``onError`` (reading), ``keyColumn`` and ``transactions`` (writing) are
+declared; any other dotted name (``security.protocol``,
 ``sasl.username``, ...) is a Kafka client property handed to the consumer as it is (librdkafka
 checks its name at ``CREATE MAPPING``).
 
@@ -17,11 +19,19 @@ partition missing from a position counting as offset 0 (nothing of it read). A j
 without a snapshot reads each partition from ``auto.offset.reset``; a job restored from a snapshot
 reads each partition from the snapshot's offset, and partitions that are not in the snapshot
 (added to the topic after it) from their start. The offsets are all a snapshot keeps.
+
+Sink: each micro-batch once for ``read_committed`` consumers, JSON values, the key from
+``'keyColumn'``; in one Kafka transaction per batch, and idempotent per (run, batch) on any broker
+(see :mod:`pitstop.connectors.kafka_sink`). A mapping only written to may leave out its columns
+(its records carry every column the job writes); one that declares columns is checked against
+the job's.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +42,8 @@ if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
 
     from pitstop.catalog.rows import ColumnDef, Mapping
+    from pitstop.catalog.store import Catalog
+    from pitstop.connectors.sinks import Sink
 
 KEY, PARTITION, OFFSET, TIMESTAMP = "__key", "__partition", "__offset", "__timestamp"
 METADATA_TYPES = {
@@ -41,6 +53,27 @@ METADATA_TYPES = {
     TIMESTAMP: ("TIMESTAMP",),
 }
 """The reserved column names and the (Spark) types each may be declared with."""
+INITIAL = "initial.json"  # in a run's source folder: the offsets the run started from
+BROKER = "broker.json"  # in a run's source folder: what the driver last learnt of the broker
+STALE_S = 10.0  # a broker.json older than this is shown with its time
+
+
+def broker_status(state_dir: Any) -> dict[str, Any] | None:
+    """What a source's driver last learnt of the broker: ``{"ends": {partition: offset}}`` or
+    ``{"down_since": epoch s, "error": text}``, with ``checked`` (epoch s); None if nothing yet."""
+    try:
+        status: dict[str, Any] = json.loads((Path(state_dir) / BROKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return status
+
+
+def run_start(state_dir: Any) -> dict[str, int]:
+    """The offsets a run started from (its ``initial.json``), or {}."""
+    try:
+        return {str(p): int(o) for p, o in json.loads((Path(state_dir) / INITIAL).read_text()).items()}
+    except (OSError, ValueError):
+        return {}
 
 
 class KafkaPositions(Positions):
@@ -78,15 +111,20 @@ KAFKA_POSITIONS = KafkaPositions()
 class KafkaConnector(Connector):
     type_name = "Kafka"
     summary = (
-        "a Kafka topic read as a stream; columns from the JSON value, __key/__partition/__offset/__timestamp"
+        "a Kafka topic: read as a stream (columns from the JSON value, __key/__partition/__offset/"
+        "__timestamp), written once per batch"
     )
     source = True
+    sink = True
     positions = KAFKA_POSITIONS
     position_unit = "records"
-    passthrough = "a Kafka client property (e.g. `security.protocol`, `sasl.username`), given to the consumer"
+    passthrough = (
+        "a Kafka client property (e.g. `security.protocol`, `sasl.username`), given to the consumer "
+        "and the producer"
+    )
     options = (
         Option("bootstrap.servers", "the brokers, host:port[,host:port...]", required=True),
-        Option("topic", "the topic to read", required=True),
+        Option("topic", "the topic read or written", required=True),
         Option(
             "valueFormat",
             "JSON objects whose fields are the columns (json-flat: Hazelcast's name for it)",
@@ -115,13 +153,19 @@ class KafkaConnector(Connector):
             "keep",
             ("keep", "skip", "fail"),
         ),
+        Option("keyColumn", "writing: the column whose value is each record's key (default: no key)"),
+        Option(
+            "transactions",
+            "writing: one Kafka transaction per batch (consumers set isolation.level=read_committed); "
+            "false: the idempotent producer only. Either way a replayed batch is not written twice",
+            "boolean",
+            "true",
+        ),
     )
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
         from pitstop.planner.types import spark_type
 
-        if not columns:
-            raise PlanError(f"mapping '{mapping}': a Kafka mapping needs columns (read from the JSON value)")
         key_format = options.get("keyFormat", "varchar")
         for column in columns:
             allowed = METADATA_TYPES.get(column.name.lower())
@@ -142,6 +186,21 @@ class KafkaConnector(Connector):
                     + (f" with 'keyFormat'='{key_format}'" if column.name.lower() == KEY else "")
                 )
         client_properties(options, {k: v for k, v in options.items() if "." in k}, check=True, where=mapping)
+
+    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+        from pitstop.connectors.kafka_sink import KafkaSink
+
+        return KafkaSink(
+            mapping,
+            self.client(mapping),
+            job,
+            run_id,
+            Path(catalog.get_run(run_id).folder),
+            branch,
+            self.option(mapping, "keyColumn"),
+            self.option(mapping, "keyFormat") or "varchar",
+            self.option(mapping, "transactions") != "false",
+        )
 
     def stream_source(self) -> type[DataSource]:
         from pitstop.connectors.kafka import KafkaSource
@@ -175,6 +234,27 @@ class KafkaConnector(Connector):
                 f"mapping '{mapping.name}': cannot learn the end offsets of topic '{topic}' ({exc}); "
                 "the job keeps running and reads on once the broker answers"
             ) from None
+
+    def lag(self, source_dir: Path, mapping: Mapping, position: Any) -> str | None:
+        """Consumer lag: the end offsets the run's driver last learnt, minus ``position``, summed
+        over partitions; or that the broker does not answer (the job waits)."""
+        status = broker_status(source_dir)
+        if status is None:
+            return "end offsets not known yet"
+        checked = datetime.fromtimestamp(float(status["checked"]), UTC)
+        if "down_since" in status:
+            since = datetime.fromtimestamp(float(status["down_since"]), UTC)
+            return (
+                f"broker does not answer since {since:%Y-%m-%d %H:%M:%S} UTC ({status.get('error')}); "
+                "the job waits for it"
+            )
+        have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
+        ends = KAFKA_POSITIONS._of(status.get("ends"))
+        behind = sum(max(0, end - have.get(p, 0)) for p, end in ends.items())
+        text = f"{behind:,} records behind ({len(ends)} partitions)"
+        if time.time() - checked.timestamp() > STALE_S:
+            text += f" as of {checked:%Y-%m-%d %H:%M:%S} UTC"
+        return text
 
     def save_position(
         self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path

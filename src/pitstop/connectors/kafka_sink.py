@@ -1,0 +1,415 @@
+"""The Kafka sink: every micro-batch once, as a ``read_committed`` consumer sees it.
+
+Records: one per row. The value is a JSON object of the row's columns (times as
+``YYYY-MM-DD HH:MM:SS``, UTC); the key is the ``'keyColumn'``'s value (UTF-8 text, or 8 bytes
+big-endian with ``'keyFormat'='bigint'``), else none. Headers name the batch each record belongs
+to: ``pitstop.job``, ``pitstop.run``, ``pitstop.branch``, ``pitstop.batch``, ``pitstop.seq`` (the
+record's place in its batch) and ``pitstop.count`` (the batch's records). A batch's rows are
+sorted by value and key before they are numbered, so a batch that Spark replays numbers its
+records the same way.
+
+Two guarantees, one code path:
+
+- **Transactions** (``'transactions'='true'``, the default): a batch is one Kafka transaction of a
+  producer whose ``transactional.id`` is derived from the job, the sink and the branch
+  (:func:`transactional_id`); the commit of batch ``n``'s transaction is what makes batch ``n``
+  visible, and a new producer of the same branch fences an older one (a zombie) and ends the
+  transaction it left open. On a broker whose aborted transactions stay hidden (Apache Kafka),
+  that alone is exactly once for ``read_committed`` consumers.
+- **Idempotence per (run, batch)**, always: a ledger in the run's folder
+  (``branches/<i>/kafka-sink.json``) says which batch the sink wrote last and, for the batch in
+  flight, from which offset of each partition it was written. A batch replayed after it was
+  written is skipped; the batch that was in flight when the process died is read back from those
+  offsets, and only its records that are not there are written. This is what keeps a batch from
+  being doubled on a broker that shows an aborted transaction's records (Tansu 0.6 does:
+  ``tests/kafka_helpers.py``), and on any broker with ``'transactions'='false'``.
+
+How a batch is written (:meth:`KafkaSink.write`):
+
+1. Open the producer once per sink: with transactions, ``init_transactions`` fences any older
+   producer of the branch and ends its open transaction (so that, on any broker, what the
+   read-back of step 3 sees no longer changes).
+2. Read the ledger. A batch at or below the last one written is skipped (Spark replays a batch
+   whose sink write finished but whose checkpoint commit did not).
+3. If the ledger says this batch was in flight, read each partition back from the ledger's
+   offsets to its end (``read_committed``), and keep the numbers of this batch's records found.
+4. Write the ledger (batch in flight, and the offsets it is written from), produce the records
+   not found, commit the transaction (or flush the idempotent producer), and write the ledger
+   again (batch written; the next batch's offsets are after the last record delivered).
+
+A failed write closes the producer: the next attempt (Spark's restart of the branch) begins again
+at step 1, where the fenced or failed transaction is ended, and step 3 finds what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pitstop.catalog.rows import Mapping
+from pitstop.errors import PlanError
+from pitstop.faults import crash_point
+
+log = logging.getLogger(__name__)
+
+LEDGER = "kafka-sink.json"
+HEADERS = ("pitstop.job", "pitstop.run", "pitstop.branch", "pitstop.batch", "pitstop.seq", "pitstop.count")
+TIMEOUT_S = 60.0  # a transaction call, a flush, a read-back that gets no answer
+
+
+def transactional_id(job: str, sink: str, branch: int) -> str:
+    """The producer's ``transactional.id``: the same for every run of a job's branch into a sink
+    (a resumed or restored run fences the producers of the runs before it)."""
+    return f"pitstop.{job}.{sink}.{branch}"
+
+
+@dataclass
+class Ledger:
+    """What the sink last did, kept beside the branch's checkpoint."""
+
+    written: int | None = None  # the last batch wholly written
+    writing: int | None = None  # the batch in flight (None once written)
+    start: dict[str, int] = field(
+        default_factory=dict
+    )  # partition -> offset the batch in flight starts at or after
+
+    @classmethod
+    def load(cls, path: Path) -> Ledger:
+        if not path.exists():
+            return cls()
+        data = json.loads(path.read_text())
+        return cls(
+            data.get("written"), data.get("writing"), {str(k): int(v) for k, v in data["start"].items()}
+        )
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w") as handle:
+            json.dump({"written": self.written, "writing": self.writing, "start": self.start}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes
+
+
+class KafkaSink:
+    def __init__(
+        self,
+        mapping: Mapping,
+        client: dict[str, str],
+        job: str,
+        run_id: str,
+        run_dir: Path,
+        branch: int,
+        key_column: str | None,
+        key_format: str,
+        transactions: bool,
+    ) -> None:
+        self.mapping = mapping
+        self.topic = mapping.options["topic"]
+        self.client = client
+        self.job = job
+        self.run_id = run_id
+        self.branch = branch
+        self.key_column = key_column
+        self.key_format = key_format
+        self.transactions = transactions
+        self.ledger_path = run_dir / "branches" / str(branch) / LEDGER
+        self._producer: Any = None
+        self._lock = threading.Lock()
+
+    # -- the sink protocol ---------------------------------------------------------------------------
+    def prepare(self, schema: list[tuple[str, str]]) -> None:
+        """Check the job's columns against the mapping's (if it declares any) and ``keyColumn``."""
+        names = {n.lower() for n, _ in schema}
+        declared = [c.name for c in self.mapping.columns if not c.name.startswith("__")]
+        missing = [c for c in declared if c.lower() not in names]
+        if missing:
+            raise PlanError(
+                f"Kafka mapping '{self.mapping.name}' declares column(s) {', '.join(missing)} that the "
+                "job does not write; alias the job's columns to the mapping's, or write to another mapping"
+            )
+        if self.key_column is not None and self.key_column.lower() not in names:
+            raise PlanError(
+                f"Kafka mapping '{self.mapping.name}': 'keyColumn'='{self.key_column}' is not a column the "
+                f"job writes ({', '.join(n for n, _ in schema)})"
+            )
+        if self.key_column is not None and self.key_format == "bigint":
+            kind = next(t for n, t in schema if n.lower() == self.key_column.lower())
+            if kind.lower() not in ("bigint", "int", "smallint", "tinyint"):
+                raise PlanError(
+                    f"Kafka mapping '{self.mapping.name}': 'keyFormat'='bigint' needs a whole-number "
+                    f"'keyColumn'; '{self.key_column}' is {kind}. Cast it in the job, or use "
+                    "'keyFormat'='varchar'"
+                )
+
+    def last_batch(self) -> int | None:
+        """The last batch wholly written by this run's branch (from the ledger)."""
+        return Ledger.load(self.ledger_path).written
+
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        with self._lock:
+            try:
+                self._write(table, batch_id)
+            except BaseException:
+                self._close()  # Step 1 again on the next attempt: the open transaction is ended
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    # -- the protocol ----------------------------------------------------------------------------------
+    def _write(self, table: pa.Table, batch_id: int) -> None:
+        # Step 1. The producer (with transactions: fences older producers of this branch).
+        producer = self._open()
+        # Step 2. The ledger: a batch already written is skipped.
+        ledger = Ledger.load(self.ledger_path)
+        if ledger.written is not None and batch_id <= ledger.written:
+            log.info("%s: batch %s of run %s already written; skipped", self.topic, batch_id, self.run_id)
+            return
+        records = self._records(table)
+        if not records:
+            return
+        # Step 3. The batch that was in flight: which of its records are there already.
+        found: set[int] = set()
+        if ledger.writing == batch_id:
+            found = self._read_back(ledger.start, batch_id)
+            log.warning(
+                "%s: batch %s of run %s was cut short; %d of its %d records are in the topic; "
+                "writing the rest",
+                self.topic,
+                batch_id,
+                self.run_id,
+                len(found),
+                len(records),
+            )
+        else:
+            ledger = Ledger(ledger.written, batch_id, ledger.start or self._ends())
+            ledger.save(self.ledger_path)
+        # Step 4. Produce what is missing, in one transaction; then the ledger says written.
+        delivered: dict[str, int] = {}
+        errors: list[str] = []
+
+        def done(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                p = str(msg.partition())
+                delivered[p] = max(delivered.get(p, -1), msg.offset())
+
+        todo = [i for i in range(len(records)) if i not in found]
+        if self.transactions:
+            producer.begin_transaction()
+        half = len(todo) // 2
+        for n, seq in enumerate(todo):
+            if n == half and half:
+                self._flush(producer, errors)
+                crash_point("sink.half_written")
+            record = records[seq]
+            headers = self._headers(batch_id, seq, len(records))
+            while True:
+                try:
+                    producer.produce(
+                        self.topic, value=record.value, key=record.key, headers=headers, on_delivery=done
+                    )
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    producer.poll(0.1)
+            producer.poll(0)
+        self._flush(producer, errors)
+        crash_point("sink.before_commit")
+        if self.transactions:
+            producer.commit_transaction(TIMEOUT_S)
+        crash_point("sink.after_commit")
+        start = dict(ledger.start)
+        for p, offset in delivered.items():
+            start[p] = max(start.get(p, 0), offset + 1)
+        Ledger(batch_id, None, start).save(self.ledger_path)
+
+    def _open(self) -> Any:
+        if self._producer is not None:
+            return self._producer
+        from confluent_kafka import Producer
+
+        conf: dict[str, Any] = {"log_level": 3, "linger.ms": 5}
+        conf.update({k: v for k, v in self.client.items() if k not in CONSUMER_ONLY})
+        conf.update({"enable.idempotence": True, "acks": "all"})
+        if self.transactions:
+            conf["transactional.id"] = transactional_id(self.job, self.mapping.name, self.branch)
+        producer = Producer(conf)
+        if self.transactions:
+            from confluent_kafka import KafkaException
+
+            try:
+                producer.init_transactions(TIMEOUT_S)
+            except KafkaException as exc:
+                err: Any = exc.args[0] if exc.args else exc
+                said = err.str() if hasattr(err, "str") else str(exc)
+                if hasattr(err, "retriable") and (err.retriable() or err.code() in UNREACHABLE):
+                    raise RuntimeError(
+                        f"Kafka mapping '{self.mapping.name}': the broker does not answer ({said}); "
+                        "the batch is written once it does (Spark restarts the branch)"
+                    ) from None
+                raise RuntimeError(
+                    f"Kafka mapping '{self.mapping.name}': the broker does not start a transaction "
+                    f"for '{conf['transactional.id']}' ({said}); if it has no transactions, "
+                    "OPTIONS ('transactions'='false') writes without them, still once per batch"
+                ) from None
+        self._producer = producer
+        return producer
+
+    def _close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.purge()  # what a failed batch left unsent goes nowhere
+                with warnings.catch_warnings():  # e.g. a fenced producer cannot abort: said below
+                    warnings.simplefilter("ignore")
+                    producer.close()
+            except Exception:  # noqa: BLE001 - a producer in any state is let go
+                log.debug("closing the producer of %s", self.topic, exc_info=True)
+
+    def _flush(self, producer: Any, errors: list[str]) -> None:
+        left = producer.flush(TIMEOUT_S)
+        if errors:
+            raise RuntimeError(f"Kafka mapping '{self.mapping.name}': topic '{self.topic}': {errors[0]}")
+        if left:
+            raise TimeoutError(
+                f"Kafka mapping '{self.mapping.name}': {left} record(s) to topic '{self.topic}' not "
+                f"delivered within {TIMEOUT_S:g} s"
+            )
+
+    def _records(self, table: pa.Table) -> list[Record]:
+        from pitstop.connectors.sinks import _json_value, _naive_utc
+
+        rows = _naive_utc(table).to_pylist()
+        key_name = None
+        if self.key_column is not None:
+            key_name = next(n for n in table.column_names if n.lower() == self.key_column.lower())
+        out = []
+        for row in rows:
+            value = json.dumps(row, default=_json_value, separators=(",", ":")).encode()
+            key = self._key(row[key_name]) if key_name is not None else None
+            out.append(Record(key, value))
+        out.sort(key=lambda r: (r.value, r.key or b""))
+        return out
+
+    def _key(self, value: Any) -> bytes | None:
+        if value is None:
+            return None
+        if self.key_format == "bigint":
+            return struct.pack(">q", int(value))
+        from pitstop.connectors.sinks import _json_value
+
+        return (value if isinstance(value, str) else str(_json_value(value))).encode()
+
+    def _headers(self, batch_id: int, seq: int, count: int) -> list[tuple[str, bytes]]:
+        values = (self.job, self.run_id, str(self.branch), str(batch_id), str(seq), str(count))
+        return [(h, v.encode()) for h, v in zip(HEADERS, values, strict=True)]
+
+    # -- the broker ------------------------------------------------------------------------------------
+    def _consumer(self) -> Any:
+        from pitstop.connectors.kafka import _consumer
+
+        return _consumer(
+            self.client,
+            f"sink-{self.job}",
+            **{"isolation.level": "read_committed", "enable.partition.eof": True},
+        )
+
+    def _ends(self) -> dict[str, int]:
+        """Each partition's end offset now (a lower bound of where the next records go; Tansu's
+        high watermark may lag behind the true end, which only makes a read-back longer)."""
+        from pitstop.connectors.kafka import BrokerUnavailable, _watermarks
+
+        consumer = self._consumer()
+        try:
+            return {str(p): high for p, (_low, high) in _watermarks(consumer, self.topic).items()}
+        except BrokerUnavailable as exc:
+            raise RuntimeError(
+                f"Kafka mapping '{self.mapping.name}': {exc} (a sink writes to an existing topic)"
+            ) from None
+        finally:
+            consumer.close()
+
+    def _read_back(self, start: dict[str, int], batch_id: int) -> set[int]:
+        """The numbers of this run's branch's records of ``batch_id`` that a ``read_committed``
+        consumer sees from ``start`` (per partition; a partition not named: from its start) to
+        each partition's end."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        from pitstop.connectors.kafka import _watermarks
+
+        want = {
+            "pitstop.run": self.run_id.encode(),
+            "pitstop.branch": str(self.branch).encode(),
+            "pitstop.batch": str(batch_id).encode(),
+        }
+        consumer = self._consumer()
+        found: set[int] = set()
+        try:
+            partitions = sorted(_watermarks(consumer, self.topic))
+            open_ = {p for p in partitions}
+            consumer.assign([TopicPartition(self.topic, p, start.get(str(p), 0)) for p in partitions])
+            deadline = time.monotonic() + TIMEOUT_S
+            while open_:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"Kafka mapping '{self.mapping.name}': reading topic '{self.topic}' back took over "
+                        f"{TIMEOUT_S:g} s (partitions {sorted(open_)} not at their end)"
+                    )
+                for m in consumer.consume(num_messages=1000, timeout=1.0):
+                    error = m.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            open_.discard(m.partition())
+                            continue
+                        raise KafkaException(error)
+                    headers = dict(m.headers() or [])
+                    if all(headers.get(k) == v for k, v in want.items()):
+                        found.add(int(headers["pitstop.seq"]))
+        finally:
+            consumer.close()
+        return found
+
+
+def _unreachable_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+
+
+UNREACHABLE = _unreachable_codes()
+"""librdkafka's codes for a broker that does not answer (not for one that refuses)."""
+
+CONSUMER_ONLY = frozenset(
+    {
+        "isolation.level",
+        "auto.offset.reset",
+        "group.id",
+        "enable.auto.commit",
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.wait.max.ms",
+        "max.partition.fetch.bytes",
+        "session.timeout.ms",
+    }
+)
+"""Client properties that only a consumer takes (not handed to the sink's producer)."""
