@@ -4,6 +4,7 @@ over a corpus of bad files (no Spark), then jobs on real Spark that keep, skip o
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -371,7 +372,12 @@ def test_on_error_skip_counts_bad_records_without_their_text(manager: Manager, t
 
 
 @pytest.mark.spark
-def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manager, tmp_path: Path) -> None:
+def test_on_error_fail_fails_the_job_at_once_naming_file_line_and_reason(
+    manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading the file again meets the same record: the job is not restarted from its
+    checkpoint (as a branch that failed for another reason is, up to 3 times)."""
+    caplog.set_level(logging.WARNING, logger="pitstop")
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 10, files=1)
     (data / "broken.json").write_text('{"order_id": 1, "region": "eu"}\n{"order_id": "two"}\n')
@@ -386,6 +392,8 @@ def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manage
     row = job_row(manager, "j")
     assert row["status"] == "FAILED" and said in str(row["detail"]) and row["rejects"] == 0
     assert said in dict(run(manager, "DESCRIBE JOB j;")[0].rows)["status"]
+    restarted = [r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()]
+    assert restarted == []
 
 
 def crash(manager: Manager) -> None:

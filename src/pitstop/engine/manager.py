@@ -27,7 +27,7 @@ from pitstop.connectors import rejects
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
-from pitstop.engine.tidy import tidy_home
+from pitstop.engine.tidy import empty_trash, tidy_home
 from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
@@ -62,6 +62,7 @@ class Manager:
         # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
         try:
             tidy_home(self.home, self.catalog)
+            empty_trash(self.home, settings.trash_days)
         except Exception:  # noqa: BLE001 - an untidy home still opens; the log says what is left
             log.exception("could not tidy the home %s after an earlier process", self.home)
 
