@@ -28,13 +28,13 @@ from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
 from pitstop.engine.tidy import empty_trash, tidy_home
-from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
+from pitstop.errors import BadNameError, CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
 from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
-from pitstop.sql.names import check_name, safe_path
+from pitstop.sql.names import check_name, safe_path, within
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -225,9 +225,13 @@ class Manager:
         already ingested by this process are skipped; ingesting one again changes nothing."""
         with self._rejects_lock:
             for src in JobPlan.from_json(run.plan).sources:
+                try:
+                    directory = rejects.rejects_dir(run.folder, src)
+                except BadNameError:
+                    continue  # a source named before the name rule: it never had rejects files
                 seen = self._rejects_seen.setdefault((run.run_id, src), {})
                 before = dict(seen)
-                found = rejects.collect(rejects.rejects_dir(run.folder, src), seen)
+                found = rejects.collect(directory, seen)
                 try:
                     self.catalog.add_rejects(job, src, run.run_id, found)
                 except BaseException:
@@ -252,7 +256,7 @@ class Manager:
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
             self.catalog.delete_job(job.name)
-            shutil.rmtree(old.folder, ignore_errors=True)
+            self._remove(old.folder, "runs", f"job '{job.name}'")
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
             raise CatalogError(
@@ -401,7 +405,15 @@ class Manager:
         if snap is None:
             raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
         self.catalog.drop_snapshot(snap.name)
-        shutil.rmtree(snap.path, ignore_errors=True)
+        self._remove(snap.path, "snapshots", f"snapshot '{snap.name}'")
+
+    def _remove(self, folder: str, root: str, what: str) -> None:
+        """Delete a dropped object's folder, only if it lies inside ``<home>/<root>`` (an older
+        pitstop built folders from names the rule now refuses, which may lead elsewhere)."""
+        if within(self.home / root, folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        elif Path(folder).exists():
+            log.warning("%s: its folder %s is outside %s; left in place", what, folder, self.home / root)
 
     def refresh_failures(self) -> None:
         """Restart failed branches; record jobs whose Spark query keeps failing. The run table
