@@ -29,7 +29,7 @@ from conftest import (
     sink_windows,
 )
 from pitstop.catalog.rows import WHOLE_FILE, Reject
-from pitstop.catalog.store import Catalog
+from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
 from pitstop.connectors import rejects
 from pitstop.connectors.files import read_records
 from pitstop.engine import checkpoint
@@ -247,9 +247,35 @@ def test_an_older_home_gains_the_rejects_table(tmp_path: Path) -> None:
     catalog = Catalog(path)
     try:
         catalog.add_rejects("j", "orders", "run-1", [Reject("/d/a.json", 2, "x", 1, "bad")])
+        catalog.add_rejects("j", "orders", "run-1", [Reject("/d/a.json", 2, "x", 1, "bad")])  # again
+        assert catalog.query("SELECT job, run_id, line FROM pitstop.rejects")[1] == [("j", "run-1", 2)]
+        version = catalog.query("SELECT value FROM pitstop.meta WHERE key = 'schema_version'")[1]
+        assert version == [(str(SCHEMA_VERSION),)]
+    finally:
+        catalog.close()
+
+
+def test_a_version_3_home_keeps_its_rejects_keyed_by_run(tmp_path: Path) -> None:
+    """Version 3 keyed rejects by job name: a job created again under that name and reading the
+    same file had its rejects ignored as already known. Version 4 keys them by run."""
+    path = tmp_path / "home" / "catalog.duckdb"
+    path.parent.mkdir()
+    db = duckdb.connect(str(path))
+    for version in (1, 2, 3):
+        for statement in _MIGRATIONS[version]:
+            db.execute(statement)
+    db.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '3')")
+    db.execute(
+        "INSERT INTO pitstop.rejects VALUES ('j', 'orders', '/d/a.json', 2, 'x', 1, 'bad', 'run-1', now())"
+    )
+    db.close()
+    catalog = Catalog(path)
+    try:
+        catalog.add_rejects("j", "orders", "run-2", [Reject("/d/a.json", 2, "x", 1, "bad")])
         catalog.add_rejects("j", "orders", "run-2", [Reject("/d/a.json", 2, "x", 1, "bad")])  # again
-        assert catalog.reject_counts() == {"j": 1}
-        assert catalog.query("SELECT value FROM pitstop.meta WHERE key = 'schema_version'")[1] == [("3",)]
+        rows = catalog.query("SELECT run_id, raw FROM pitstop.rejects ORDER BY run_id")[1]
+        assert rows == [("run-1", "x"), ("run-2", "x")]
+        assert catalog.reject_counts() == {}  # no job 'j' in this catalog: nobody's count
     finally:
         catalog.close()
 
@@ -362,6 +388,42 @@ def test_a_windowed_job_sums_the_good_records_and_keeps_each_bad_one(
 
 
 @pytest.mark.spark
+def test_rejects_outlive_drop_job_and_a_new_job_of_that_name_counts_only_its_own(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """Input records are never lost: a dropped job's rejects stay in pitstop.rejects (with the run
+    that read them). A job created again under the name, not from a snapshot, counts its own only,
+    also when it reads the same files again (its rejects are kept beside the old ones)."""
+    first_folder, second_folder = tmp_path / "orders", tmp_path / "orders2"
+    first = write_mixed(first_folder, "a.json", 0, 100)
+    run(manager, windowed_job(first_folder))
+    assert job_row(manager, "j")["rejects"] == 4
+    run(manager, "DROP JOB j;")
+    assert len(rejects_of(manager, "j")) == 4  # kept
+
+    second = write_mixed(second_folder, "b.json", 100, 200)
+    hourly = revenue_select("'1' HOUR")
+    run(
+        manager,
+        orders_mapping(second_folder, "orders2")
+        + f"CREATE JOB j AS INSERT INTO revenue {hourly.replace('TABLE orders,', 'TABLE orders2,')};"
+        + "AWAIT JOB j;",
+    )
+    assert job_row(manager, "j")["rejects"] == 4  # b.json's, not 8
+    described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
+    assert "rejects from orders" not in described
+    assert described["rejects from orders2"].startswith("4 malformed record(s)")
+
+    run(manager, "DROP JOB j;")
+    run(manager, f"CREATE JOB j AS INSERT INTO revenue {hourly}; AWAIT JOB j;")
+    assert job_row(manager, "j")["rejects"] == 4  # a.json's again: its own, not the first job's
+    _, rows = manager.catalog.query(
+        "SELECT file, line, count(DISTINCT run_id) FROM pitstop.rejects GROUP BY ALL ORDER BY ALL"
+    )
+    assert rows == sorted([(f, n, 2) for f, n in first.bad] + [(f, n, 1) for f, n in second.bad])
+
+
+@pytest.mark.spark
 def test_on_error_skip_counts_bad_records_without_their_text(manager: Manager, tmp_path: Path) -> None:
     data = tmp_path / "orders"
     mixed = write_mixed(data, "a.json", 0, 100)
@@ -392,8 +454,8 @@ def test_on_error_fail_fails_the_job_at_once_naming_file_line_and_reason(
     row = job_row(manager, "j")
     assert row["status"] == "FAILED" and said in str(row["detail"]) and row["rejects"] == 0
     assert said in dict(run(manager, "DESCRIBE JOB j;")[0].rows)["status"]
-    restarted = [r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()]
-    assert restarted == []
+    said_in_log = [r.getMessage() for r in caplog.records]
+    assert [m for m in said_in_log if "restarting it from its checkpoint" in m] == []
 
 
 def crash(manager: Manager) -> None:

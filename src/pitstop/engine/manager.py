@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from pyspark.errors import PySparkException
@@ -151,9 +151,7 @@ class Manager:
         if restore is not None:
             restore = prepare_run_folder(folder, restore)
             crash_point("restore.prepared")
-        run = Run(
-            run_id, name, str(folder), plan.to_json(), None if restore is None else restore.to_json(), now()
-        )
+        run = Run(run_id, name, str(folder), plan.to_json(), self._restore_json(restore), now())
         self.spark()
         with self._lock:
             # The job's row first, then its queries: a process killed once a first batch has
@@ -174,6 +172,18 @@ class Manager:
                 if isinstance(exc, PySparkException):
                     raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
                 raise
+
+    def _restore_json(self, restore: Restore | None) -> dict[str, Any] | None:
+        """What a run restored, with the run the snapshot was taken of (``from_run``): the job's
+        reject counts include that run's (:data:`pitstop.catalog.store._LINEAGE`), even once the
+        snapshot is dropped."""
+        if restore is None:
+            return None
+        out = restore.to_json()
+        snap = self.catalog.get_snapshot(restore.snapshot)
+        if snap is not None and snap.manifest.get("run_id"):
+            out["from_run"] = snap.manifest["run_id"]
+        return out
 
     def active(self, name: str, wake: bool = False) -> ActiveRun:
         """The job's run in this process, resuming it if it was stopped (and, with ``wake``,
