@@ -218,10 +218,22 @@ def test_opening_a_home_puts_back_what_a_crash_left(tmp_path: Path) -> None:
 
 
 # -- processes ------------------------------------------------------------------------------------
-def pitstop(home: Path, sql: str, **env: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Done:
+    """A finished ``pitstop run``: how it ended, and how long it and its JVM took to go."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    took_s: float  # from start to the pitstop process's end
+    gone_s: float  # from its end until its JVM and Python workers were gone too
+
+
+def pitstop(home: Path, sql: str, **env: str) -> Done:
     """``pitstop run -c sql`` in a session of its own; returns once the process and every
     process it started (Spark's JVM, Python workers) are gone."""
     args = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-c", sql]
+    began = time.monotonic()
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -233,8 +245,9 @@ def pitstop(home: Path, sql: str, **env: str) -> subprocess.CompletedProcess[str
     try:
         out, err = proc.communicate(timeout=400)
     finally:
+        ended = time.monotonic()
         _wait_until_gone(proc.pid)
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return Done(proc.returncode, out, err, ended - began, time.monotonic() - ended)
 
 
 def _group(pgid: int) -> list[int]:
@@ -358,9 +371,7 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
     for cell in chain.cells:
         if cell.new_input:
             data.add()
-        began = time.monotonic()
         done = pitstop(home, before_sql + cell.sql, PITSTOP_CRASH_AT=cell.crash_at)
-        took = time.monotonic() - began
         assert done.returncode == -signal.SIGKILL, (
             f"{cell.crash_at}: exit {done.returncode}\n{done.stderr[-3000:]}"
         )
@@ -382,7 +393,7 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
             f"{chain.name} | {cell.crash_at} | left: {', '.join(seen.left) or 'nothing'} | "
             f"trashed: {', '.join(seen.trashed) or 'nothing'} | "
             f"jobs { ({n: s[0] for n, s in seen.jobs.items()}) } snapshots {sorted(seen.snapshots)} | "
-            f"{cell.truth} | {took:.0f} s"
+            f"{cell.truth} | {done.took_s:.0f} s (+{done.gone_s:.1f} s until its JVM was gone)"
         )
         previous = seen.snapshots
         before_sql = ""

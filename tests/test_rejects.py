@@ -375,16 +375,23 @@ def test_a_windowed_job_sums_the_good_records_and_keeps_each_bad_one(
     first = write_mixed(data, "a.json", 0, 100)
     second = write_mixed(data, "b.json", 100, 200)
     (data / "empty.json").write_bytes(b"")
+    # The rest of the corpus: a file that is not JSON lines, and a 10 MB line among good ones.
+    notes, huge = data / "notes.json", data / "huge.json"
+    notes.write_bytes(b"order_id,region\n1,eu\n2,us\n")
+    good = [make_orders.order(i) for i in (200, 201)]
+    long_line = b'{"order_id": 7, "region": "' + b"x" * (10 << 20) + b'"}'
+    huge.write_bytes(b"\n".join([json.dumps(good[0]).encode(), long_line, json.dumps(good[1]).encode(), b""]))
+    third = Expected(good, {(str(notes), WHOLE_FILE): "not JSON lines", (str(huge), 2): "over the limit"})
     run(manager, windowed_job(data))
-    assert sink_windows(manager, "revenue") == expected_windows(first, second)
-    assert_rejects(manager, "j", first, second)
-    assert job_row(manager, "j")["rejects"] == 8
+    assert sink_windows(manager, "revenue") == expected_windows(first, second, third)
+    assert_rejects(manager, "j", first, second, third)
+    assert job_row(manager, "j")["rejects"] == 10
     described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
     summary = described["rejects from orders"]
-    assert summary.startswith("8 malformed record(s) in pitstop.rejects; latest: file ")
+    assert summary.startswith("10 malformed record(s) in pitstop.rejects; latest: file ")
     # Through the ad-hoc SELECT of `pitstop run -c` too.
     [(count,)] = run(manager, "SELECT count(*) FROM pitstop.rejects WHERE job = 'j';")[0].rows
-    assert count == 8
+    assert count == 10
 
 
 @pytest.mark.spark
