@@ -142,8 +142,16 @@ CHAINS = (
             # The resumed run replays batch 1 first: it commits in DuckDB, not in the checkpoint; the
             # next run replays it again and finds it in the sink's bookkeeping.
             Cell("sink.after_commit:1", AWAIT, J, (), RESUMABLE, caught_up=False, holds=True),
-            Cell("suspend.stopped", AWAIT + "ALTER JOB j SUSPEND;", J, (), "not suspended: job resumable"),
-            Cell("drain.fenced", SNAP, J, (), RESUMABLE),
+            # SUSPEND records its intent first: killed while its queries stop, the job stays
+            # suspended, as asked, and ALTER JOB RESUME (the next cell's first statement) resumes it.
+            Cell(
+                "suspend.recorded",
+                AWAIT + "ALTER JOB j SUSPEND;",
+                {"j": "SUSPENDED"},
+                (),
+                "suspended, as the statement asked; ALTER JOB j RESUME resumes it",
+            ),
+            Cell("drain.fenced", "ALTER JOB j RESUME;" + SNAP, J, (), RESUMABLE),
             Cell("export.stage_written", SNAP, J, (), RESUMABLE),
             Cell("export.renamed", SNAP, J, (), RESUMABLE),
             Cell("snapshot.recorded", SNAP, J, ("s",), "snapshot listed, job resumable"),
@@ -381,8 +389,9 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
         seen = open_home(home)
         assert {n: s[0] for n, s in seen.jobs.items()} == cell.jobs, (cell.crash_at, seen.jobs)
         assert sorted(seen.snapshots) == sorted(cell.snapshots), (cell.crash_at, seen.snapshots)
-        for status, _, detail in seen.jobs.values():
+        for name, (status, _, detail) in seen.jobs.items():
             assert status != "STOPPED" or "resumes from its checkpoints" in detail
+            assert status != "SUSPENDED" or f"ALTER JOB {name} RESUME continues" in detail
         check_windows(seen, data, cell.caught_up)
         assert cell.holds is None or bool(seen.windows) == cell.holds, seen.windows
         if "REPLACE" in cell.sql and cell.step == "export.renamed":

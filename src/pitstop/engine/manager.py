@@ -385,14 +385,18 @@ class Manager:
                 return f"job '{job.name}' is already suspended"
             if job.status == FAILED:
                 raise CatalogError(f"job '{job.name}' has failed; DROP JOB it or ALTER JOB {job.name} RESUME")
-            run = self.runs.pop(job.name.lower(), None)
-            if run is not None:
-                run.stop()
-                self.collect_rejects(run.job, run.run)
-            crash_point("suspend.stopped")
+            # The catalog says SUSPENDED before the queries stop: a process killed meanwhile
+            # leaves the job suspended, as asked (its queries died with it), not one that the
+            # next process resumes as if nothing had been said (crash matrix, issue 10.6).
             self.catalog.set_job_status(
                 job.name, SUSPENDED, f"suspended; ALTER JOB {job.name} RESUME continues from its checkpoints"
             )
+            crash_point("suspend.recorded")
+            with self._lock:  # not while the supervisor restarts one of its branches
+                run = self.runs.pop(job.name.lower(), None)
+            if run is not None:
+                run.stop()
+                self.collect_rejects(run.job, run.run)
             return f"job '{job.name}' suspended"
         if action == "RESTART":
             run = self.runs.pop(job.name.lower(), None)
