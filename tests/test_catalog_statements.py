@@ -100,7 +100,7 @@ def test_drop_mapping_if_exists_accepts_an_unknown_mapping(manager: Manager) -> 
 def test_unknown_mapping_type_is_refused_listing_the_known_types(manager: Manager) -> None:
     err = error_of(manager, "CREATE MAPPING k (n INT) TYPE Pulsar;", SqlError)
     assert "unknown mapping type 'Pulsar'" in err.message
-    assert "File, DuckDB, Generator, Console or Kafka" in err.message
+    assert "File, DuckDB, Generator, Console, Kafka or Postgres" in err.message
     assert (err.line, err.col) == (1, 31)
     assert mapping_names(manager) == []
 
@@ -342,3 +342,34 @@ def test_set_changes_session_settings(manager: Manager) -> None:
     assert "CREATE JOB ... FROM SNAPSHOT" in err.message
     err = error_of(manager, "SET 'trigger_ms' = 'soon';", PlanError)
     assert "positive number" in err.message
+
+
+def test_listings_read_from_the_catalog_change_with_every_commit(tmp_path: Path) -> None:
+    # SHOW JOBS / SHOW SNAPSHOTS listings are kept between commits (a server's many clients ask
+    # for them over and over): each write must be seen by the very next read.
+    from datetime import datetime
+
+    from pitstop.catalog.rows import Job, Reject, Run
+    from pitstop.catalog.store import Catalog
+
+    catalog = Catalog(tmp_path / "catalog.duckdb")
+    try:
+        assert catalog.jobs() == [] and catalog.reject_counts() == {}
+        at = datetime(2026, 1, 1)
+        catalog.create_job(
+            Job("j", "sql", "RUNNING", "", "r1", None, at, at), Run("r1", "j", "f", {}, None, at)
+        )
+        assert [(j.name, j.status) for j in catalog.jobs()] == [("j", "RUNNING")]
+        catalog.jobs().clear()  # a caller's copy: the kept listing is not touched
+        catalog.set_job_status("j", "FAILED", "why")
+        assert [(j.name, j.status, j.detail) for j in catalog.jobs()] == [("j", "FAILED", "why")]
+        catalog.add_rejects("j", "orders", "r1", [Reject("a.json", 3, "x", 1, "bad")])
+        assert catalog.reject_counts() == {"j": 1}
+        with pytest.raises(RuntimeError), catalog.transaction() as tx:  # rolled back: nothing changes
+            tx.execute("DELETE FROM pitstop.jobs")
+            raise RuntimeError("no")
+        assert [j.name for j in catalog.jobs()] == ["j"]
+        catalog.delete_job("j")
+        assert catalog.jobs() == []
+    finally:
+        catalog.close()

@@ -267,7 +267,7 @@ REFUSED = [
         "Hazelcast IMap mapping",
         "CREATE MAPPING myMap TYPE IMap OPTIONS ('keyFormat' = 'int', 'valueFormat' = 'varchar');",
         (1, 27),
-        "unknown mapping type 'IMap': use File, DuckDB, Generator, Console or Kafka",
+        "unknown mapping type 'IMap': use File, DuckDB, Generator, Console, Kafka or Postgres",
     ),
     (
         "Hazelcast EXTERNAL NAME on a column",

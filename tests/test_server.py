@@ -11,15 +11,19 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
+import duckdb
 import psycopg
 import pytest
 
 from conftest import settings
+from pitstop.server import sqlstate
+from pitstop.server.session import one_query
+from pitstop.server.sqlstate import WireError
 from server_helpers import Served, make_certificate, psql, race, serve_process, serving
 
 INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
@@ -200,6 +204,96 @@ def test_a_query_cannot_write_whatever_it_holds(served: Served) -> None:
     assert not Path("/tmp/pitstop-leak.csv").exists()
     _, rows = served.manager.catalog.query("SELECT count(*) FROM daily")
     assert rows == [(2,)]
+
+
+BIG = 70_000  # past the first rows sent value by value, and more than one Arrow batch
+
+
+def _big_rows(n: int) -> list[tuple[object, ...]]:
+    epoch = datetime(2024, 1, 1)
+    return [
+        (
+            i,
+            f"r{i % 7}" if i % 11 else None,
+            Decimal(i * 37 % 100_000) / 100 * (-1 if i % 3 == 0 else 1),
+            epoch + timedelta(seconds=90 * i, microseconds=i % 1000),
+            i % 2 == 0,
+            i / 8,
+        )
+        for i in range(n)
+    ]
+
+
+BIG_QUERY = (
+    f"SELECT range AS id, CASE WHEN range % 11 <> 0 THEN 'r' || (range % 7) END AS region, "
+    "CAST((range * 37) % 100000 * (CASE WHEN range % 3 = 0 THEN -1 ELSE 1 END) / 100 AS DECIMAL(12,2)) "
+    "AS amount, TIMESTAMP '2024-01-01' + to_microseconds(range * 90000000 + range % 1000) AS ts, "
+    f"range % 2 = 0 AS even, range / 8 AS eighth FROM range({BIG})"
+)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_a_large_result_streams_every_row_once(served: Served, binary: bool) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        cur.execute(BIG_QUERY)
+        rows = cur.fetchall()
+    assert rows == _big_rows(BIG)
+
+
+def test_a_portal_read_a_few_rows_at_a_time_gets_every_row_once(served: Served) -> None:
+    # asyncpg's cursor executes a portal with a row limit, as JDBC's fetch size does: the server
+    # suspends it after each limit, across the value-by-value rows and the Arrow batches.
+    async def go() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            async with conn.transaction():
+                out = []
+                async for record in conn.cursor(BIG_QUERY, prefetch=30_001):
+                    out.append(record)
+                return out
+        finally:
+            await conn.close()
+
+    records = asyncio.run(go())
+    assert [r["id"] for r in records] == list(range(BIG))
+    assert [r["ts"] for r in records] == [r[3] for r in _big_rows(BIG)]
+
+
+def test_a_portal_left_half_read_frees_the_session_for_the_next_query(served: Served) -> None:
+    # A cursor read in part, then the transaction ends: DuckDB's half-read result is closed before
+    # the read-only transaction is rolled back, and the connection goes on.
+    async def go() -> tuple[int, int, int]:
+        conn = await asyncpg.connect(served.url())
+        try:
+            async with conn.transaction():
+                cursor = await conn.cursor(BIG_QUERY)
+                first = await cursor.fetch(250)  # 100 value by value, then into the Arrow batches
+            after = await conn.fetchval("SELECT count(*) FROM daily")
+            again = await conn.fetch(BIG_QUERY)
+            return len(first), int(after), len(again)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(go()) == (250, 2, BIG)
+
+
+def test_only_a_single_select_reaches_duckdb() -> None:
+    # DuckDB's parser decides where a statement ends: what pitstop's splitter passed as one query
+    # must be one SELECT to DuckDB too, or a COMMIT inside it would end the read-only transaction.
+    for sql in [
+        "SELECT 1; DROP TABLE daily",
+        "SELECT 1; COMMIT; DROP TABLE daily",
+        "SELECT 1;; SELECT 2",
+        "DROP TABLE daily",
+        "PRAGMA version",
+        "SELECT ((",
+    ]:
+        with pytest.raises(WireError) as info:
+            one_query(sql)
+        assert info.value.code == sqlstate.SYNTAX_ERROR, sql
+    for sql in ["WITH a AS (SELECT 1) SELECT * FROM a", "VALUES (1), (2)", "FROM range(3)", "SELECT $1::int"]:
+        assert one_query(sql).type == duckdb.StatementType.SELECT, sql
 
 
 def test_cancel_interrupts_a_long_query_and_the_session_goes_on(served: Served) -> None:

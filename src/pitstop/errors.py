@@ -42,7 +42,10 @@ class PitstopError(Exception):
             return self.message
         text = f"ERROR at line {self.line}, col {self.col}: {self.message}"
         if self.source_line is not None and self.col is not None:
-            text += f"\n  {self.source_line}\n  {' ' * max(self.col - 1, 0)}^"
+            from pitstop.connectors.dsn import mask  # a DSN's password is not shown, even here
+
+            line, before = mask(self.source_line), mask(self.source_line[: max(self.col - 1, 0)])
+            text += f"\n  {line}\n  {' ' * min(len(before), len(line))}^"
         return text
 
 

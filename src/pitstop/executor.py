@@ -14,7 +14,7 @@ from sqlglot import exp
 from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
-from pitstop.connectors import registry
+from pitstop.connectors import dsn, registry
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -225,7 +225,10 @@ class Executor:
         rows = []
         for m in self.catalog.mappings() if self.catalog is not None else []:
             cols = ", ".join(f"{c.name} {c.type}" for c in m.columns)
-            opts = ", ".join(f"{k}={v}" for k, v in sorted(m.options.items()))
+            shown = (
+                registry.connector(m.type).shown_options(m.options) if registry.find(m.type) else m.options
+            )
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
             rows.append((m.name, registry.display_name(m.type), cols, opts))
         return Result(f"{len(rows)} mapping(s)", ("name", "type", "columns", "options"), tuple(rows))
 
@@ -768,4 +771,4 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
         watermark = WatermarkDef(declared.name, interval_micros(wm.expression))
     connector.check_mapping(name, tuple(columns), options)
     kind = connector.key
-    return Mapping(name, kind, tuple(columns), watermark, options, sql)
+    return Mapping(name, kind, tuple(columns), watermark, options, dsn.mask(sql))  # kept without passwords

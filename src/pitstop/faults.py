@@ -14,9 +14,11 @@ a step costs two dictionary look-ups.
 
 The steps, in protocol order:
 
-Micro-batches (DuckDB sink, :mod:`pitstop.connectors.sinks`)
+Micro-batches (DuckDB sink, :mod:`pitstop.connectors.sinks`; Postgres sink,
+:mod:`pitstop.connectors.postgres`)
     ``sink.before_commit``       a batch's rows and bookkeeping row are inserted, not committed
-    ``sink.after_commit``        the batch is committed in DuckDB; Spark has not committed it yet
+    ``sink.after_commit``        the batch is committed in the sink's database; Spark has not
+                                 committed it yet
     ``restore.batch``            a batch of a run restored from a snapshot is about to be written
                                  (``restore.batch:2``: the run's first batch is committed)
 

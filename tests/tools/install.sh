@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What the server tests need beyond Python packages: psql, the PostgreSQL JDBC driver and a Java
-# compiler (for the JDBC client program). Installed from Debian's packages when missing; nothing
+# compiler (for the JDBC client program); and a PostgreSQL server, which the Postgres sink tests
+# start in a temporary folder (tests/pg_helpers.py). Installed from Debian's packages when missing; nothing
 # is done when they are already there. Run by `make test` (and `make bi-demo`).
 set -euo pipefail
 need=()
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -148,6 +148,9 @@ class Catalog:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._write_lock = threading.RLock()
+        self._generation = 0
+        """Bumped by every commit: a cached read (``_cached``) older than it is read again."""
+        self._reads: dict[str, tuple[int, Any]] = {}
         try:
             if read_only:
                 self._require_current()
@@ -178,7 +181,24 @@ class Catalog:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
+            try:
+                cur.execute("COMMIT")
+            finally:
+                self._generation += 1
+
+    def _cached(self, key: str, read: Callable[[], Any]) -> Any:
+        """``read()``, kept until the next commit. Every write to the catalog goes through
+        ``transaction()`` in this process (the home's lock keeps other processes out), so a listing
+        that many clients ask for at once (SHOW JOBS, SHOW SNAPSHOTS from a server's clients) is
+        read once per change instead of once per statement. A commit during ``read()`` leaves its
+        result filed under the older generation: the next call reads again."""
+        generation = self._generation
+        hit = self._reads.get(key)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        value = read()
+        self._reads[key] = (generation, value)
+        return value
 
     def close(self) -> None:
         with self._write_lock:
@@ -270,12 +290,15 @@ class Catalog:
         return None if row is None else _job(row)
 
     def jobs(self) -> list[Job]:
+        return list(self._cached("jobs", self._read_jobs))
+
+    def _read_jobs(self) -> tuple[Job, ...]:
         rows = (
             self.cursor()
             .execute(f"SELECT {self._JOB_COLUMNS} FROM pitstop.jobs ORDER BY created, name")
             .fetchall()
         )
-        return [_job(r) for r in rows]
+        return tuple(_job(r) for r in rows)
 
     def create_job(self, job: Job, run: Run) -> None:
         with self.transaction() as tx:
@@ -393,7 +416,10 @@ class Catalog:
     def snapshot_listing(self) -> list[tuple[Any, ...]]:
         """``(created, size_bytes, job, name, rows)`` of every snapshot, without the manifests
         (what SHOW SNAPSHOTS prints; parsing 1,000 manifests would cost more than the query)."""
-        return (
+        return list(self._cached("snapshot_listing", self._read_snapshot_listing))
+
+    def _read_snapshot_listing(self) -> tuple[tuple[Any, ...], ...]:
+        return tuple(
             self.cursor()
             .execute(
                 "SELECT created, size_bytes, job, name, rows FROM pitstop.snapshots ORDER BY created, name"
@@ -440,6 +466,9 @@ class Catalog:
     def reject_counts(self) -> dict[str, int]:
         """Rejects per existing job (lower-case job name): of its runs and of those it was restored
         from (:data:`_LINEAGE`), each record once."""
+        return dict(self._cached("reject_counts", self._read_reject_counts))
+
+    def _read_reject_counts(self) -> dict[str, int]:
         rows = (
             self.cursor()
             .execute(

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pitstop.connectors import dsn
 from pitstop.errors import PlanError
 
 if TYPE_CHECKING:
@@ -203,6 +204,11 @@ class Connector:
         if not names:
             return f"; TYPE {self.type_name} takes no options"
         return f"; TYPE {self.type_name} takes {', '.join(repr(o.name) for o in self.options)}"
+
+    def shown_options(self, options: dict[str, str]) -> dict[str, str]:
+        """The options as ``SHOW MAPPINGS`` and ``\\d`` print them: passwords in connection strings
+        and options named like a secret (``sasl.password``) masked (:mod:`pitstop.connectors.dsn`)."""
+        return dsn.mask_options(options)
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
         """Rules beyond single options (e.g. a generator needs columns); PlanError if broken."""

@@ -4,7 +4,7 @@ and shell consult (:mod:`pitstop.connectors.base` says what a type declares)."""
 from __future__ import annotations
 
 from pitstop.connectors.base import Connector
-from pitstop.connectors.types import console, duckdb, file, generator, kafka
+from pitstop.connectors.types import console, duckdb, file, generator, kafka, postgres
 from pitstop.errors import PlanError
 
 CONNECTORS: tuple[Connector, ...] = (
@@ -13,6 +13,7 @@ CONNECTORS: tuple[Connector, ...] = (
     generator.CONNECTOR,
     console.CONNECTOR,
     kafka.CONNECTOR,
+    postgres.CONNECTOR,
 )
 _BY_KEY = {c.key: c for c in CONNECTORS}
 

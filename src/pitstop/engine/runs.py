@@ -316,6 +316,9 @@ class ActiveRun:
         with self._lock:  # a restart in flight finishes first; its query is stopped below
             self._stopping = True
         for bq in self.branches:
+            interrupt = getattr(bq.sink, "interrupt", None)
+            if interrupt is not None:  # a batch waiting for its sink's server stops waiting
+                interrupt()
             bq.gate.refuse()
         for bq in self.branches:
             if bq.query is not None and bq.query.isActive:

@@ -70,6 +70,7 @@ from pygwire.messages import (
 )
 
 from pitstop.server import sqlstate
+from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, decode_param, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
@@ -179,7 +180,7 @@ class Connection:
         if len(self.out) >= SEND_CHUNK:
             self.flush()
 
-    def send_raw(self, data: bytes) -> None:
+    def send_raw(self, data: bytes | memoryview) -> None:
         self.out += data
         if len(self.out) >= SEND_CHUNK:
             self.flush()
@@ -462,15 +463,44 @@ class Connection:
             flags = binary or [False] * len(columns)
             types = [c.type for c in columns]
             sent = 0
-            for row in outcome.rows:
-                self.send_raw(
-                    _data_row([encode(v, t, b) for v, t, b in zip(row, types, flags, strict=False)])
-                )
-                outcome.count += 1
-                sent += 1
-                if max_rows and sent >= max_rows:
-                    self.send(PortalSuspended())
-                    return False
+            while True:
+                if outcome.batches is not None:
+                    return self._send_batches(outcome, max_rows, sent)
+                for row in outcome.rows:
+                    self.send_raw(
+                        _data_row([encode(v, t, b) for v, t, b in zip(row, types, flags, strict=False)])
+                    )
+                    outcome.count += 1
+                    sent += 1
+                    if max_rows and sent >= max_rows:
+                        self.send(PortalSuspended())
+                        return False
+                if outcome.more is None:
+                    break
+                encoder = RowEncoder.of(outcome.duckdb_types, types, flags) if outcome.arrow else None
+                outcome.read_more(encoder)
+        self.send(CommandComplete(tag=outcome.final_tag()))
+        return True
+
+    def _send_batches(self, outcome: Outcome, max_rows: int, sent: int) -> bool:
+        """The rows of an outcome switched to Arrow batches (``_send_outcome``); ``sent`` rows of
+        this Execute already went value by value."""
+        assert outcome.batches is not None and outcome.encoder is not None
+        while True:
+            batch = outcome.pending if outcome.pending is not None else next(outcome.batches, None)
+            outcome.pending = None
+            if batch is None:
+                break
+            if max_rows and batch.num_rows > max_rows - sent:
+                room = max_rows - sent
+                outcome.pending = batch.slice(room)
+                batch = batch.slice(0, room)
+            self.send_raw(outcome.encoder.encode(batch))
+            outcome.count += batch.num_rows
+            sent += batch.num_rows
+            if max_rows and sent >= max_rows:
+                self.send(PortalSuspended())
+                return False
         self.send(CommandComplete(tag=outcome.final_tag()))
         return True
 

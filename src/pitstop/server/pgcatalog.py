@@ -1625,10 +1625,13 @@ def _with_ctes(tree: exp.Expr, ctes: list[str]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
     """One PostgreSQL query (SELECT / WITH / VALUES) as DuckDB SQL over the emulated catalog.
 
-    A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it).
+    A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it). Kept by
+    text: clients send the same queries again and again (a dashboard's, a driver's catalog
+    queries), and the parse and rewrite cost more than running most of them.
     """
     try:
         tree: exp.Expr = exp.maybe_parse(sql.strip().rstrip(";"), dialect=_DIALECT)

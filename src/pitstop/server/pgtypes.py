@@ -284,13 +284,15 @@ def _bin_numeric(value: Any) -> bytes:
     sign, digits, exponent = dec.as_tuple()
     assert isinstance(exponent, int)
     dscale = max(-exponent, 0)
-    # Group the decimal digits in base 10000 around the decimal point.
+    # Group the decimal digits in base 10000 around the decimal point. The digits after the point
+    # are the last ``dscale`` ones, with zeros in front when there are fewer digits than that
+    # (0.0001 is digits "1", exponent -4: fraction "0001").
     text = "".join(map(str, digits))
     if exponent > 0:
         text += "0" * exponent
-        exponent = 0
-    int_part = text[: len(text) + exponent] if exponent < 0 else text
-    frac_part = text[len(text) + exponent :] if exponent < 0 else ""
+    text = text.zfill(dscale)
+    int_part = text[: len(text) - dscale]
+    frac_part = text[len(text) - dscale :]
     int_part = int_part.lstrip("0")
     int_part = "0" * (-len(int_part) % 4) + int_part
     frac_part = frac_part + "0" * (-len(frac_part) % 4)

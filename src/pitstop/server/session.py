@@ -22,15 +22,18 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 
 from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
 from pitstop.server import paramtypes, sqlstate
+from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.sqlstate import WireError
@@ -43,6 +46,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FETCH_ROWS = 2000
+FIRST_ROWS = 100
+"""A result of fewer rows is read at once and encoded value by value (its transaction ends before
+it is sent); a larger one goes on as Arrow batches, whose set-up costs about what 100 rows do."""
+ARROW_ROWS = 65_536
+# DuckDB warns that Arrow output of an executed query copies the rows once: measured, the copy is a
+# small part of encoding them (see server/bulk.py), and the query must run on the session's cursor.
+warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(")
@@ -62,6 +72,19 @@ READ_ONLY_NODES = (
     nodes.DescribeSnapshot,
     nodes.Explain,
 )
+CACHED_NODES = (
+    nodes.ShowJobs,
+    nodes.ShowSnapshots,
+    nodes.ShowMappings,
+    nodes.ShowViews,
+    nodes.DescribeJob,
+    nodes.DescribeSnapshot,
+)
+"""Statements whose parse is kept by text: BI tools and dashboards send the same few listings over
+and over, and sqlglot's parse (~0.5 ms) was a third of such a statement's time in the server. Only
+these: their nodes are read, never changed, by the executor."""
+MAX_PARSED = 1000
+_PARSED: dict[str, ParsedStatement] = {}
 NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
 
 
@@ -87,12 +110,34 @@ class Outcome:
     """None: the statement returns no rows (NoData)."""
     rows: Iterator[tuple[Any, ...]] = field(default_factory=lambda: iter(()))
     notices: list[Notice] = field(default_factory=list)
+    more: Callable[[], Iterator[tuple[Any, ...]]] | None = None
+    """The rows after ``rows`` of a large query result, still in DuckDB (``rows`` holds its first
+    ``FIRST_ROWS``): read as tuples, or with ``use_arrow()`` as Arrow batches."""
+    arrow: Callable[[], Iterator[pa.RecordBatch]] | None = None
+    """The rows of ``more`` as Arrow batches instead."""
+    duckdb_types: tuple[str, ...] = ()
+    """The DuckDB types of the columns (a DuckDB query's), which say how Arrow will hold them."""
+    batches: Iterator[pa.RecordBatch] | None = None
+    """The rows still to send, as Arrow batches, once switched (``rows`` is then empty)."""
+    encoder: RowEncoder | None = None
+    """How the connection turns ``batches`` into DataRows (kept across a suspended portal)."""
+    pending: pa.RecordBatch | None = None
+    """The rest of a batch a portal's row limit cut (sent at the next Execute)."""
     count: int = 0
     """Rows sent so far (the tag's count of a result set)."""
     parameter_changes: list[tuple[str, str]] = field(default_factory=list)
 
     def final_tag(self) -> str:
         return f"SELECT {self.count}" if self.tag == "SELECT" else self.tag
+
+    def read_more(self, encoder: RowEncoder | None) -> None:
+        """``rows`` are sent: go on with the rest of a large result, as Arrow batches encoded by
+        ``encoder`` when there is one, else as tuples."""
+        more, arrow, self.more, self.arrow = self.more, self.arrow, None, None
+        if encoder is not None and arrow is not None:
+            self.batches, self.encoder, self.rows = arrow(), encoder, iter(())
+        elif more is not None:
+            self.rows = more()
 
 
 @dataclass(frozen=True)
@@ -190,6 +235,7 @@ class Session:
         """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
         self._query_open = False
         self._open: Outcome | None = None
+        self._reader: pa.RecordBatchReader | None = None
         self._token = 0
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
 
@@ -264,6 +310,7 @@ class Session:
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
             sql = self.pgcatalog.translate(stmt.text)
+            one_query(sql)
             cursor = self.cursor()
             self._detach_open()
             try:
@@ -296,19 +343,32 @@ class Session:
 
     # -- the four ways --------------------------------------------------------------------------------
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        sql = self.pgcatalog.translate(stmt.text)
+        statement = one_query(self.pgcatalog.translate(stmt.text))
         cursor = self.cursor()
         self._detach_open()
         cursor.execute("BEGIN TRANSACTION READ ONLY")
         self._query_open = True
         try:
-            rel = cursor.execute(sql, params) if params else cursor.execute(sql)
-            columns = tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
+            rel = cursor.execute(statement, params) if params else cursor.execute(statement)
+            description = rel.description or []
+            columns = tuple(Column(d[0], pg_type_of(str(d[1]))) for d in description)
+            head = cursor.fetchmany(FIRST_ROWS) if description else []
         except BaseException:
             self.end_query()
             raise
+        if len(head) < FIRST_ROWS:  # the whole result: its transaction can end now
+            self.end_query()
+            return Outcome("SELECT", columns, iter(head))
         self._token += 1
-        outcome = Outcome("SELECT", columns, self._fetch(cursor, self._token))
+        token = self._token
+        outcome = Outcome(
+            "SELECT",
+            columns,
+            iter(head),
+            more=lambda: self._fetch(cursor, token),
+            arrow=lambda: self._batches(cursor, token),
+            duckdb_types=tuple(str(d[1]) for d in description),
+        )
         self._open = outcome
         return outcome
 
@@ -317,7 +377,11 @@ class Session:
         cursor: keep its remaining rows in memory before the cursor runs another query."""
         open_outcome, self._open = self._open, None
         if open_outcome is not None and self._query_open:
-            open_outcome.rows = iter(list(open_outcome.rows))
+            if open_outcome.batches is not None:
+                open_outcome.batches = iter(list(open_outcome.batches))
+            elif open_outcome.more is not None:
+                open_outcome.rows = iter(list(open_outcome.rows) + list(open_outcome.more()))
+                open_outcome.more = open_outcome.arrow = None
         self.end_query()
 
     def _fetch(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[tuple[Any, ...]]:
@@ -334,20 +398,58 @@ class Session:
             if token == self._token:  # not a later query's transaction (a dropped portal's rows)
                 self.end_query()
 
+    def _batches(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[pa.RecordBatch]:
+        try:
+            try:
+                reader = cursor.to_arrow_reader(ARROW_ROWS)
+            except duckdb.Error as exc:
+                raise sqlstate.from_duckdb(exc) from exc
+            if reader is None:
+                return
+            self._reader = reader
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except duckdb.Error as exc:
+                    raise sqlstate.from_duckdb(exc) from exc
+                except pa.ArrowException as exc:  # DuckDB's error, passed on by Arrow's stream
+                    raise sqlstate.from_arrow(exc) from exc
+                yield batch
+        finally:
+            if token == self._token:
+                self.end_query()
+
     def end_query(self) -> None:
-        """End the read-only transaction of the last query (its rows are no longer wanted)."""
+        """End the read-only transaction of the last query (its rows are no longer wanted).
+
+        An Arrow reader left half-read (a portal closed early, a client gone) holds DuckDB's
+        result open, and DuckDB refuses the ROLLBACK until it is closed: it is closed first."""
         self._open = None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            try:
+                reader.close()
+            except (duckdb.Error, pa.ArrowException):
+                log.debug("closing a query's Arrow reader", exc_info=True)
         if self._query_open and self._cursor is not None:
             self._query_open = False
             try:
                 self._cursor.execute("ROLLBACK")
             except duckdb.Error:
-                log.debug("rollback of a read-only query", exc_info=True)
+                log.warning("could not end a read-only query's transaction", exc_info=True)
 
     def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
         # Padding keeps positions those of the client's query string (psql's caret).
         padded = "\n" * (stmt.line - 1) + " " * (stmt.col - 1) + stmt.text
-        [parsed] = parse_script(padded)
+        parsed = _PARSED.get(padded)
+        if parsed is None:
+            [parsed] = parse_script(padded)
+            if isinstance(parsed.node, CACHED_NODES):
+                if len(_PARSED) >= MAX_PARSED:
+                    _PARSED.clear()
+                _PARSED[padded] = parsed
         return parsed
 
     def _execute(self, parsed: ParsedStatement) -> Result:
@@ -510,6 +612,27 @@ class Session:
         "write": _write,
         "empty": _empty,
     }
+
+
+def one_query(sql: str) -> duckdb.Statement:
+    """``sql`` as the one SELECT statement DuckDB will run, or a WireError.
+
+    The statement was cut from the client's string by pitstop's splitter; DuckDB's own parser has
+    the last word on where a statement ends (escape strings, dollar quotes and comments are not
+    read quite alike by the two), and a second statement smuggled past the splitter — ``...;
+    COMMIT; DROP TABLE ...`` — would end the read-only transaction and run. So DuckDB parses it
+    here, and only a single SELECT (WITH, VALUES and TABLE are SELECTs to DuckDB) goes on.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise sqlstate.from_duckdb(exc) from exc
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        raise WireError(
+            sqlstate.SYNTAX_ERROR,
+            "a query must be a single SELECT (or WITH, VALUES, TABLE); send other statements one at a time",
+        )
+    return statements[0]
 
 
 def _strip_comments(text: str) -> str:

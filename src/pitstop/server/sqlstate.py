@@ -129,3 +129,12 @@ def from_duckdb(exc: duckdb.Error) -> WireError:
         if isinstance(exc, cls):
             return WireError(code, first)
     return WireError(INTERNAL_ERROR, first)
+
+
+def from_arrow(exc: Exception) -> WireError:
+    """An error DuckDB raised while Arrow read a query's rows (Arrow passes on DuckDB's text)."""
+    text = str(exc).strip()
+    if "INTERRUPT" in text.upper():
+        return WireError(QUERY_CANCELED, "canceling statement due to user request")
+    first = re.sub(r"^[A-Za-z ]+Error: ", "", text.split("\n", 1)[0])
+    return WireError(DATA_EXCEPTION, first)

@@ -174,9 +174,11 @@ def _describe_with_statement(shell: Shell, sql: str, fallback: Callable[[], None
 def _describe_mapping(shell: Shell, name: str) -> None:
     mapping = shell.manager.catalog.get_mapping(name)
     assert mapping is not None
-    from pitstop.connectors.registry import display_name
+    from pitstop.connectors.registry import display_name, find
 
-    options = ", ".join(f"{k}={v}" for k, v in sorted(mapping.options.items()))
+    known = find(mapping.type)
+    shown = known.shown_options(mapping.options) if known is not None else mapping.options
+    options = ", ".join(f"{k}={v}" for k, v in sorted(shown.items()))
     header = f"mapping '{mapping.name}': TYPE {display_name(mapping.type)}"
     if options:
         header += f" OPTIONS ({options})"

@@ -1,0 +1,471 @@
+"""The PostgreSQL sink: a branch's micro-batches, exactly once, in a table of a PostgreSQL database.
+
+Write protocol of one micro-batch (:meth:`PostgresSink.write`), in one PostgreSQL transaction:
+
+1. insert the bookkeeping row ``(job, run, branch, batch, table, rows)`` into
+   ``pitstop_sink_batches`` (beside the table, in its schema) with ``ON CONFLICT DO NOTHING``: no
+   row inserted means the batch is already there (Spark replayed it after a crash, a restart or
+   a failed commit) and nothing more is written. Two writers of one batch meet on the primary key:
+   the second waits for the first and then finds its row;
+2. the rows, by ``COPY`` (appended; with key columns: ``COPY`` into a temporary table, then
+   ``INSERT ... ON CONFLICT (keys) DO UPDATE``, an upsert);
+3. commit. A process killed before the commit leaves nothing (PostgreSQL rolls the transaction
+   back when the connection drops); killed after it, the replayed batch is skipped in step 1.
+
+A fresh run (``CREATE JOB``, with or without ``FROM SNAPSHOT``) has a new run id, so its batch 0
+is not mistaken for an earlier run's.
+
+A server that goes away while a job runs: the batch waits and is tried again (0.5 s, doubling up
+to 5 s), each try a whole transaction, until the server answers or the run is stopped
+(:meth:`PostgresSink.interrupt`); the job stays RUNNING, reads nothing new meanwhile (the batch
+in flight holds the query) and logs a warning once per outage. A server that does not answer when
+a job is *created* is an error naming its host and port; when a stopped job *resumes*, the check
+of the table waits for the first batch.
+
+Column types: PostgreSQL types are mapped from the job's (Spark) column types by :data:`PG_TYPES`;
+an existing table must have, for every column of the job, a column of the same name whose type
+holds it (:func:`fits`), and no other column that is NOT NULL without a default.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pitstop.catalog.rows import Mapping
+from pitstop.catalog.store import Catalog
+from pitstop.connectors import dsn
+from pitstop.errors import PitstopError, PlanError
+from pitstop.faults import crash_point
+from pitstop.sql.names import check_name
+
+if TYPE_CHECKING:
+    import psycopg
+
+log = logging.getLogger(__name__)
+
+BOOKKEEPING = "pitstop_sink_batches"
+CONNECT_TIMEOUT_S = 5
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0
+
+PG_TYPES = {
+    "string": "text",
+    "boolean": "boolean",
+    "tinyint": "smallint",
+    "smallint": "smallint",
+    "int": "integer",
+    "bigint": "bigint",
+    "float": "real",
+    "double": "double precision",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp",
+    "binary": "bytea",
+}
+"""Spark ``simpleString`` type -> the PostgreSQL type of a created table (``decimal(p,s)`` ->
+``numeric(p,s)``)."""
+
+_ACCEPTS = {
+    "string": ("text", "character varying"),
+    "boolean": ("boolean",),
+    "tinyint": ("smallint", "integer", "bigint", "numeric"),
+    "smallint": ("smallint", "integer", "bigint", "numeric"),
+    "int": ("integer", "bigint", "numeric"),
+    "bigint": ("bigint", "numeric"),
+    "float": ("real", "double precision", "numeric"),
+    "double": ("double precision", "numeric"),
+    "date": ("date", "timestamp without time zone", "timestamp with time zone"),
+    "timestamp": ("timestamp without time zone", "timestamp with time zone"),
+    "timestamp_ntz": ("timestamp without time zone", "timestamp with time zone"),
+    "binary": ("bytea",),
+}
+"""The existing column types (``format_type`` without modifiers) that hold a Spark type's values."""
+
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """``[schema.]name`` of the sink table; no schema: the connection's ``current_schema()``."""
+
+    schema: str | None
+    name: str
+
+    def text(self) -> str:
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+
+def parse_dsn(mapping: str, text: str) -> dict[str, str]:
+    """The connection parameters of a DSN, or PlanError (masked) naming the mapping."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(text).items() if v is not None}
+    except Exception as exc:  # noqa: BLE001 - psycopg.ProgrammingError, but any parse failure
+        raise PlanError(
+            f"mapping '{mapping}': option 'dsn' is not a PostgreSQL connection string "
+            f"({dsn.mask(str(exc).strip())}); write postgresql://user@host:port/database"
+        ) from None
+    port = params.get("port", "5432")
+    if not all(p.isdigit() for p in port.split(",")):
+        raise PlanError(f"mapping '{mapping}': option 'dsn' has port '{port}'; a port is a number")
+    return params
+
+
+def table_ref(mapping: str, text: str) -> TableRef:
+    """``'schema.name'`` or ``'name'``, each part a valid name (PlanError otherwise)."""
+    parts = text.split(".")
+    if len(parts) > 2:
+        raise PlanError(f"mapping '{mapping}': option 'table' is '{text}'; write 'name' or 'schema.name'")
+    for part in parts:
+        check_name("sink table", part)
+    return TableRef(parts[0], parts[1]) if len(parts) == 2 else TableRef(None, parts[0])
+
+
+def pg_type(spark_simple: str) -> str | None:
+    """The PostgreSQL type a created table gives a Spark type; None if pitstop has none for it."""
+    t = spark_simple.lower()
+    decimal = _DECIMAL.fullmatch(t)
+    if decimal:
+        return f"numeric({decimal.group(1)},{decimal.group(2)})"
+    return PG_TYPES.get(t)
+
+
+def fits(spark_simple: str, existing: str) -> bool:
+    """An existing column of type ``existing`` (``format_type``) holds the Spark type's values."""
+    t, have = spark_simple.lower(), existing.lower()
+    decimal = _DECIMAL.fullmatch(t)
+    if decimal:
+        if have == "numeric":
+            return True
+        numeric = _NUMERIC.fullmatch(have.replace(" ", ""))
+        if numeric is None:
+            return False
+        p, s, p2, s2 = (int(x) for x in (*decimal.groups(), *numeric.groups()))
+        return s2 >= s and p2 - s2 >= p - s
+    if have.startswith("character varying("):  # a length limit may not hold a value
+        return False
+    base = have.split("(")[0].strip()
+    return base in _ACCEPTS.get(t, ())
+
+
+class PostgresSink:
+    """One branch's writer to one PostgreSQL table (see the module's protocol)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> None:
+        self.catalog = catalog
+        self.mapping = mapping
+        self.job = job
+        self.run_id = run_id
+        self.branch = branch
+        self.keys = keys  # upsert on these columns; () appends (windows are emitted once)
+        self.dsn = mapping.options["dsn"]
+        self.params = parse_dsn(mapping.name, self.dsn)
+        self.where = dsn.where(self.params)
+        self.ref = table_ref(mapping.name, mapping.options.get("table", mapping.name))
+        self.schema_name: str | None = None  # resolved at the first connection
+        self.columns: list[tuple[str, str]] = []
+        self.checked = False
+        self.waiting: str | None = None  # why a batch is waiting for the server, while it is
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    # -- connecting -------------------------------------------------------------------------------
+    def _about(self) -> str:
+        return f"mapping '{self.mapping.name}' (PostgreSQL at {self.where}, table '{self.ref.text()}')"
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        import psycopg
+
+        extra: dict[str, Any] = {"fallback_application_name": "pitstop"}
+        if "connect_timeout" not in self.params:
+            extra["connect_timeout"] = CONNECT_TIMEOUT_S
+        conn = psycopg.connect(self.dsn, autocommit=True, **extra)
+        conn.execute("SET TIME ZONE 'UTC'")  # timestamps are naive UTC
+        return conn
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close
+                log.debug("closing a broken PostgreSQL connection", exc_info=True)
+
+    def _unreachable(self, exc: BaseException) -> PlanError:
+        said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        return PlanError(
+            f"mapping '{self.mapping.name}': cannot connect to PostgreSQL at {self.where} ({said}); "
+            "start the server, or fix the mapping's 'dsn' (CREATE OR REPLACE MAPPING)"
+        )
+
+    # -- the table ---------------------------------------------------------------------------------
+    def prepare(self, schema: list[tuple[str, str]]) -> None:
+        """Map the job's columns to PostgreSQL types, then create or check the table. At CREATE
+        JOB a server that does not answer is an error; when a run resumes, the check waits for
+        the first batch (the job waits for the server, as it would while running)."""
+        for name, kind in schema:
+            if pg_type(kind) is None:
+                raise PlanError(
+                    f"{self._about()}: column '{name}' is {kind}, which the Postgres sink cannot write; "
+                    "cast it in the job's SELECT (e.g. CAST(x AS VARCHAR))"
+                )
+        self.columns = list(schema)
+        import psycopg
+
+        try:
+            with self._lock:
+                self._check_table()
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            with self._lock:
+                self._drop_connection()
+            if not self._resumed():
+                raise self._unreachable(exc) from None
+            log.warning(
+                "%s: the server does not answer (%s); the job waits for it",
+                self._about(),
+                dsn.mask(str(exc).strip().splitlines()[0]),
+            )
+
+    def _resumed(self) -> bool:
+        """This branch ran before (its checkpoint has planned a batch): a resume, not a CREATE."""
+        folder = Path(self.catalog.get_run(self.run_id).folder)
+        offsets = folder / "branches" / str(self.branch) / "checkpoint" / "offsets"
+        return offsets.is_dir() and any(offsets.iterdir())
+
+    def _check_table(self) -> None:
+        """Create the table (and the bookkeeping table) if missing; else check its columns."""
+        from psycopg import sql
+
+        conn = self._connection()
+        with conn.transaction():
+            schema = self.ref.schema
+            if schema is None:
+                row = conn.execute("SELECT current_schema()").fetchone()
+                if row is None or row[0] is None:
+                    raise PlanError(
+                        f"{self._about()}: the connection has no current schema; write 'schema.table'"
+                    )
+                schema = str(row[0])
+            elif not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone():
+                raise PlanError(f"{self._about()}: schema '{schema}' does not exist; create it first")
+            self.schema_name = schema
+            target = sql.Identifier(schema, self.ref.name)
+            found = conn.execute("SELECT to_regclass(%s)", [target.as_string(conn)]).fetchone()
+            if found is None or found[0] is None:
+                cols = [
+                    sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(pg_type(t) or ""))
+                    for n, t in self.columns
+                ]
+                if self.keys:
+                    cols.append(
+                        sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, self.keys)))
+                    )
+                conn.execute(sql.SQL("CREATE TABLE {} ({})").format(target, sql.SQL(", ").join(cols)))
+                log.info("%s: table created", self._about())
+            else:
+                self._check_columns(conn, target.as_string(conn))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (job text NOT NULL, run_id text NOT NULL, "
+                    "branch integer NOT NULL, batch_id bigint NOT NULL, sink_table text NOT NULL, "
+                    "rows bigint NOT NULL, committed timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (run_id, branch, batch_id))"
+                ).format(sql.Identifier(schema, BOOKKEEPING))
+            )
+        self.checked = True
+
+    def _check_columns(self, conn: psycopg.Connection[Any], regclass: str) -> None:
+        rows = conn.execute(
+            "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef "
+            "FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+            [regclass],
+        ).fetchall()
+        existing = {
+            str(name): (str(kind), bool(notnull), bool(default)) for name, kind, notnull, default in rows
+        }
+        where = f"{self._about()}: the existing table"
+        for name, kind in self.columns:
+            if name not in existing:
+                raise PlanError(
+                    f"{where} has no column '{name}' (it has {', '.join(existing) or 'none'}); alias the "
+                    "job's column to one of the table's, or write to another table"
+                )
+            have = existing[name][0]
+            if not fits(kind, have):
+                raise PlanError(
+                    f"{where} has column '{name}' of type {have}, which does not hold the job's "
+                    f"{kind} ({pg_type(kind)}); change the column, or write to another table"
+                )
+        ours = {n for n, _ in self.columns}
+        for name, (have, notnull, default) in existing.items():
+            if name not in ours and notnull and not default:
+                raise PlanError(
+                    f"{where} has column '{name}' ({have}) NOT NULL without a default, which the job "
+                    "does not write; give it a default, or write to another table"
+                )
+        if self.keys:
+            unique = conn.execute(
+                "SELECT 1 FROM pg_index i WHERE i.indrelid = %s::regclass AND i.indisunique AND "
+                "(SELECT array_agg(attname::text ORDER BY attname) FROM pg_attribute "
+                " WHERE attrelid = i.indrelid AND attnum = ANY(i.indkey)) = %s",
+                [regclass, sorted(self.keys)],
+            ).fetchone()
+            if unique is None:
+                raise PlanError(
+                    f"{where} has no unique index on ({', '.join(self.keys)}), which an upsert needs"
+                )
+
+    # -- writing -----------------------------------------------------------------------------------
+    def last_batch(self) -> int | None:
+        """The last batch this sink holds for its run and branch (from the bookkeeping)."""
+        from psycopg import sql
+
+        try:
+            with self._connect() as conn:
+                schema = self.schema_name or self.ref.schema
+                if schema is None:
+                    row = conn.execute("SELECT current_schema()").fetchone()
+                    schema = None if row is None else row[0]
+                found = conn.execute(
+                    sql.SQL("SELECT max(batch_id) FROM {} WHERE run_id = %s AND branch = %s").format(
+                        sql.Identifier(str(schema), BOOKKEEPING)
+                    ),
+                    [self.run_id, self.branch],
+                ).fetchone()
+        except Exception as exc:  # noqa: BLE001 - psycopg's errors, said without the password
+            raise PitstopError(
+                f"{self._about()}: cannot read the sink's bookkeeping ({dsn.mask(str(exc).strip())})"
+            ) from None
+        return None if found is None or found[0] is None else int(found[0])
+
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        """Write one micro-batch exactly once; wait for the server while it does not answer."""
+        import psycopg
+
+        from pitstop.connectors.sinks import _naive_utc
+
+        batch = _naive_utc(table)
+        delay = RETRY_FIRST_S
+        while True:
+            if self._stop.is_set():
+                raise PitstopError(
+                    f"{self._about()}: the job stopped before batch {batch_id} was written; "
+                    "it is written when the job resumes"
+                )
+            try:
+                with self._lock:
+                    self._write_once(batch, batch_id)
+                if self.waiting is not None:
+                    log.warning("%s: the server answers again; batch %d written", self._about(), batch_id)
+                    self.waiting = None
+                return
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                with self._lock:
+                    self._drop_connection()
+                said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                if self.waiting is None:
+                    log.warning(
+                        "%s: batch %d cannot be written (%s); the job waits and tries again",
+                        self._about(),
+                        batch_id,
+                        said,
+                    )
+                self.waiting = f"waiting for PostgreSQL at {self.where}: {said}"
+                self._stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+            finally:
+                if self._stop.is_set():
+                    with self._lock:
+                        self._drop_connection()
+
+    def _write_once(self, batch: pa.Table, batch_id: int) -> None:
+        from psycopg import sql
+
+        conn = self._connection()
+        if not self.checked:
+            self._check_table()
+        assert self.schema_name is not None
+        target = sql.Identifier(self.schema_name, self.ref.name)
+        names = [n for n, _ in self.columns] or list(batch.column_names)
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        with conn.transaction():
+            # Step 1. The bookkeeping row; none inserted: the batch is already written.
+            fresh = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (job, run_id, branch, batch_id, sink_table, rows) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING batch_id"
+                ).format(sql.Identifier(self.schema_name, BOOKKEEPING)),
+                [self.job, self.run_id, self.branch, batch_id, self.ref.text(), batch.num_rows],
+            ).fetchone()
+            if fresh is None:
+                log.info(
+                    "%s: batch %s of run %s already written; skipped", self._about(), batch_id, self.run_id
+                )
+                return
+            # Step 2. The rows, by COPY (into a temporary table first for an upsert).
+            if batch.num_rows:
+                values = [batch.column(n).to_pylist() for n in names]
+                into = sql.Identifier("pitstop_batch") if self.keys else target
+                if self.keys:
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE TEMP TABLE pitstop_batch ON COMMIT DROP AS SELECT {} FROM {} LIMIT 0"
+                        ).format(cols, target)
+                    )
+                with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(into, cols)) as copy:
+                    for row in zip(*values, strict=True):
+                        copy.write_row(row)
+                if self.keys:
+                    rest = [n for n in names if n not in self.keys]
+                    update = (
+                        sql.SQL("DO UPDATE SET {}").format(
+                            sql.SQL(", ").join(
+                                sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(n), sql.Identifier(n))
+                                for n in rest
+                            )
+                        )
+                        if rest
+                        else sql.SQL("DO NOTHING")
+                    )
+                    conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {} ({}) SELECT {} FROM pitstop_batch ON CONFLICT ({}) {}"
+                        ).format(
+                            target, cols, cols, sql.SQL(", ").join(map(sql.Identifier, self.keys)), update
+                        )
+                    )
+            crash_point("sink.before_commit")
+        # Step 3. Committed (leaving the block).
+        crash_point("sink.after_commit")
+
+    def interrupt(self) -> None:
+        """The run is stopping: a batch waiting for the server stops waiting (it is written when
+        the job resumes); the connection is closed once no batch is being written."""
+        self._stop.set()
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_connection()
+            finally:
+                self._lock.release()
