@@ -142,8 +142,16 @@ CHAINS = (
             # The resumed run replays batch 1 first: it commits in DuckDB, not in the checkpoint; the
             # next run replays it again and finds it in the sink's bookkeeping.
             Cell("sink.after_commit:1", AWAIT, J, (), RESUMABLE, caught_up=False, holds=True),
-            Cell("suspend.stopped", AWAIT + "ALTER JOB j SUSPEND;", J, (), "not suspended: job resumable"),
-            Cell("drain.fenced", SNAP, J, (), RESUMABLE),
+            # SUSPEND records its intent first: killed while its queries stop, the job stays
+            # suspended, as asked, and ALTER JOB RESUME (the next cell's first statement) resumes it.
+            Cell(
+                "suspend.recorded",
+                AWAIT + "ALTER JOB j SUSPEND;",
+                {"j": "SUSPENDED"},
+                (),
+                "suspended, as the statement asked; ALTER JOB j RESUME resumes it",
+            ),
+            Cell("drain.fenced", "ALTER JOB j RESUME;" + SNAP, J, (), RESUMABLE),
             Cell("export.stage_written", SNAP, J, (), RESUMABLE),
             Cell("export.renamed", SNAP, J, (), RESUMABLE),
             Cell("snapshot.recorded", SNAP, J, ("s",), "snapshot listed, job resumable"),
@@ -218,10 +226,22 @@ def test_opening_a_home_puts_back_what_a_crash_left(tmp_path: Path) -> None:
 
 
 # -- processes ------------------------------------------------------------------------------------
-def pitstop(home: Path, sql: str, **env: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Done:
+    """A finished ``pitstop run``: how it ended, and how long it and its JVM took to go."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    took_s: float  # from start to the pitstop process's end
+    gone_s: float  # from its end until its JVM and Python workers were gone too
+
+
+def pitstop(home: Path, sql: str, **env: str) -> Done:
     """``pitstop run -c sql`` in a session of its own; returns once the process and every
     process it started (Spark's JVM, Python workers) are gone."""
     args = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-c", sql]
+    began = time.monotonic()
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -233,8 +253,9 @@ def pitstop(home: Path, sql: str, **env: str) -> subprocess.CompletedProcess[str
     try:
         out, err = proc.communicate(timeout=400)
     finally:
+        ended = time.monotonic()
         _wait_until_gone(proc.pid)
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    return Done(proc.returncode, out, err, ended - began, time.monotonic() - ended)
 
 
 def _group(pgid: int) -> list[int]:
@@ -358,9 +379,7 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
     for cell in chain.cells:
         if cell.new_input:
             data.add()
-        began = time.monotonic()
         done = pitstop(home, before_sql + cell.sql, PITSTOP_CRASH_AT=cell.crash_at)
-        took = time.monotonic() - began
         assert done.returncode == -signal.SIGKILL, (
             f"{cell.crash_at}: exit {done.returncode}\n{done.stderr[-3000:]}"
         )
@@ -370,8 +389,9 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
         seen = open_home(home)
         assert {n: s[0] for n, s in seen.jobs.items()} == cell.jobs, (cell.crash_at, seen.jobs)
         assert sorted(seen.snapshots) == sorted(cell.snapshots), (cell.crash_at, seen.snapshots)
-        for status, _, detail in seen.jobs.values():
+        for name, (status, _, detail) in seen.jobs.items():
             assert status != "STOPPED" or "resumes from its checkpoints" in detail
+            assert status != "SUSPENDED" or f"ALTER JOB {name} RESUME continues" in detail
         check_windows(seen, data, cell.caught_up)
         assert cell.holds is None or bool(seen.windows) == cell.holds, seen.windows
         if "REPLACE" in cell.sql and cell.step == "export.renamed":
@@ -382,7 +402,7 @@ def test_crash_at_every_step_leaves_the_truth(chain: Chain, tmp_path: Path) -> N
             f"{chain.name} | {cell.crash_at} | left: {', '.join(seen.left) or 'nothing'} | "
             f"trashed: {', '.join(seen.trashed) or 'nothing'} | "
             f"jobs { ({n: s[0] for n, s in seen.jobs.items()}) } snapshots {sorted(seen.snapshots)} | "
-            f"{cell.truth} | {took:.0f} s"
+            f"{cell.truth} | {done.took_s:.0f} s (+{done.gone_s:.1f} s until its JVM was gone)"
         )
         previous = seen.snapshots
         before_sql = ""

@@ -4,6 +4,7 @@ over a corpus of bad files (no Spark), then jobs on real Spark that keep, skip o
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,7 +29,7 @@ from conftest import (
     sink_windows,
 )
 from pitstop.catalog.rows import WHOLE_FILE, Reject
-from pitstop.catalog.store import Catalog
+from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
 from pitstop.connectors import rejects
 from pitstop.connectors.files import read_records
 from pitstop.engine import checkpoint
@@ -246,9 +247,35 @@ def test_an_older_home_gains_the_rejects_table(tmp_path: Path) -> None:
     catalog = Catalog(path)
     try:
         catalog.add_rejects("j", "orders", "run-1", [Reject("/d/a.json", 2, "x", 1, "bad")])
+        catalog.add_rejects("j", "orders", "run-1", [Reject("/d/a.json", 2, "x", 1, "bad")])  # again
+        assert catalog.query("SELECT job, run_id, line FROM pitstop.rejects")[1] == [("j", "run-1", 2)]
+        version = catalog.query("SELECT value FROM pitstop.meta WHERE key = 'schema_version'")[1]
+        assert version == [(str(SCHEMA_VERSION),)]
+    finally:
+        catalog.close()
+
+
+def test_a_version_3_home_keeps_its_rejects_keyed_by_run(tmp_path: Path) -> None:
+    """Version 3 keyed rejects by job name: a job created again under that name and reading the
+    same file had its rejects ignored as already known. Version 4 keys them by run."""
+    path = tmp_path / "home" / "catalog.duckdb"
+    path.parent.mkdir()
+    db = duckdb.connect(str(path))
+    for version in (1, 2, 3):
+        for statement in _MIGRATIONS[version]:
+            db.execute(statement)
+    db.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '3')")
+    db.execute(
+        "INSERT INTO pitstop.rejects VALUES ('j', 'orders', '/d/a.json', 2, 'x', 1, 'bad', 'run-1', now())"
+    )
+    db.close()
+    catalog = Catalog(path)
+    try:
+        catalog.add_rejects("j", "orders", "run-2", [Reject("/d/a.json", 2, "x", 1, "bad")])
         catalog.add_rejects("j", "orders", "run-2", [Reject("/d/a.json", 2, "x", 1, "bad")])  # again
-        assert catalog.reject_counts() == {"j": 1}
-        assert catalog.query("SELECT value FROM pitstop.meta WHERE key = 'schema_version'")[1] == [("3",)]
+        rows = catalog.query("SELECT run_id, raw FROM pitstop.rejects ORDER BY run_id")[1]
+        assert rows == [("run-1", "x"), ("run-2", "x")]
+        assert catalog.reject_counts() == {}  # no job 'j' in this catalog: nobody's count
     finally:
         catalog.close()
 
@@ -348,16 +375,59 @@ def test_a_windowed_job_sums_the_good_records_and_keeps_each_bad_one(
     first = write_mixed(data, "a.json", 0, 100)
     second = write_mixed(data, "b.json", 100, 200)
     (data / "empty.json").write_bytes(b"")
+    # The rest of the corpus: a file that is not JSON lines, and a 10 MB line among good ones.
+    notes, huge = data / "notes.json", data / "huge.json"
+    notes.write_bytes(b"order_id,region\n1,eu\n2,us\n")
+    good = [make_orders.order(i) for i in (200, 201)]
+    long_line = b'{"order_id": 7, "region": "' + b"x" * (10 << 20) + b'"}'
+    huge.write_bytes(b"\n".join([json.dumps(good[0]).encode(), long_line, json.dumps(good[1]).encode(), b""]))
+    third = Expected(good, {(str(notes), WHOLE_FILE): "not JSON lines", (str(huge), 2): "over the limit"})
     run(manager, windowed_job(data))
-    assert sink_windows(manager, "revenue") == expected_windows(first, second)
-    assert_rejects(manager, "j", first, second)
-    assert job_row(manager, "j")["rejects"] == 8
+    assert sink_windows(manager, "revenue") == expected_windows(first, second, third)
+    assert_rejects(manager, "j", first, second, third)
+    assert job_row(manager, "j")["rejects"] == 10
     described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
     summary = described["rejects from orders"]
-    assert summary.startswith("8 malformed record(s) in pitstop.rejects; latest: file ")
+    assert summary.startswith("10 malformed record(s) in pitstop.rejects; latest: file ")
     # Through the ad-hoc SELECT of `pitstop run -c` too.
     [(count,)] = run(manager, "SELECT count(*) FROM pitstop.rejects WHERE job = 'j';")[0].rows
-    assert count == 8
+    assert count == 10
+
+
+@pytest.mark.spark
+def test_rejects_outlive_drop_job_and_a_new_job_of_that_name_counts_only_its_own(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """Input records are never lost: a dropped job's rejects stay in pitstop.rejects (with the run
+    that read them). A job created again under the name, not from a snapshot, counts its own only,
+    also when it reads the same files again (its rejects are kept beside the old ones)."""
+    first_folder, second_folder = tmp_path / "orders", tmp_path / "orders2"
+    first = write_mixed(first_folder, "a.json", 0, 100)
+    run(manager, windowed_job(first_folder))
+    assert job_row(manager, "j")["rejects"] == 4
+    run(manager, "DROP JOB j;")
+    assert len(rejects_of(manager, "j")) == 4  # kept
+
+    second = write_mixed(second_folder, "b.json", 100, 200)
+    hourly = revenue_select("'1' HOUR")
+    run(
+        manager,
+        orders_mapping(second_folder, "orders2")
+        + f"CREATE JOB j AS INSERT INTO revenue {hourly.replace('TABLE orders,', 'TABLE orders2,')};"
+        + "AWAIT JOB j;",
+    )
+    assert job_row(manager, "j")["rejects"] == 4  # b.json's, not 8
+    described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
+    assert "rejects from orders" not in described
+    assert described["rejects from orders2"].startswith("4 malformed record(s)")
+
+    run(manager, "DROP JOB j;")
+    run(manager, f"CREATE JOB j AS INSERT INTO revenue {hourly}; AWAIT JOB j;")
+    assert job_row(manager, "j")["rejects"] == 4  # a.json's again: its own, not the first job's
+    _, rows = manager.catalog.query(
+        "SELECT file, line, count(DISTINCT run_id) FROM pitstop.rejects GROUP BY ALL ORDER BY ALL"
+    )
+    assert rows == sorted([(f, n, 2) for f, n in first.bad] + [(f, n, 1) for f, n in second.bad])
 
 
 @pytest.mark.spark
@@ -371,7 +441,12 @@ def test_on_error_skip_counts_bad_records_without_their_text(manager: Manager, t
 
 
 @pytest.mark.spark
-def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manager, tmp_path: Path) -> None:
+def test_on_error_fail_fails_the_job_at_once_naming_file_line_and_reason(
+    manager: Manager, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading the file again meets the same record: the job is not restarted from its
+    checkpoint (as a branch that failed for another reason is, up to 3 times)."""
+    caplog.set_level(logging.WARNING, logger="pitstop")
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 10, files=1)
     (data / "broken.json").write_text('{"order_id": 1, "region": "eu"}\n{"order_id": "two"}\n')
@@ -386,6 +461,8 @@ def test_on_error_fail_fails_the_job_naming_file_line_and_reason(manager: Manage
     row = job_row(manager, "j")
     assert row["status"] == "FAILED" and said in str(row["detail"]) and row["rejects"] == 0
     assert said in dict(run(manager, "DESCRIBE JOB j;")[0].rows)["status"]
+    said_in_log = [r.getMessage() for r in caplog.records]
+    assert [m for m in said_in_log if "restarting it from its checkpoint" in m] == []
 
 
 def crash(manager: Manager) -> None:

@@ -78,7 +78,11 @@ def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    ctx.obj = Settings.resolve(home, master)
+    try:
+        ctx.obj = Settings.resolve(home, master)
+    except PitstopError as err:
+        click.echo(f"ERROR: {err}", err=True)
+        sys.exit(2)
     if ctx.invoked_subcommand is None:
         if sys.stdin.isatty() and sys.stdout.isatty():
             ctx.invoke(shell)

@@ -6,6 +6,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -14,7 +15,7 @@ from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
-from pitstop.errors import CatalogError, PitstopError, PlanError
+from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
@@ -22,7 +23,9 @@ from pitstop.planner.types import spark_type
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
+from pitstop.sql.names import within
 from pitstop.sql.parser import (
+    REFUSED_NAME,
     ParsedStatement,
     name_of,
     option_dict,
@@ -137,10 +140,37 @@ class Executor:
         handler = self._HANDLERS.get(type(stmt.node))
         if handler is None:
             raise PlanError(f"statement {type(stmt.node).__name__} is not supported yet")
+        self._refuse_unknown_bad_name(stmt)
         if self.manager is None:
             return handler(self, stmt.node, stmt)
         with self.manager.names.hold(changed_names(stmt.node)):
             return handler(self, stmt.node, stmt)
+
+    def _refuse_unknown_bad_name(self, stmt: ParsedStatement) -> None:
+        """A DROP or DESCRIBE whose name the name rule refuses goes on only if the catalog holds
+        an object of exactly that name (one an older pitstop created); otherwise the parser's
+        refusal stands, positioned in the script (:data:`pitstop.sql.parser.EXISTING_NAME_ARGS`)."""
+        refused = stmt.node.meta.get(REFUSED_NAME)
+        if not isinstance(refused, BadNameError):
+            return
+        node, name = stmt.node, name_of(stmt.node.this)
+        if isinstance(node, nodes.DropJob | nodes.DescribeJob):
+            found = self._job_plan(name) is not None
+        elif isinstance(node, nodes.DropSnapshot | nodes.DescribeSnapshot):
+            found = self._find_snapshot(name) is not None
+        elif isinstance(node, nodes.DropView):
+            found = self._view_exists(name)
+        else:
+            found = self._lookup(name) is not None
+        if found:
+            log.info("%s: an existing object whose name the name rule refuses", stmt.text)
+            return
+        inner_line, inner_col = refused.line or 1, refused.col or 1
+        line = stmt.line + inner_line - 1
+        col = stmt.col + inner_col - 1 if inner_line == 1 else inner_col
+        shown = stmt.text.split("\n")[inner_line - 1]
+        source_line = " " * (stmt.col - 1) + shown if inner_line == 1 else shown
+        raise BadNameError(refused.message).at(line, col, source_line, self._file)
 
     # -- mappings ----------------------------------------------------------------------------------
     def _lookup(self, name: str) -> Mapping | None:
@@ -246,9 +276,15 @@ class Executor:
         self.catalog.put_view(View(name, stmt.text, now()), replace=exists)
         return Result(f"view '{name}' {'replaced' if exists else 'created'}")
 
+    def _view_exists(self, name: str) -> bool:
+        """Without parsing the view's SQL (a view an older pitstop named outside the rule)."""
+        if name.lower() in self._overlay_views:
+            return self._overlay_views[name.lower()] is not None
+        return self.catalog is not None and self.catalog.get_view(name) is not None
+
     def _drop_view(self, node: nodes.DropView, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
-        if self._view(name) is None:
+        if not self._view_exists(name):
             if node.args.get("exists"):
                 return Result(f"view '{name}' does not exist; nothing dropped")
             names = [v.name for v in self.catalog.views()] if self.catalog is not None else []
@@ -412,9 +448,10 @@ class Executor:
         assert self.catalog is not None
         job = self.catalog.get_job(name)
         assert job is not None
+        folder = self.catalog.get_run(job.run_id).folder
         snap = self.manager.drop_job(job.name, snapshot, self.cancelled)
         if snap is None:
-            return Result(f"job '{job.name}' dropped")
+            return Result(f"job '{job.name}' dropped" + self._left_outside(folder, "runs"))
         return Result(
             f"job '{job.name}' dropped with snapshot '{snap.name}' ({snap.rows} state rows, "
             f"{snap.size_bytes:,} bytes)"
@@ -490,8 +527,20 @@ class Executor:
             self._overlay_snapshots[name.lower()] = None
             self._dropped[("snapshot", name.lower())] = self._where(stmt)
             return Result("OK")
+        assert isinstance(snap, Snapshot)
         self.manager.drop_snapshot(snap.name)
-        return Result(f"snapshot '{snap.name}' dropped")
+        return Result(f"snapshot '{snap.name}' dropped" + self._left_outside(snap.path, "snapshots"))
+
+    def _left_outside(self, folder: str, root: str) -> str:
+        """What a DROP says of a folder it did not delete: one outside ``<home>/<root>``, which an
+        older pitstop made from a name the rule now refuses (:meth:`Manager._remove`)."""
+        assert self.manager is not None
+        if within(self.manager.home / root, folder) or not Path(folder).exists():
+            return ""
+        return (
+            f"; its folder {folder} lies outside {self.manager.home / root}, so pitstop left it in "
+            "place: delete it yourself once nothing else uses it"
+        )
 
     def _create_snapshot(self, node: nodes.CreateSnapshot, stmt: ParsedStatement) -> Result:
         name, job = name_of(node.this), name_of(node.args["job"])

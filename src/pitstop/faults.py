@@ -40,8 +40,8 @@ Catalog (:mod:`pitstop.engine.manager`)
                                  still fenced, and a replaced snapshot's old folder not removed yet
     ``restore.prepared``         ``CREATE JOB ... FROM SNAPSHOT``: the run folder is prepared from
                                  the snapshot; no query started, no catalog row
-    ``suspend.stopped``          ``ALTER JOB ... SUSPEND``: the queries are stopped; the catalog
-                                 does not say SUSPENDED yet
+    ``suspend.recorded``         ``ALTER JOB ... SUSPEND``: the catalog says SUSPENDED; the
+                                 queries are not stopped yet
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ STEPS = (
     "drop.recorded",
     "snapshot.recorded",
     "restore.prepared",
-    "suspend.stopped",
+    "suspend.recorded",
 )
 
 _hits: dict[str, int] = {}

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pitstop.errors import PitstopError
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -37,6 +39,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "trigger_ms", "PITSTOP_TRIGGER_MS", "500", "how often a job looks for new input, in milliseconds"
     ),
+    Setting(
+        "trash_days",
+        "PITSTOP_TRASH_DAYS",
+        "7",
+        "days an entry of <home>/trash/ is kept; opening the home removes older ones ('never': keep all)",
+    ),
 )
 
 
@@ -48,6 +56,7 @@ class Settings:
     master: str = "local[*]"
     shuffle_partitions: int = field(default_factory=lambda: os.cpu_count() or 2)
     trigger_ms: int = 500
+    trash_days: float | None = 7.0  # None: the trash is never emptied
 
     @classmethod
     def resolve(cls, home: str | os.PathLike[str] | None = None, master: str | None = None) -> Settings:
@@ -63,4 +72,22 @@ class Settings:
             master=values["master"],
             shuffle_partitions=partitions,
             trigger_ms=int(values["trigger_ms"]),
+            trash_days=trash_days(values["trash_days"]),
         )
+
+
+def trash_days(value: str) -> float | None:
+    """``PITSTOP_TRASH_DAYS``: a number of days > 0, or ``never``."""
+    text = value.strip().lower()
+    if text == "never":
+        return None
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not days > 0 or days == float("inf"):
+        raise PitstopError(
+            f"PITSTOP_TRASH_DAYS is {value!r}; it takes a number of days > 0 (e.g. 7, or 0.5 for "
+            "12 hours), or 'never' to keep the trash"
+        )
+    return days

@@ -23,7 +23,7 @@ from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -68,7 +68,46 @@ _MIGRATIONS: dict[int, list[str]] = {
         "'the record''s text, its first 4 KB; NULL for a mapping with onError = skip'",
         "COMMENT ON COLUMN pitstop.rejects.raw_bytes IS 'the record''s full length in bytes'",
     ],
+    4: [
+        # Rejects outlive DROP JOB (input records are never lost), and a job created again under
+        # the same name reads the same files again: a reject is keyed by the run that read it,
+        # not by the job's name, so the new job's rejects are kept beside the old ones.
+        """CREATE TABLE pitstop.rejects_v4 (
+            job VARCHAR NOT NULL, source VARCHAR NOT NULL, file VARCHAR NOT NULL, line BIGINT NOT NULL,
+            raw VARCHAR, raw_bytes BIGINT NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+            seen_at TIMESTAMP NOT NULL, PRIMARY KEY (run_id, source, file, line))""",
+        "INSERT INTO pitstop.rejects_v4 SELECT * FROM pitstop.rejects",
+        "DROP TABLE pitstop.rejects",
+        "ALTER TABLE pitstop.rejects_v4 RENAME TO rejects",
+        "COMMENT ON TABLE pitstop.rejects IS 'malformed records that sources kept out of jobs; "
+        "kept after their job is dropped'",
+        "COMMENT ON COLUMN pitstop.rejects.job IS 'the job whose run read the record (its name then)'",
+        "COMMENT ON COLUMN pitstop.rejects.line IS "
+        "'line of the record (CSV: where its row starts; Parquet: row number); 0: the whole file'",
+        "COMMENT ON COLUMN pitstop.rejects.raw IS "
+        "'the record''s text, its first 4 KB; NULL for a mapping with onError = skip'",
+        "COMMENT ON COLUMN pitstop.rejects.raw_bytes IS 'the record''s full length in bytes'",
+        "COMMENT ON COLUMN pitstop.rejects.run_id IS 'the run that read the record (pitstop.runs)'",
+    ],
 }
+
+_LINEAGE = """WITH RECURSIVE lineage(job, run_id, depth) AS (
+        SELECT lower(name), run_id, 0 FROM pitstop.jobs
+        UNION ALL
+        SELECT l.job,
+               coalesce(json_extract_string(r.restore, '$.from_run'),
+                        json_extract_string(s.manifest, '$.run_id')),
+               l.depth + 1
+        FROM lineage l JOIN pitstop.runs r ON r.run_id = l.run_id
+        LEFT JOIN pitstop.snapshots s
+          ON lower(s.name) = lower(json_extract_string(r.restore, '$.snapshot'))
+        WHERE r.restore IS NOT NULL AND l.depth < 1000
+    )"""
+"""Each job (lower-case name) with the runs whose rejects are its own: its run, and for a run
+restored from a snapshot, the run the snapshot was taken of (``from_run``, recorded when the job
+is created; for a run recorded before that, the snapshot's manifest if it is still listed), and
+so on back. A job created again under an old name, not from a snapshot, has none of the old
+job's runs."""
 
 
 def _now() -> datetime:
@@ -415,7 +454,7 @@ class Catalog:
 
     # -- rejects -------------------------------------------------------------------------------
     def add_rejects(self, job: str, source: str, run_id: str, rejects: list[Reject]) -> None:
-        """Record a source's rejects; one already recorded (same job, source, file, line) is left
+        """Record a source's rejects; one already recorded (same run, source, file, line) is left
         as it is, so a rejects file ingested again changes nothing."""
         if not rejects:
             return
@@ -425,20 +464,36 @@ class Catalog:
             tx.executemany("INSERT OR IGNORE INTO pitstop.rejects VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def reject_counts(self) -> dict[str, int]:
-        """Rejects per job (lower-case job name)."""
+        """Rejects per existing job (lower-case job name): of its runs and of those it was restored
+        from (:data:`_LINEAGE`), each record once."""
         return dict(self._cached("reject_counts", self._read_reject_counts))
 
     def _read_reject_counts(self) -> dict[str, int]:
-        rows = self.cursor().execute("SELECT lower(job), count(*) FROM pitstop.rejects GROUP BY 1").fetchall()
-        return {str(job): int(n) for job, n in rows}
-
-    def reject_summary(self, job: str) -> list[RejectSummary]:
-        """Per source of ``job``: how many rejects, and the latest one."""
         rows = (
             self.cursor()
             .execute(
-                """SELECT source, count(*) OVER (PARTITION BY source), file, line, raw, raw_bytes, reason
-                FROM pitstop.rejects WHERE lower(job) = lower(?)
+                f"""{_LINEAGE}
+                SELECT l.job, count(DISTINCT (x.source, x.file, x.line))
+                FROM (SELECT DISTINCT job, run_id FROM lineage) l
+                JOIN pitstop.rejects x ON x.run_id = l.run_id GROUP BY 1"""
+            )
+            .fetchall()
+        )
+        return {str(job): int(n) for job, n in rows}
+
+    def reject_summary(self, job: str) -> list[RejectSummary]:
+        """Per source of ``job``: how many rejects (counted as :meth:`reject_counts` does), and
+        the latest one."""
+        rows = (
+            self.cursor()
+            .execute(
+                f"""{_LINEAGE}, own AS (
+                    SELECT DISTINCT ON (x.source, x.file, x.line) x.*
+                    FROM pitstop.rejects x
+                    JOIN (SELECT DISTINCT run_id FROM lineage WHERE job = lower(?)) l ON x.run_id = l.run_id
+                    ORDER BY x.source, x.file, x.line, x.seen_at DESC)
+                SELECT source, count(*) OVER (PARTITION BY source), file, line, raw, raw_bytes, reason
+                FROM own
                 QUALIFY row_number() OVER (
                     PARTITION BY source ORDER BY seen_at DESC, file DESC, line DESC) = 1
                 ORDER BY source""",

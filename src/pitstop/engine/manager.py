@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from pyspark.errors import PySparkException
@@ -27,14 +27,14 @@ from pitstop.connectors import rejects
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
-from pitstop.engine.tidy import tidy_home
-from pitstop.errors import CatalogError, JobFailedError, PitstopError, PlanError
+from pitstop.engine.tidy import empty_trash, tidy_home
+from pitstop.errors import BadNameError, CatalogError, JobFailedError, PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
 from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
-from pitstop.sql.names import check_name, safe_path
+from pitstop.sql.names import check_name, safe_path, within
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,6 +62,7 @@ class Manager:
         # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
         try:
             tidy_home(self.home, self.catalog)
+            empty_trash(self.home, settings.trash_days)
         except Exception:  # noqa: BLE001 - an untidy home still opens; the log says what is left
             log.exception("could not tidy the home %s after an earlier process", self.home)
 
@@ -150,9 +151,7 @@ class Manager:
         if restore is not None:
             restore = prepare_run_folder(folder, restore)
             crash_point("restore.prepared")
-        run = Run(
-            run_id, name, str(folder), plan.to_json(), None if restore is None else restore.to_json(), now()
-        )
+        run = Run(run_id, name, str(folder), plan.to_json(), self._restore_json(restore), now())
         self.spark()
         with self._lock:
             # The job's row first, then its queries: a process killed once a first batch has
@@ -173,6 +172,18 @@ class Manager:
                 if isinstance(exc, PySparkException):
                     raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
                 raise
+
+    def _restore_json(self, restore: Restore | None) -> dict[str, Any] | None:
+        """What a run restored, with the run the snapshot was taken of (``from_run``): the job's
+        reject counts include that run's (:data:`pitstop.catalog.store._LINEAGE`), even once the
+        snapshot is dropped."""
+        if restore is None:
+            return None
+        out = restore.to_json()
+        snap = self.catalog.get_snapshot(restore.snapshot)
+        if snap is not None and snap.manifest.get("run_id"):
+            out["from_run"] = snap.manifest["run_id"]
+        return out
 
     def active(self, name: str, wake: bool = False) -> ActiveRun:
         """The job's run in this process, resuming it if it was stopped (and, with ``wake``,
@@ -224,9 +235,13 @@ class Manager:
         already ingested by this process are skipped; ingesting one again changes nothing."""
         with self._rejects_lock:
             for src in JobPlan.from_json(run.plan).sources:
+                try:
+                    directory = rejects.rejects_dir(run.folder, src)
+                except BadNameError:
+                    continue  # a source named before the name rule: it never had rejects files
                 seen = self._rejects_seen.setdefault((run.run_id, src), {})
                 before = dict(seen)
-                found = rejects.collect(rejects.rejects_dir(run.folder, src), seen)
+                found = rejects.collect(directory, seen)
                 try:
                     self.catalog.add_rejects(job, src, run.run_id, found)
                 except BaseException:
@@ -251,7 +266,7 @@ class Manager:
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
             self.catalog.delete_job(job.name)
-            shutil.rmtree(old.folder, ignore_errors=True)
+            self._remove(old.folder, "runs", f"job '{job.name}'")
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
             raise CatalogError(
@@ -370,14 +385,18 @@ class Manager:
                 return f"job '{job.name}' is already suspended"
             if job.status == FAILED:
                 raise CatalogError(f"job '{job.name}' has failed; DROP JOB it or ALTER JOB {job.name} RESUME")
-            run = self.runs.pop(job.name.lower(), None)
-            if run is not None:
-                run.stop()
-                self.collect_rejects(run.job, run.run)
-            crash_point("suspend.stopped")
+            # The catalog says SUSPENDED before the queries stop: a process killed meanwhile
+            # leaves the job suspended, as asked (its queries died with it), not one that the
+            # next process resumes as if nothing had been said (crash matrix, issue 10.6).
             self.catalog.set_job_status(
                 job.name, SUSPENDED, f"suspended; ALTER JOB {job.name} RESUME continues from its checkpoints"
             )
+            crash_point("suspend.recorded")
+            with self._lock:  # not while the supervisor restarts one of its branches
+                run = self.runs.pop(job.name.lower(), None)
+            if run is not None:
+                run.stop()
+                self.collect_rejects(run.job, run.run)
             return f"job '{job.name}' suspended"
         if action == "RESTART":
             run = self.runs.pop(job.name.lower(), None)
@@ -400,7 +419,15 @@ class Manager:
         if snap is None:
             raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
         self.catalog.drop_snapshot(snap.name)
-        shutil.rmtree(snap.path, ignore_errors=True)
+        self._remove(snap.path, "snapshots", f"snapshot '{snap.name}'")
+
+    def _remove(self, folder: str, root: str, what: str) -> None:
+        """Delete a dropped object's folder, only if it lies inside ``<home>/<root>`` (an older
+        pitstop built folders from names the rule now refuses, which may lead elsewhere)."""
+        if within(self.home / root, folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        elif Path(folder).exists():
+            log.warning("%s: its folder %s is outside %s; left in place", what, folder, self.home / root)
 
     def refresh_failures(self) -> None:
         """Restart failed branches; record jobs whose Spark query keeps failing. The run table

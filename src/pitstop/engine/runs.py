@@ -82,6 +82,7 @@ class BranchQuery:
     query: StreamingQuery | None = None
     restarts: int = 0  # restarts from the checkpoint after a failure, in this process
     last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
+    final: bool = False  # it failed for a reason a restart cannot change ('onError'='fail')
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ class ActiveRun:
         nothing (AWAIT JOB and the drain of DROP JOB ... WITH SNAPSHOT poll it)."""
         for bq in list(self.branches):
             reason = self._dead(bq)
-            if reason is not None and bq.restarts >= MAX_RESTARTS:
+            if reason is not None and (bq.final or bq.restarts >= MAX_RESTARTS):
                 return self._failed_text(bq, reason)
         return None
 
@@ -184,7 +185,9 @@ class ActiveRun:
         """Restart each failed branch from its checkpoint, up to ``MAX_RESTARTS`` times, as a
         cluster restarts a failed job: its sink skips the batches it already holds, so nothing is
         read twice or lost. Returns what was restarted (one sentence each) and, when a branch
-        keeps failing, why the job has failed for good.
+        keeps failing, why the job has failed for good. A branch that failed on a malformed
+        record under ``'onError'='fail'`` fails the job at once: reading the same file again
+        meets the same record.
 
         Only the manager's supervisor calls this, under the manager's lock; :meth:`stop` takes
         this run's lock too and marks the run stopping, so a restart can never start a query
@@ -197,7 +200,7 @@ class ActiveRun:
                 reason = self._dead(bq)
                 if reason is None:
                     continue
-                if bq.restarts >= MAX_RESTARTS:
+                if bq.final or bq.restarts >= MAX_RESTARTS:
                     return restarted, self._failed_text(bq, reason)
                 bq.restarts += 1
                 log.warning(
@@ -238,6 +241,7 @@ class ActiveRun:
             self._logged.add((bq.branch.index, bq.restarts))  # in the log; one sentence elsewhere
             log.error("job '%s': INSERT INTO %s failed:\n%s", self.job, bq.branch.sink, full_text(exc))
         bq.last_reason = spark_reason(exc)
+        bq.final = rejected_record(exc)
         return bq.last_reason
 
     def _failed_text(self, bq: BranchQuery, reason: str) -> str:
@@ -407,6 +411,12 @@ def full_text(exc: Any) -> str:
     if isinstance(trace, str) and trace:
         parts.append(trace)
     return "\n".join(parts)
+
+
+def rejected_record(exc: Any) -> bool:
+    """Whether a query failed because a source met a malformed record it must fail on
+    (``'onError'='fail'``): a failure that no restart can change."""
+    return f"{RejectedRecordError.__name__}: " in str(getattr(exc, "desc", None) or exc)
 
 
 _PYTHON_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$")

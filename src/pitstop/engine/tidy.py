@@ -16,8 +16,13 @@ is brought back in line with it here:
    process that ran them is gone. They are marked STOPPED, and resume like any stopped job when
    this process starts Spark.
 
-Nothing is deleted: what is not needed is moved into ``<home>/trash/<time>/`` and logged, so that
-a person can look at it (and empty the trash).
+Nothing is deleted there: what is not needed is moved into ``<home>/trash/<time>-<id>/`` and
+logged, so that a person can look at it. The trash is emptied by age (:func:`empty_trash`): each
+open removes the entries moved there more than ``PITSTOP_TRASH_DAYS`` days ago (7 by default),
+never a younger one.
+
+A folder that holds a listed snapshot's or a job's run folder further down (an older pitstop
+made ``snapshots/a/b`` of a snapshot named ``a/b``) is in use, not left over.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +68,7 @@ def tidy_home(home: Path, catalog: Catalog) -> list[Path]:
     # Step 3. Snapshot folders without a catalog row.
     for entry in entries:
         path = Path(entry.path)
-        if entry.name.startswith(".") or not entry.is_dir() or path.resolve() in snapshots:
+        if entry.name.startswith(".") or not entry.is_dir() or _holds(path, snapshots):
             continue
         trash.move(path, f"snapshot folder '{entry.name}' has no catalog row (its export did not finish)")
     # Step 4. Run folders no job uses.
@@ -68,7 +76,7 @@ def tidy_home(home: Path, catalog: Catalog) -> list[Path]:
     used = {Path(catalog.get_run(j.run_id).folder).resolve() for j in jobs}
     runs = home / "runs"
     for entry in sorted(os.scandir(runs), key=lambda e: e.name) if runs.is_dir() else []:
-        if entry.is_dir() and Path(entry.path).resolve() not in used:
+        if entry.is_dir() and not _holds(Path(entry.path), used):
             trash.move(Path(entry.path), "run folder of no job (a CREATE or DROP JOB that did not finish)")
     # Step 5. Jobs whose process is gone.
     for job in jobs:
@@ -82,6 +90,46 @@ def tidy_home(home: Path, catalog: Catalog) -> list[Path]:
                 "Spark on this home",
             )
     return trash.moved
+
+
+def _holds(path: Path, known: Iterable[Path]) -> bool:
+    """Whether ``path`` is one of the ``known`` (resolved) folders, or holds one further down."""
+    here = path.resolve()
+    return any(k == here or k.is_relative_to(here) for k in known)
+
+
+def empty_trash(home: Path, days: float | None) -> list[Path]:
+    """Remove the entries of ``<home>/trash/`` moved there more than ``days`` days ago (None:
+    none); returns them. An entry's age is the newest change of its folder and of the folders
+    directly in it, which :class:`_Trash` made when it moved something in: anything moved in
+    (or changed there) within ``days`` keeps its entry. The caller owns the home (the catalog's
+    lock), so no other pitstop is moving things into the trash meanwhile."""
+    trash = home / TRASH
+    if days is None or not trash.is_dir():
+        return []
+    oldest = time.time() - days * 86400
+    removed = []
+    for entry in sorted(os.scandir(trash), key=lambda e: e.name):
+        path = Path(entry.path)
+        try:
+            changed = [entry.stat(follow_symlinks=False).st_mtime]
+            if entry.is_dir(follow_symlinks=False):
+                changed += [e.stat(follow_symlinks=False).st_mtime for e in os.scandir(path)]
+        except OSError:
+            continue
+        if max(changed) >= oldest:
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            log.warning("could not remove %s from the trash: %s", path, exc)
+            continue
+        log.info("removed %s from the trash: moved there more than %g day(s) ago", path, days)
+        removed.append(path)
+    return removed
 
 
 def _manifest(folder: Path) -> dict[str, Any] | None:

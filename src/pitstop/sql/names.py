@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pitstop.errors import BadNameError, PitstopError
 
-__all__ = ["MAX_BYTES", "NAME_RULE", "check_name", "inside", "name_problem", "safe_path"]
+__all__ = ["MAX_BYTES", "NAME_RULE", "check_name", "inside", "name_problem", "safe_path", "within"]
 
 MAX_BYTES = 128
 """Longest name, in bytes of UTF-8."""
@@ -123,3 +123,11 @@ def inside(root: str | os.PathLike[str], relative: str) -> Path:
             "restore from another snapshot"
         )
     return path
+
+
+def within(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """Whether ``path``, a folder the catalog names, lies below ``root`` once both are resolved:
+    the test before pitstop deletes it. An older pitstop built folders from names that the rule
+    now refuses (``runs/../x-1a2b``): such a folder is never deleted, only reported."""
+    base, target = Path(root).resolve(), Path(path).resolve()
+    return target != base and target.is_relative_to(base)

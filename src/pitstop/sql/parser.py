@@ -19,7 +19,9 @@ from pitstop.sql.names import check_name
 from pitstop.sql.typos import SuspectParseError, misspelt_keyword
 
 __all__ = [
+    "EXISTING_NAME_ARGS",
     "NAME_ARGS",
+    "REFUSED_NAME",
     "ParsedStatement",
     "in_job_block",
     "is_complete",
@@ -60,6 +62,23 @@ NAME_ARGS: dict[type[exp.Expression], tuple[tuple[str, str], ...]] = {
 checked by :func:`parse_statement` against :mod:`pitstop.sql.names`. Options that hold a name
 (``'initialSnapshotName'``, a DuckDB mapping's ``'table'``), CTE aliases and ``STAGE`` hints of a
 job are checked there too."""
+
+EXISTING_NAME_ARGS: frozenset[tuple[type[exp.Expression], str]] = frozenset(
+    {
+        (nodes.DropMapping, "this"),
+        (nodes.DropView, "this"),
+        (nodes.DropJob, "this"),
+        (nodes.DropSnapshot, "this"),
+        (nodes.DescribeJob, "this"),
+        (nodes.DescribeSnapshot, "this"),
+    }
+)
+"""Arguments that name an object which must already exist. An older pitstop's catalog may hold an
+object whose name the rule now refuses; these statements still reach it by its exact name, so
+its user can drop it. The refusal (a :class:`~pitstop.errors.BadNameError`, positioned in the
+statement) is kept in the node's ``meta[REFUSED_NAME]``, and the executor raises it unless the
+catalog holds that name: nothing on disk is ever addressed by the name itself."""
+REFUSED_NAME = "refused_name"
 
 # Options whose value is a name: option key -> kind of name.
 _NAME_OPTIONS: dict[type[exp.Expression], dict[str, str]] = {
@@ -264,8 +283,14 @@ def _check_names(node: exp.Expression, text: str) -> None:
         return
     for kind, arg in NAME_ARGS.get(type(node), ()):
         value = node.args.get(arg)
-        if value is not None:
+        if value is None:
+            continue
+        try:
             _check_name_at(text, kind, name_of(value), value)
+        except BadNameError as refused:
+            if (type(node), arg) not in EXISTING_NAME_ARGS:
+                raise
+            node.meta[REFUSED_NAME] = refused
     named_options = _NAME_OPTIONS.get(type(node), {})
     for option in node.args.get("options") or []:
         option_kind = named_options.get(option.this.name)
