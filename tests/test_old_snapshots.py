@@ -138,6 +138,14 @@ def test_the_committed_snapshot_is_in_the_format_before_stage_kinds() -> None:
     assert manifest["sources"] == {"events": {"pos": CUT, "type": "generator"}}
 
 
+def test_describe_snapshot_names_each_stage_kind_and_format(manager: Manager) -> None:
+    install(manager)
+    described = dict(run(manager, "DESCRIBE SNAPSHOT windows_v1;")[0].rows)
+    assert described["stage per_minute.aggregate"].startswith("3 rows (tumble, format 1); TUMBLE(ts, ")
+    assert described["stage sliding.aggregate"].startswith("6 rows (hop, format 1); HOP(ts, ")
+    assert described["stage sessions.aggregate"].startswith("3 rows (session, format 1); SESSION(ts, ")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(("fmt", "how"), [("auto", NATIVE), ("canonical", ROWS)])
 def test_a_snapshot_in_the_first_format_restores_every_window_kind(
@@ -161,3 +169,9 @@ def test_a_snapshot_in_the_first_format_restores_every_window_kind(
         want = truth(sink, cut_watermark, end_watermark)
         assert want, sink  # each kind has windows that close after the cut
         same(written(manager, sink), want)
+
+    # A snapshot written now names each stage's kind and the format of its rows.
+    run(manager, "DROP JOB windows WITH SNAPSHOT windows_v2;")
+    manifest = json.loads((manager.home / "snapshots" / "windows_v2" / "manifest.json").read_text())
+    kinds = {n: (e["kind"], e["format_version"]) for n, e in manifest["stages"].items()}
+    assert kinds == dict(zip(STAGES, [("tumble", 1), ("hop", 1), ("session", 1)], strict=True))

@@ -137,7 +137,7 @@ class ActiveRun:
         return registry.connector(self.mappings[source].type).positions
 
     def _frame(self, branch: Branch) -> DataFrame:
-        seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
+        seeds = {s.name: self.seeds[s.name] for s in branch.stages if s.name in self.seeds}
         return branch_frame(
             self._spark,
             branch,
@@ -145,7 +145,7 @@ class ActiveRun:
             str(self.folder),
             self.start_of(branch.source),
             self._parallelism,
-            seed,
+            seeds,
             f"{self.run.run_id}_{branch.index}",
         )
 
