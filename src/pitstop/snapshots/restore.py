@@ -58,6 +58,8 @@ class Restore:
                     "old_size_micros": s.old_size_micros,
                     "old_watermark_ms": s.old_watermark_ms,
                     "old_gap_micros": s.old_gap_micros,
+                    "schema": s.schema,
+                    "columns": s.columns,
                 }
                 for k, s in self.seeds.items()
             },
@@ -128,6 +130,7 @@ def plan_restore(
             else:
                 seeds[v.stage] = kinds.kind_of(new).seed(
                     old[v.stage],
+                    new,
                     str(safe_path(root / "stages", "stage", v.stage)),
                     int(entry["watermark_ms"]),
                 )

@@ -10,6 +10,7 @@ checked against.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -162,3 +163,103 @@ def accumulate(call: exp.AggFunc, src: Layer, add: Callable[[str, str, str], str
         p, scale = parts
         return f"CAST({s} / {c} AS DECIMAL({min(38, p + 4)},{min(38, scale + 4)}))"
     return f"CAST({s} AS DOUBLE) / {c}"
+
+
+# -- evolution ------------------------------------------------------------------------------------
+_INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether a state column of type ``old`` casts to ``new`` without loss: a longer integer,
+    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale."""
+    if old == new:
+        return True
+    if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
+        return _INTEGRAL_ORDER.index(old) < _INTEGRAL_ORDER.index(new)
+    if (old, new) == ("FLOAT", "DOUBLE"):
+        return True
+    before, after = decimal_parts(old), decimal_parts(new)
+    return before is not None and after is not None and after[1] == before[1] and after[0] > before[0]
+
+
+def groups(stage: AggregateStage) -> list[tuple[str, tuple[Accumulator, ...]]]:
+    """Each aggregate call as written, with its accumulators (``AVG`` has two: sum and count), in
+    the order they were planned."""
+    out: list[tuple[str, tuple[Accumulator, ...]]] = []
+    rest = list(stage.accumulators)
+    for function in stage.functions:
+        count = 2 if isinstance(parse_spark(function), exp.Avg) else 1
+        out.append((function, tuple(rest[:count])))
+        rest = rest[count:]
+    assert not rest, stage.name
+    return out
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """How a restored stage's accumulators come from the snapshot's (DESIGN.md section 4).
+
+    An aggregate is matched by the call as written (``SUM(amount)``), wherever it stands, and its
+    state may widen, not narrow. One that is new at a place whose old call is gone takes that
+    call's state if their state types are the same (a changed function, e.g. ``MIN`` -> ``MAX``,
+    with a warning). The rest of the new calls start empty; the rest of the old ones are dropped."""
+
+    seed_columns: dict[str, str]  # new accumulator -> Spark SQL over a snapshot row (old names)
+    added: tuple[str, ...]  # calls whose state starts empty
+    removed: tuple[str, ...]  # calls whose state is dropped
+    widened: tuple[str, ...]  # "SUM(qty) BIGINT -> DECIMAL(20,0)"
+    changed: tuple[tuple[str, str], ...]  # (old call, new call) at one place, state carried over
+    refused: str | None  # why the state cannot be carried over
+
+    @property
+    def identity(self) -> bool:
+        """Every accumulator is carried over as it is, positionally."""
+        return not (self.added or self.removed or self.widened or self.refused) and all(
+            sql == name for name, sql in self.seed_columns.items()
+        )
+
+
+def evolve(old: AggregateStage, new: AggregateStage) -> Evolution:
+    old_groups, new_groups = groups(old), groups(new)
+    old_by_call = {f: accs for f, accs in old_groups}
+    new_calls = {f for f, _ in new_groups}
+    used: set[str] = set()
+    columns: dict[str, str] = {}
+    added: list[str] = []
+    widened: list[str] = []
+    changed: list[tuple[str, str]] = []
+    for i, (call, accs) in enumerate(new_groups):
+        source: str | None = call if call in old_by_call else None
+        if source is None and i < len(old_groups) and old_groups[i][0] not in new_calls:
+            if [a.type for a in old_groups[i][1]] == [a.type for a in accs]:
+                source = old_groups[i][0]  # a changed call at the same place, of the same types
+        if source is None or source in used:
+            added.append(call)
+            columns.update({a.name: f"CAST(NULL AS {a.type})" for a in accs})
+            continue
+        before = old_by_call[source]
+        old_types = ", ".join(a.type for a in before)
+        new_types = ", ".join(a.type for a in accs)
+        if len(before) != len(accs) or not all(
+            widens(b.type, a.type) for b, a in zip(before, accs, strict=False)
+        ):
+            what = call if source == call else f"{source} -> {call}"
+            return Evolution(
+                {},
+                (),
+                (),
+                (),
+                (),
+                f"the state of {what} changed type from ({old_types}) to ({new_types}), "
+                "which is not a widening (INT -> BIGINT, FLOAT -> DOUBLE, DECIMAL(p,s) -> DECIMAL(p',s) "
+                "with p' > p); keep the type, or give the stage a new name to start it empty",
+            )
+        used.add(source)
+        if source != call:
+            changed.append((source, call))
+        if old_types != new_types:
+            widened.append(f"{call} ({old_types}) -> ({new_types})")
+        for b, a in zip(before, accs, strict=True):
+            columns[a.name] = b.name if a.type == b.type else f"CAST({b.name} AS {a.type})"
+    removed = tuple(f for f, _ in old_groups if f not in used)
+    return Evolution(columns, tuple(added), removed, tuple(widened), tuple(changed), None)

@@ -50,6 +50,8 @@ class StageSeed:
     old_size_micros: int
     old_watermark_ms: int
     old_gap_micros: int | None = None  # session windows
+    schema: str | None = None  # the rows' schema (DDL) when not the new stage's own
+    columns: dict[str, str] | None = None  # the new stage's accumulators as SQL over the old rows
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,9 @@ class StageKind(ABC):
 
     # -- restore ---------------------------------------------------------------------------------
     @abstractmethod
-    def seed(self, old: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
-        """What a stage restored from rows receives: ``old`` is the stage as the snapshot's job
-        planned it, ``watermark_ms`` the snapshot's watermark."""
+    def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
+        """What ``new`` receives when restored from rows: ``old`` is the stage as the snapshot's
+        job planned it, ``watermark_ms`` the snapshot's watermark."""
 
     @abstractmethod
     def frame(

@@ -10,6 +10,14 @@ named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn
 first micro-batch, merged into the windows they land in; each kind says where a seed lands and
 which live events are late (its own module).
 
+Compatibility, for every window kind (its own module adds the window's rules): the keys must
+stay (state is kept per group). Aggregates are matched by the call as written (``SUM(amount)``),
+wherever they stand; a call new at a place whose old call is gone takes that call's state when
+their state types are the same (``MIN`` -> ``MAX``, with a warning). A state column may widen
+(cast on restore: :func:`pitstop.stages.accumulators.widens`), not narrow; an added aggregate
+starts empty for the windows in flight at the cut (their rows are partial until they close); a
+removed one's state is dropped. Each is named in EXPLAIN.
+
 A running stage in accumulator form::
 
     live rows -> (keys, __ts, acc0..accN)  --+
@@ -29,7 +37,7 @@ from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, KeyColumn, Proj
 from pitstop.planner.scope import Input, Layer
 from pitstop.planner.types import decimal_parts
 from pitstop.sql.intervals import format_interval
-from pitstop.stages.accumulators import plan_aggregate
+from pitstop.stages.accumulators import Evolution, evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
 
 if TYPE_CHECKING:
@@ -116,12 +124,16 @@ class WindowKind(StageKind):
         return flat.select(*columns).toArrow().cast(state_arrow(self, stage))
 
     # -- restore ---------------------------------------------------------------------------------
-    def seed(self, old: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
+    def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
+        evolution = evolve(old, new)
+        evolved = not evolution.identity
         return StageSeed(
             path=path,
             old_size_micros=old.window.size_micros,
             old_watermark_ms=watermark_ms,
             old_gap_micros=old.window.gap_micros,
+            schema=self.state_schema(old) if evolved else None,
+            columns=evolution.seed_columns if evolved else None,
         )
 
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
@@ -184,20 +196,16 @@ class WindowKind(StageKind):
             return Change(
                 True,
                 f"group-by keys changed from {_cols(old_keys)} to "
-                f"{_cols(new_keys)}; keep the keys or give the stage a new name",
+                f"{_cols(new_keys)}; keep the keys or give the stage a new name (state is kept per "
+                "group, and a group of other keys cannot be split or merged out of it)",
             )
-        if old.accumulator_schema != new.accumulator_schema:
-            return Change(
-                True,
-                f"accumulator schema changed from ({', '.join(old.accumulator_schema)}) for "
-                f"{', '.join(old.functions)} to ({', '.join(new.accumulator_schema)}) for "
-                f"{', '.join(new.functions)}; keep the aggregates' types and order, or give the stage "
-                "a new name to start it empty",
-            )
+        evolution = evolve(old, new)
+        if evolution.refused is not None:
+            return Change(True, evolution.refused)
         change = self.compare_window(old.window, new.window)
         if change.refused:
             return change
-        return Change(False, change.reason, change.warnings + tuple(_function_warnings(old, new)))
+        return _evolved(change, evolution, old, new)
 
     def compare_window(self, old: WindowSpec, new: WindowSpec) -> Change:
         """The verdict on the window alone (keys and accumulators are the same)."""
@@ -277,8 +285,19 @@ def live_rows(live: DataFrame, stage: AggregateStage) -> DataFrame:
 
 
 def seed_rows(spark: SparkSession, kind: StageKind, stage: AggregateStage, seed: StageSeed) -> DataFrame:
-    """The snapshot's rows as a stream: all of them in the first micro-batch (no read limit)."""
-    return spark.readStream.schema(kind.state_schema(stage)).parquet(seed.path)
+    """The snapshot's rows as a stream (all of them in the first micro-batch: no read limit), with
+    the stage's accumulators: an evolved stage's come from the old ones (cast, or empty)."""
+    from pyspark.sql import functions as F
+
+    rows = spark.readStream.schema(seed.schema or kind.state_schema(stage)).parquet(seed.path)
+    if seed.columns is None:
+        return rows
+    return rows.select(
+        *key_columns(stage),
+        "window_start",
+        "window_end",
+        *[F.expr(sql).alias(name) for name, sql in seed.columns.items()],
+    )
 
 
 def merged(grouped: Any, stage: AggregateStage) -> DataFrame:
@@ -319,15 +338,30 @@ def _renamed(struct: Any, names: list[str]) -> Any:
 
 
 # -- compatibility ---------------------------------------------------------------------------------
-def _function_warnings(old: AggregateStage, new: AggregateStage) -> list[str]:
-    old_kinds = [a.kind for a in old.accumulators]
-    new_kinds = [a.kind for a in new.accumulators]
-    if old_kinds != new_kinds or old.functions != new.functions:
-        return [
-            f"aggregates changed from {', '.join(old.functions)} to {', '.join(new.functions)} with "
-            "the same accumulator types; restored state was accumulated by the old functions"
-        ]
-    return []
+def _evolved(window: Change, evolution: Evolution, old: AggregateStage, new: AggregateStage) -> Change:
+    """The window's verdict with what becomes of the accumulators (DESIGN.md section 4)."""
+    changed = (
+        f"aggregates changed from {', '.join(old.functions)} to {', '.join(new.functions)} with "
+        "the same accumulator types; restored state was accumulated by the old functions"
+    )
+    if evolution.identity:  # the same accumulators, where a function may have changed in place
+        return Change(False, window.reason, window.warnings + ((changed,) if evolution.changed else ()))
+    reason = "same window and keys" if window.reason == SAME else window.reason
+    if evolution.widened:
+        reason += f"; widened, cast on restore: {', '.join(evolution.widened)}"
+    if evolution.removed:
+        reason += f"; removed, their state dropped: {', '.join(evolution.removed)}"
+    if evolution.added:
+        reason += f"; added: {', '.join(evolution.added)}"
+    warnings = list(window.warnings)
+    if evolution.changed:
+        warnings.append(changed)
+    if evolution.added:
+        warnings.append(
+            f"{', '.join(evolution.added)} start(s) empty for the windows in flight at the cut: their "
+            "rows are partial in it until they close"
+        )
+    return Change(False, reason, tuple(warnings))
 
 
 def _key(key: KeyColumn) -> tuple[str, str]:
