@@ -275,3 +275,22 @@ def test_a_refused_evolution_stops_create_job_naming_the_stage() -> None:
 
         check_compatible("s", {"daily": stage(old)}, new, strict=False)
     assert "stage 'daily': refused: the state of SUM(amount) changed type" in caught.value.message
+
+
+def test_an_evolved_seed_survives_the_runs_record_of_its_restore() -> None:
+    """A restored run keeps its seeds in its catalog row (Restore.to_json), and a run resumed after
+    a crash seeds from that record: the old rows' schema and the evolved columns must be in it."""
+    import json
+
+    from pitstop.snapshots.restore import Restore, seeds_from_json
+
+    old = plan("SUM(amount) AS revenue, COUNT(*) AS n", precision=12)
+    new = plan("SUM(amount) AS revenue, MAX(amount) AS top", precision=16)
+    seed = registry.kind_named("tumble").seed(stage(old), new.stages[0], "/snapshots/s/stages/daily", 5000)
+    record = json.loads(
+        json.dumps(Restore("s", (), {"orders": 3}, {"daily": seed}, {}, "/snapshots/s").to_json())
+    )
+    positions, seeds = seeds_from_json(record)
+    assert positions == {"orders": 3}
+    assert seeds == {"daily": seed}
+    assert seeds["daily"].schema is not None and "acc1 BIGINT" in seeds["daily"].schema
