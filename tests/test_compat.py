@@ -123,7 +123,7 @@ def test_another_aggregate_of_another_type_is_a_removed_and_an_added_one() -> No
     v = verdicts(old, new)["daily"]
     assert v.outcome == RESTORED
     assert v.reason == "same window and keys; removed, their state dropped: SUM(amount); added: SUM(qty)"
-    assert "SUM(qty) start(s) empty" in v.warnings[0]
+    assert "SUM(qty) starts empty" in v.warnings[0]
 
 
 def test_an_extra_accumulator_is_restored_and_starts_empty() -> None:

@@ -74,8 +74,8 @@ def test_an_added_aggregate_is_restored_and_named_partial_for_windows_in_flight(
     assert v.outcome == RESTORED
     assert v.reason == "same window and keys; added: COUNT(*), MAX(amount)"
     assert v.warnings == (
-        "COUNT(*), MAX(amount) start(s) empty for the windows in flight at the cut: their rows are "
-        "partial in it until they close",
+        "COUNT(*), MAX(amount) start empty for the windows in flight at the cut: in their rows, it "
+        "holds only the events after the cut",
     )
     assert seed_columns(old, new) == {
         "acc0": "acc0",
@@ -244,7 +244,7 @@ def test_a_restored_stage_gains_a_column_drops_one_and_widens_one(manager: Manag
         "same window and keys; widened, cast on restore: SUM(amount) (DECIMAL(22,2)) -> (DECIMAL(26,2)); "
         "removed, their state dropped: COUNT(*); added: MAX(amount); " + ROWS
     )
-    assert "MAX(amount) start(s) empty for the windows in flight at the cut" in row[8]
+    assert "MAX(amount) starts empty for the windows in flight at the cut" in row[8]
 
     run(manager, f"CREATE JOB {updated} AWAIT JOB sums;")
 

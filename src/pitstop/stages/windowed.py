@@ -357,9 +357,10 @@ def _evolved(window: Change, evolution: Evolution, old: AggregateStage, new: Agg
     if evolution.changed:
         warnings.append(changed)
     if evolution.added:
+        verb = "starts" if len(evolution.added) == 1 else "start"
         warnings.append(
-            f"{', '.join(evolution.added)} start(s) empty for the windows in flight at the cut: their "
-            "rows are partial in it until they close"
+            f"{', '.join(evolution.added)} {verb} empty for the windows in flight at the cut: in their "
+            "rows, it holds only the events after the cut"
         )
     return Change(False, reason, tuple(warnings))
 
