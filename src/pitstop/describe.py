@@ -10,28 +10,15 @@ from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
-from pitstop.sql.intervals import format_interval
+from pitstop.stages import registry as kinds
+from pitstop.stages.base import StageText
 
 EXPLAIN_COLUMNS = ("branch", "source", "sink", "stage", "window", "keys", "accumulators", "outcome", "reason")
 
 
-def window_text(stage: AggregateStage) -> str:
-    w = stage.window
-    text = f"{w.kind.upper()}({w.time_column}, {format_interval(w.size_micros)}"
-    if w.slide_micros:
-        text += f", {format_interval(w.slide_micros)}"
-    if w.gap_micros:
-        text += f", gap {format_interval(w.gap_micros)}"
-    return text + ")"
-
-
-def keys_text(stage: AggregateStage) -> str:
-    return ", ".join(f"{k.name} {k.type}" for k in stage.keys) or "(none)"
-
-
-def accumulators_text(stage: AggregateStage) -> str:
-    accs = ", ".join(f"{a.kind} {a.type}" for a in stage.accumulators)
-    return f"{accs} for {', '.join(stage.functions)}"
+def stage_text(stage: AggregateStage) -> StageText:
+    """What EXPLAIN and DESCRIBE say about a stage: its kind says it."""
+    return kinds.kind_of(stage).describe(stage)
 
 
 def source_rows(notes: tuple[tuple[str, str], ...]) -> tuple[tuple[Any, ...], ...]:
@@ -53,18 +40,9 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         v = by_stage.get(st.name)
         outcome = v.outcome if v is not None else compat.EMPTY
         reason = v.detail() if v is not None else "no snapshot: starts empty"
+        text = stage_text(st)
         rows.append(
-            (
-                b.index + 1,
-                b.source,
-                b.sink,
-                st.name,
-                window_text(st),
-                keys_text(st),
-                accumulators_text(st),
-                outcome,
-                reason,
-            )
+            (b.index + 1, b.source, b.sink, st.name, text.shape, text.keys, text.state, outcome, reason)
         )
     names = {s.name for s in plan.stages}
     for v in verdicts or []:
@@ -137,9 +115,8 @@ def describe_job(
     ]
     for b in plan.branches:
         flow = f"{b.source} -> "
-        if b.stage is not None:
-            flow += f"stage '{b.stage.name}' {window_text(b.stage)} by {keys_text(b.stage)}: "
-            flow += f"{accumulators_text(b.stage)} -> "
+        for stage in b.stages:
+            flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
         rows.append((f"branch {b.index + 1}", flow + b.sink))
     for src, text in lags or []:
         rows.append((f"lag of {src}", text))
@@ -172,11 +149,12 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
     for name, entry in sorted(m.get("stages", {}).items()):
         stage = stage_from_json(entry["plan"])
         wm = datetime.fromtimestamp(int(entry["watermark_ms"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        kind, version = kinds.entry_format(entry)
         rows.append(
             (
                 f"stage {name}",
-                f"{entry['rows']:,} rows; {window_text(stage)} by {keys_text(stage)}: "
-                f"{accumulators_text(stage)}; watermark {wm} UTC",
+                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}; "
+                f"watermark {wm} UTC",
             )
         )
         native = entry.get("native")

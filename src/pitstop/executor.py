@@ -18,7 +18,7 @@ from pitstop.connectors import dsn, registry
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
+from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
@@ -33,6 +33,7 @@ from pitstop.sql.parser import (
     parse_script_all,
     parse_statement,
 )
+from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
@@ -649,7 +650,7 @@ class Executor:
             raise self._unknown("snapshot", snapshot_name)
         if isinstance(snap, CheckedSnapshot):
             return {s.name: s for s in snap.plan.stages}
-        return {n: stage_from_json(s["plan"]) for n, s in snap.manifest["stages"].items()}
+        return kinds.manifest_stages(snap.name, snap.manifest)
 
     def _where(self, stmt: ParsedStatement) -> str:
         return f"line {stmt.line}" + (f" of {self._file}" if self._file else "")

@@ -110,7 +110,8 @@ class GeneratorStreamReader(DataSourceStreamReader):
             return float(path.read_text())
 
     def available(self) -> int:
-        pos = self.start + int((time.time() - self._clock_start()) * self.rate)
+        started = self._clock_start()  # first: the first call writes the clock (elapsed >= 0)
+        pos = self.start + int((time.time() - started) * self.rate)
         return pos if self.limit is None else min(pos, self.limit)
 
     def initialOffset(self) -> dict[str, Any]:

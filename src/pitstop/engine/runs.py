@@ -138,7 +138,7 @@ class ActiveRun:
         return registry.connector(self.mappings[source].type).positions
 
     def _frame(self, branch: Branch) -> DataFrame:
-        seed = self.seeds.get(branch.stage.name) if branch.stage is not None else None
+        seeds = {s.name: self.seeds[s.name] for s in branch.stages if s.name in self.seeds}
         return branch_frame(
             self._spark,
             branch,
@@ -146,7 +146,7 @@ class ActiveRun:
             str(self.folder),
             self.start_of(branch.source),
             self._parallelism,
-            seed,
+            seeds,
             f"{self.run.run_id}_{branch.index}",
         )
 
@@ -246,9 +246,9 @@ class ActiveRun:
 
     def _failed_text(self, bq: BranchQuery, reason: str) -> str:
         native = (self.run.restore or {}).get("native") or []
-        if bq.branch.stage is not None and bq.branch.stage.name in native:
+        for stage in (s for s in bq.branch.stages if s.name in native):
             reason += (
-                f" (stage '{bq.branch.stage.name}' started on the snapshot's native state files; "
+                f" (stage '{stage.name}' started on the snapshot's native state files; "
                 "OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows instead)"
             )
         return f"INSERT INTO {bq.branch.sink} failed: {reason}"
@@ -268,7 +268,7 @@ class ActiveRun:
     def caught_up(self, targets: dict[str, Any]) -> bool:
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            if p.committed is None and bq.branch.stage is not None and bq.branch.stage.name in self.seeds:
+            if p.committed is None and any(s.name in self.seeds for s in bq.branch.stages):
                 return False  # the seeds' batch has not run yet
             src = bq.branch.source
             if src in targets and not self._positions(src).covers(

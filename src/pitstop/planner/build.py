@@ -1,9 +1,9 @@
 """Turn a ``CREATE JOB`` body into a :class:`JobPlan` of named stages.
 
-Each ``INSERT`` is one branch: ``source -> [filter] -> [window aggregate] -> projections -> sink``.
-The aggregate is planned in accumulator form (see :mod:`pitstop.planner.plan`). Anything that a
-streaming job cannot run is refused here, before anything starts, with a message that says what
-to write instead.
+Each ``INSERT`` is one branch: ``source -> [filter] -> [stateful stage] -> projections -> sink``.
+The stateful stage is planned by its kind (:mod:`pitstop.stages`), which the SELECT's FROM names.
+Anything that a streaming job cannot run is refused here, before anything starts, with a message
+that says what to write instead.
 """
 
 from __future__ import annotations
@@ -16,25 +16,15 @@ from sqlglot import exp
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
 from pitstop.errors import BadNameError, PlanError
-from pitstop.planner.plan import (
-    Accumulator,
-    AggregateStage,
-    Branch,
-    JobPlan,
-    KeyColumn,
-    OutputColumn,
-    Projection,
-    WindowSpec,
-)
-from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, spark_type, sum_type
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, OutputColumn, Projection
+from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
+from pitstop.planner.types import SPARK, infer, spark_type
 from pitstop.sql.dialect import PitstopDialect
-from pitstop.sql.intervals import format_interval, interval_micros
+from pitstop.sql.intervals import interval_micros
 from pitstop.sql.names import check_name
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
-
-WINDOW_COLUMNS = ("window_start", "window_end")
-SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
+from pitstop.stages import registry as kinds
 
 MappingLookup = Callable[[str], Mapping | None]
 ViewLookup = Callable[[str], exp.Query | None]
@@ -56,39 +46,19 @@ def plan_job(
     branches = tuple(_plan_branch(job, i, insert, lookup) for i, insert in enumerate(inserts))
     seen: dict[str, int] = {}  # lower-case stage name -> branch index (names are case-insensitive)
     for b in branches:
-        if b.stage is None:
-            continue
-        key = b.stage.name.lower()
-        if key in seen:
-            raise PlanError(
-                f"stage '{b.stage.name}' already exists in job '{job}' (INSERT #{seen[key] + 1} "
-                f"and #{b.index + 1}); give each stateful stage its own name with a CTE alias "
-                "or /*+ STAGE(name) */"
-            )
-        seen[key] = b.index
+        for stage in b.stages:
+            key = stage.name.lower()
+            if key in seen:
+                raise PlanError(
+                    f"stage '{stage.name}' already exists in job '{job}' (INSERT #{seen[key] + 1} "
+                    f"and #{b.index + 1}); give each stateful stage its own name with a CTE alias "
+                    "or /*+ STAGE(name) */"
+                )
+            seen[key] = b.index
     return JobPlan(job=job, branches=branches)
 
 
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Layer:
-    """The columns visible at one point of a branch: name -> Spark type."""
-
-    table: str
-    columns: dict[str, str]
-
-
-@dataclass(frozen=True)
-class _Input:
-    """What a job's core SELECT reads: a source mapping seen through stateless layers (views,
-    subqueries, IMPOSE_ORDER), with the watermark that holds on the visible columns."""
-
-    source: Mapping
-    layer: _Layer
-    pre_layers: tuple[Projection, ...]
-    watermark: WatermarkDef | None
-
-
 def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> Branch:
     mappings = lookup.mappings
     target = insert.this
@@ -147,7 +117,8 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
                 "window_end, ..."
             )
         stage_name = _stage_name(core, core_cte, sink.name)
-        stage, layer, first = _plan_aggregate(core, tvf, src, stage_name)
+        kind = kinds.for_tvf(str(tvf.args["kind"]))
+        stage, layer, first = kind.plan(core, tvf, src, stage_name)
     else:
         if tvf is not None:
             raise PlanError(
@@ -175,7 +146,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
 
 def _resolve_input(
     node: exp.Expression, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str, seen: set[str]
-) -> _Input:
+) -> Input:
     """Follow views, stateless CTEs, subqueries and IMPOSE_ORDER down to a source mapping."""
     if isinstance(node, ImposeOrder):
         inner = _resolve_input(node.this, ctes, lookup, sink, seen)
@@ -185,7 +156,7 @@ def _resolve_input(
             raise PlanError(f"IMPOSE_ORDER: {inner.layer.table} has no column '{column}'")
         if typ != "TIMESTAMP":
             raise PlanError(f"IMPOSE_ORDER: column '{column}' is {typ}; it orders by a TIMESTAMP column")
-        return _Input(
+        return Input(
             inner.source,
             inner.layer,
             inner.pre_layers,
@@ -215,15 +186,15 @@ def _resolve_input(
             f"mapping '{source.name}' is of type {registry.display_name(source.type)}, which cannot "
             f"be read as a stream; sources are of type {', '.join(registry.SOURCE_TYPES)}"
         )
-    layer = _Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
+    layer = Layer(source.name, {c.name: spark_type(c.type) for c in source.columns})
     if not layer.columns:
         raise PlanError(f"mapping '{source.name}' has no columns; declare them to read it")
-    return _Input(source, layer, (), source.watermark)
+    return Input(source, layer, (), source.watermark)
 
 
 def _input_of_select(
     select: exp.Select, what: str, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str, seen: set[str]
-) -> _Input:
+) -> Input:
     if _aggregates_in(select) or select.args.get("group") is not None:
         raise PlanError(f"{what} aggregates; a job reads only stateless views and CTEs below its window")
     inner = _resolve_input(_from_of(select, sink), ctes, lookup, sink, seen)
@@ -234,8 +205,8 @@ def _input_of_select(
         kept = [c for c in projection.columns if c.sql.strip("`").lower() == inner.watermark.column.lower()]
         if kept:
             watermark = WatermarkDef(kept[0].name, inner.watermark.delay_micros)
-    return _Input(
-        inner.source, _Layer(inner.source.name, layer.columns), (*inner.pre_layers, projection), watermark
+    return Input(
+        inner.source, Layer(inner.source.name, layer.columns), (*inner.pre_layers, projection), watermark
     )
 
 
@@ -307,36 +278,19 @@ def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
         ) from None
 
 
-def _where(select: exp.Select, layer: _Layer) -> str | None:
+def _where(select: exp.Select, layer: Layer) -> str | None:
     where = select.args.get("where")
     if where is None:
         return None
     cond = where.this
     if list(cond.find_all(exp.AggFunc)):
         raise PlanError("aggregates are not allowed in WHERE; use HAVING")
-    _check_columns(cond, layer)
+    check_columns(cond, layer)
     infer(cond, layer.table, layer.columns)
     return cond.sql(SPARK)
 
 
-def _check_columns(node: exp.Expression, layer: _Layer) -> None:
-    known = {c.lower() for c in layer.columns}
-    for col in node.find_all(exp.Column):
-        if col.name.lower() not in known:
-            raise PlanError(
-                f"unknown column '{col.name}' in {layer.table}; known columns: {', '.join(layer.columns)}"
-            )
-
-
-def _output_name(projection: exp.Expression, position: int) -> str:
-    if isinstance(projection, exp.Alias):
-        return projection.alias
-    if isinstance(projection, exp.Column):
-        return projection.name
-    return f"EXPR${position}"
-
-
-def _projection(select: exp.Select, layer: _Layer, where: str | None) -> tuple[Projection, _Layer]:
+def _projection(select: exp.Select, layer: Layer, where: str | None) -> tuple[Projection, Layer]:
     columns: list[OutputColumn] = []
     for i, proj in enumerate(select.expressions):
         if isinstance(proj, exp.Star):
@@ -344,196 +298,9 @@ def _projection(select: exp.Select, layer: _Layer, where: str | None) -> tuple[P
                 columns.append(OutputColumn(name, f"`{name}`", typ))
             continue
         body = proj.this if isinstance(proj, exp.Alias) else proj
-        _check_columns(body, layer)
+        check_columns(body, layer)
         columns.append(
-            OutputColumn(_output_name(proj, i), body.sql(SPARK), infer(body, layer.table, layer.columns))
+            OutputColumn(output_name(proj, i), body.sql(SPARK), infer(body, layer.table, layer.columns))
         )
-    _unique_names(columns)
-    return Projection(where, tuple(columns)), _Layer(layer.table, {c.name: c.type for c in columns})
-
-
-def _unique_names(columns: list[OutputColumn]) -> None:
-    seen: set[str] = set()
-    for c in columns:
-        if c.name.lower() in seen:
-            raise PlanError(f"output column '{c.name}' appears twice; give one an alias with AS")
-        seen.add(c.name.lower())
-
-
-# --------------------------------------------------------------------------------------------
-def _plan_aggregate(
-    select: exp.Select, tvf: WindowTvf, input_: _Input, stage_name: str
-) -> tuple[AggregateStage, _Layer, Projection]:
-    src = input_.layer
-    window = _window(tvf, input_)
-    group = select.args.get("group")
-    if group is None:
-        raise PlanError(
-            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, window_end, ..."
-        )
-    keys: list[KeyColumn] = []
-    key_nodes: dict[str, str] = {}  # sql of the group expression -> key column name
-    window_cols: set[str] = set()
-    for i, g in enumerate(group.expressions):
-        if isinstance(g, exp.Column) and g.name.lower() in WINDOW_COLUMNS:
-            window_cols.add(g.name.lower())
-            continue
-        _check_columns(g, src)
-        name = g.name if isinstance(g, exp.Column) else f"__k{i}"
-        keys.append(KeyColumn(name, g.sql(SPARK), infer(g, src.table, src.columns)))
-        key_nodes[g.sql(SPARK)] = name
-    if window_cols != set(WINDOW_COLUMNS):
-        raise PlanError(f"stage '{stage_name}': GROUP BY must include both window_start and window_end")
-
-    accumulators: list[Accumulator] = []
-    finishes: dict[str, str] = {}  # sql of the aggregate call -> finish expression
-    functions: list[str] = []
-
-    def add(kind: str, typ: str, input_sql: str) -> str:
-        name = f"acc{len(accumulators)}"
-        accumulators.append(Accumulator(name, kind, typ, input_sql))
-        return name
-
-    for call in _aggregate_calls(select):
-        text = call.sql(SPARK)
-        if text in finishes:
-            continue
-        functions.append(text)
-        finishes[text] = _accumulate(call, src, add)
-
-    agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
-    agg_columns.update({k.name: k.type for k in keys})
-    agg_columns.update({a.name: a.type for a in accumulators})
-    agg_layer = _Layer(stage_name.replace(".", "_"), agg_columns)
-
-    def rewrite(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.AggFunc):
-            return parse_spark(finishes[node.sql(SPARK)])
-        if node.sql(SPARK) in key_nodes and not isinstance(node, exp.Alias):
-            return exp.column(key_nodes[node.sql(SPARK)], quoted=True)
-        return node
-
-    columns: list[OutputColumn] = []
-    for i, proj in enumerate(select.expressions):
-        if isinstance(proj, exp.Star):
-            raise PlanError(f"stage '{stage_name}': SELECT * cannot be aggregated; name the columns")
-        body = proj.this if isinstance(proj, exp.Alias) else proj
-        rewritten = body.copy().transform(rewrite)
-        for col in rewritten.find_all(exp.Column):
-            if col.name not in agg_columns and col.name.lower() not in WINDOW_COLUMNS:
-                raise PlanError(
-                    f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an aggregate"
-                )
-        columns.append(
-            OutputColumn(
-                _output_name(proj, i),
-                rewritten.sql(SPARK),
-                infer(rewritten, agg_layer.table, agg_layer.columns),
-            )
-        )
-    _unique_names(columns)
-    having_sql = None
-    having = select.args.get("having")
-    if having is not None:
-        having_sql = having.this.copy().transform(rewrite).sql(SPARK)
-    stage = AggregateStage(
-        name=stage_name,
-        window=window,
-        keys=tuple(keys),
-        accumulators=tuple(accumulators),
-        functions=tuple(functions),
-        watermark_delay_micros=input_.watermark.delay_micros if input_.watermark else 0,
-    )
-    out_layer = _Layer(agg_layer.table, {c.name: c.type for c in columns})
-    return stage, out_layer, Projection(having_sql, tuple(columns))
-
-
-def _window(tvf: WindowTvf, input_: _Input) -> WindowSpec:
-    kind = str(tvf.args["kind"]).upper()
-    time_col = tvf.args["descriptor"].name
-    source, src = input_.source, input_.layer
-    col = next((n for n in src.columns if n.lower() == time_col.lower()), None)
-    if col is None:
-        raise PlanError(
-            f"DESCRIPTOR({time_col}): mapping '{source.name}' has no column '{time_col}'; known "
-            f"columns: {', '.join(src.columns)}"
-        )
-    if src.columns[col] != "TIMESTAMP":
-        raise PlanError(
-            f"DESCRIPTOR({time_col}): column '{col}' of mapping '{source.name}' is "
-            f"{src.columns[col]}; a window needs a TIMESTAMP column"
-        )
-    watermark = input_.watermark
-    if watermark is None or watermark.column.lower() != col.lower():
-        raise PlanError(
-            f"mapping '{source.name}' has no watermark on '{col}', so its windows would never "
-            f"close: declare it in the mapping, e.g. CREATE OR REPLACE MAPPING {source.name} "
-            f"(..., WATERMARK FOR {col} AS {col} - INTERVAL '5' SECOND) ..., or read "
-            f"TABLE(IMPOSE_ORDER(TABLE {source.name}, DESCRIPTOR({col}), INTERVAL '5' SECOND))"
-        )
-    if kind == "HOP":
-        size, slide = interval_micros(tvf.args["size"]), interval_micros(tvf.args["slide"])
-        if size % slide != 0:
-            raise PlanError(
-                f"HOP(TABLE {source.name}, ...): the size must be a multiple of the slide; got size "
-                f"{format_interval(size)} and slide {format_interval(slide)}"
-            )
-        return WindowSpec("hop", col, size, slide_micros=slide)
-    if kind == "SESSION":
-        gap = interval_micros(tvf.args["gap"])
-        return WindowSpec("session", col, gap, gap_micros=gap)
-    return WindowSpec("tumble", col, interval_micros(tvf.args["size"]))
-
-
-def _aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:
-    calls: list[exp.AggFunc] = []
-    nodes = list(select.expressions)
-    if select.args.get("having") is not None:
-        nodes.append(select.args["having"])
-    for node in nodes:
-        for call in node.find_all(exp.AggFunc):
-            if any(isinstance(a, exp.AggFunc) for a in call.find_all(exp.AggFunc) if a is not call):
-                raise PlanError(f"nested aggregates are not supported: {call.sql()}")
-            calls.append(call)
-    return calls
-
-
-def _accumulate(call: exp.AggFunc, src: _Layer, add: Callable[[str, str, str], str]) -> str:
-    """Declare the accumulators of one aggregate call; return its finish expression."""
-    text = call.sql(SPARK)
-    if isinstance(call, exp.Count):
-        arg = call.this
-        if isinstance(arg, exp.Distinct):
-            raise PlanError(
-                f"{text}: COUNT(DISTINCT ...) is not supported yet; supported: {SUPPORTED_AGGREGATES}. "
-                "To count distinct values, GROUP BY them in one job and count the sink's rows"
-            )
-        if arg is None or isinstance(arg, exp.Star):
-            return add("count", "BIGINT", "CAST(1 AS BIGINT)")
-        _check_columns(arg, src)
-        return add("count", "BIGINT", f"CAST(CASE WHEN {arg.sql(SPARK)} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
-    if not isinstance(call, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
-        raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
-    arg = call.this
-    if isinstance(arg, exp.Distinct):
-        raise PlanError(
-            f"{text}: DISTINCT aggregates are not supported yet; supported: {SUPPORTED_AGGREGATES}"
-        )
-    _check_columns(arg, src)
-    arg_sql = arg.sql(SPARK)
-    arg_type = infer(arg, src.table, src.columns)
-    if isinstance(call, (exp.Min, exp.Max)):
-        kind = "min" if isinstance(call, exp.Min) else "max"
-        return add(kind, arg_type, f"CAST({arg_sql} AS {arg_type})")
-    total = sum_type(arg_type)
-    if total is None:
-        raise PlanError(f"{text}: cannot sum a value of type {arg_type}")
-    s = add("sum", total, f"CAST({arg_sql} AS {total})")
-    if isinstance(call, exp.Sum):
-        return f"CAST({s} AS {total})"
-    c = add("count", "BIGINT", f"CAST(CASE WHEN {arg_sql} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
-    parts = decimal_parts(arg_type)
-    if parts is not None:
-        p, scale = parts
-        return f"CAST({s} / {c} AS DECIMAL({min(38, p + 4)},{min(38, scale + 4)}))"
-    return f"CAST({s} AS DOUBLE) / {c}"
+    unique_names(columns)
+    return Projection(where, tuple(columns)), Layer(layer.table, {c.name: c.type for c in columns})

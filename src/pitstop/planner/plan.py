@@ -1,12 +1,10 @@
 """The job plan: named stages, accumulator form, windows. Frozen, and serialisable to JSON.
 
 A job is a list of branches, one per ``INSERT``. A branch reads one source mapping, filters and
-projects it, optionally aggregates it in one **stateful stage**, and writes one sink mapping.
-
-State contract of a window-aggregate stage: its state is one row per open window and key:
-``keys..., window_start, window_end, acc0..accN`` where the accumulators are typed as
-:attr:`Accumulator.type`. That row schema is what a snapshot stores and what a restore seeds;
-"the accumulator type must stay the same" is checked against it.
+projects it, optionally runs it through a **stateful stage**, and writes one sink mapping. Each
+stateful stage is of a kind (:attr:`AggregateStage.kind`), and its kind's module in
+:mod:`pitstop.stages` declares how it is planned, run, snapshotted, restored, compared and shown,
+and its state contract: the rows a snapshot stores.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ class KeyColumn:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    kind: str  # tumble (hop and session: planned, not yet executed)
+    kind: str  # tumble | hop | session: the stage's kind (pitstop.stages)
     time_column: str
     size_micros: int
     slide_micros: int | None = None
@@ -54,6 +52,11 @@ class AggregateStage:
     accumulators: tuple[Accumulator, ...]
     functions: tuple[str, ...]  # the aggregate calls as written, e.g. ("SUM(amount)", "COUNT(*)")
     watermark_delay_micros: int
+
+    @property
+    def kind(self) -> str:
+        """The stage's kind: the name of its module in :mod:`pitstop.stages`."""
+        return self.window.kind
 
     @property
     def accumulator_schema(self) -> tuple[str, ...]:
@@ -87,6 +90,11 @@ class Branch:
     pre_layers: tuple[Projection, ...] = ()  # views and subqueries between the source and the rest
 
     @property
+    def stages(self) -> tuple[AggregateStage, ...]:
+        """The branch's stateful stages from source to sink (today at most one)."""
+        return () if self.stage is None else (self.stage,)
+
+    @property
     def output(self) -> tuple[OutputColumn, ...]:
         return self.layers[-1].columns
 
@@ -98,7 +106,7 @@ class JobPlan:
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
-        return tuple(b.stage for b in self.branches if b.stage is not None)
+        return tuple(s for b in self.branches for s in b.stages)
 
     @property
     def sources(self) -> tuple[str, ...]:

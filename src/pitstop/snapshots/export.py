@@ -2,8 +2,10 @@
 
 Layout of ``<home>/snapshots/<name>/``::
 
-    manifest.json                  positions, watermarks, plan, versions, rows, bytes
-    stages/<stage>/part-<i>.parquet  keys..., window_start, window_end, acc0..accN (one file per core)
+    manifest.json                  positions, watermarks, plan, versions, rows, bytes; per stage its
+                                   kind and the format_version of its rows
+    stages/<stage>/part-<i>.parquet  the stage's state, as its kind's state contract says (one file
+                                   per core; windows: keys..., window_start, window_end, acc0..accN)
     sources/<source>.files         file sources: the files read up to the cut, in order
     native/<stage>/                Spark's own checkpoint of the stage's branch at the cut (offsets,
                                    commits and state files, hard links where the disk allows)
@@ -32,15 +34,15 @@ from pitstop.catalog.rows import Snapshot
 from pitstop.catalog.store import now
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
-from pitstop.engine.frames import seed_schema
 from pitstop.engine.runs import ActiveRun, Cut
 from pitstop.errors import PitstopError
 from pitstop.faults import crash_point
-from pitstop.planner.plan import AggregateStage
 from pitstop.sql.names import safe_path
+from pitstop.stages import registry as kinds
+from pitstop.stages.base import state_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -55,7 +57,8 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
 
     1. Write everything into a hidden temp folder next to the final one.
     2. For each stateful stage, read its operator's state at the cut and write it as Parquet with
-       pitstop's column names, after checking the state has the shape the plan expects.
+       pitstop's column names, after checking the state has the shape the plan expects (the
+       stage's kind reads and checks it).
     3. Record source positions (file sources: the list of files read).
     4. Write the manifest, then rename the folder into place.
     """
@@ -68,22 +71,32 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
         total_rows = 0
         # Step 2. State of each stage.
         for bq in run.branches:
-            stage = bq.branch.stage
-            if stage is None:
-                continue
+            operators = kinds.operator_ids(bq.branch)
             batch = cut.batches[bq.branch.index]
-            table = _read_state(spark, bq.checkpoint, batch, stage, run.job)
-            out = safe_path(tmp / "stages", "stage", stage.name)
-            out.mkdir(parents=True)
-            write_stage(table, out, spark.sparkContext.defaultParallelism)
-            crash_point("export.stage_written", out)
-            stages[stage.name] = {
-                "plan": _stage_json(run, stage.name),
-                "rows": table.num_rows,
-                "watermark_ms": cut.watermarks_ms[bq.branch.index],
-                "batch_id": batch,
-            }
-            if batch is not None:
+            if batch is not None and operators:
+                _check_operators(bq.checkpoint, operators, run.job)
+            for stage in bq.branch.stages:
+                kind = kinds.kind_of(stage)
+                if batch is None:  # nothing committed yet: no state
+                    table = pa.Table.from_batches([], schema=state_arrow(kind, stage))
+                else:
+                    (operator,) = operators[stage.name]
+                    table = kind.read_state(spark, bq.checkpoint, batch, operator, stage, run.job)
+                out = safe_path(tmp / "stages", "stage", stage.name)
+                out.mkdir(parents=True)
+                write_stage(table, out, spark.sparkContext.defaultParallelism)
+                crash_point("export.stage_written", out)
+                stages[stage.name] = {
+                    **kinds.manifest_entry(stage),
+                    "plan": _stage_json(run, stage.name),
+                    "rows": table.num_rows,
+                    "watermark_ms": cut.watermarks_ms[bq.branch.index],
+                    "batch_id": batch,
+                }
+                total_rows += table.num_rows
+            if batch is not None and bq.branch.stages:
+                # One copy of the branch's checkpoint, under the name of its (today: only) stage.
+                stage = bq.branch.stages[-1]
                 native = safe_path(tmp / "native", "stage", stage.name)
                 stages[stage.name]["native"] = {
                     "path": f"native/{stage.name}",
@@ -93,7 +106,6 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                     "spark": spark.version,
                     "bytes": _size(native),
                 }
-            total_rows += table.num_rows
         # Step 3. Source positions.
         sources: dict[str, Any] = {}
         for src, pos in cut.positions.items():
@@ -164,85 +176,17 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(handle.fileno())
 
 
-def expected_buffer(stage: AggregateStage) -> list[tuple[str, str]]:
-    """The state value fields Spark keeps for the stage's accumulators: (our name, Spark type)."""
-    from pitstop.planner.types import decimal_parts
-
-    fields: list[tuple[str, str]] = []
-    for a in stage.accumulators:
-        parts = decimal_parts(a.type)
-        if a.kind in ("sum", "count") and parts is not None:
-            fields.append((a.name, f"decimal({min(38, parts[0] + 10)},{parts[1]})"))
-            fields.append((f"{a.name}__empty", "boolean"))
-        else:
-            fields.append((a.name, _spark_simple(a.type)))
-    return fields
-
-
-def _spark_simple(type_text: str) -> str:
-    return {"INT": "int", "STRING": "string"}.get(type_text, type_text.lower())
-
-
-def _read_state(
-    spark: SparkSession, ckpt: Path, batch: int | None, stage: AggregateStage, job: str
-) -> pa.Table:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    target = _parse_datatype_string(seed_schema(stage))
-    assert isinstance(target, StructType)
-    if batch is None:
-        return pa.Table.from_batches([], schema=_arrow(target))
-    # Stateful operators are the checkpoint's state/<operatorId> folders: listing them is what
-    # Spark's state-metadata source reports, without a Spark job (~0.4 s in a fresh session).
-    operators = _operator_ids(ckpt)
-    if operators != [0]:
+def _check_operators(ckpt: Path, operators: dict[str, list[int]], job: str) -> None:
+    """Refuse to export when the checkpoint does not hold the stateful operators the plan expects
+    (a snapshot that would restore wrong numbers is worse than none)."""
+    expected = sorted(i for ids in operators.values() for i in ids)
+    found = _operator_ids(ckpt)
+    if found != expected:
+        names = ", ".join(f"'{n}'" for n in operators)
         raise PitstopError(
-            f"job '{job}', stage '{stage.name}': expected one stateful operator in the checkpoint, "
-            f"found {len(operators)}; the snapshot was not written"
+            f"job '{job}', stage {names}: expected {len(expected)} stateful operator(s) in the "
+            f"checkpoint, found {len(found)}; the snapshot was not written"
         )
-    state: DataFrame = (
-        spark.read.format("statestore").option("batchId", batch).option("operatorId", 0).load(str(ckpt))
-    )
-    key_t = state.schema["key"].dataType
-    value_t = state.schema["value"].dataType
-    assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
-    # Check the shape. Tumbling and sliding: key = (window, keys...), value = the accumulators'
-    # buffers. Sessions: key = (keys..., session start), value = (window, keys..., buffers).
-    expected = expected_buffer(stage)
-    nkeys = len(stage.keys)
-    session = stage.window.kind == "session"
-    buffers = value_t.fields[1 + nkeys :] if session else value_t.fields
-    got = [f.dataType.simpleString() for f in buffers]
-    if len(key_t.fields) != 1 + nkeys or got != [t for _, t in expected]:
-        raise PitstopError(
-            f"job '{job}', stage '{stage.name}': the state in the checkpoint has key {key_t.simpleString()} "
-            f"and value {value_t.simpleString()}, not the shape the plan expects "
-            f"({', '.join(t for _, t in expected)}); the snapshot was not written"
-        )
-    keys = [f"__k{i}" for i in range(nkeys)]
-    accs = [n for n, _ in expected]
-    if session:
-        key_cast = _renamed(key_t, [*keys, "__start"])
-        value_cast = _renamed(value_t, ["__window", *[f"__v{i}" for i in range(nkeys)], *accs])
-        window = "v.__window"
-    else:
-        key_cast = _renamed(key_t, ["__window", *keys])
-        value_cast = _renamed(value_t, accs)
-        window = "k.__window"
-    flat = state.select(F.col("key").cast(key_cast).alias("k"), F.col("value").cast(value_cast).alias("v"))
-    columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
-    columns += [F.col(f"{window}.start").alias("window_start"), F.col(f"{window}.end").alias("window_end")]
-    columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
-    table = flat.select(*columns).toArrow()
-    return table.cast(_arrow(target))
-
-
-def _renamed(struct: Any, names: list[str]) -> Any:
-    """``struct`` with its fields renamed positionally (a struct cast in Spark is positional)."""
-    from pyspark.sql.types import StructField, StructType
-
-    return StructType([StructField(n, f.dataType, True) for n, f in zip(names, struct.fields, strict=True)])
 
 
 def _operator_ids(ckpt: Path) -> list[int]:
@@ -250,9 +194,3 @@ def _operator_ids(ckpt: Path) -> list[int]:
         return sorted(int(e.name) for e in os.scandir(ckpt / "state") if e.is_dir() and e.name.isdigit())
     except FileNotFoundError:
         return []
-
-
-def _arrow(schema: Any) -> pa.Schema:
-    from pitstop.connectors.files import arrow_schema
-
-    return arrow_schema(schema)

@@ -13,11 +13,12 @@ from typing import Any
 from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
-from pitstop.engine.frames import StageSeed
 from pitstop.errors import CompatibilityError
 from pitstop.planner import compat
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan
 from pitstop.sql.names import inside, safe_path
+from pitstop.stages import registry as kinds
+from pitstop.stages.base import StageSeed
 
 NATIVE = "from Spark's state files (native)"
 ROWS = "from the snapshot's rows"
@@ -57,6 +58,8 @@ class Restore:
                     "old_size_micros": s.old_size_micros,
                     "old_watermark_ms": s.old_watermark_ms,
                     "old_gap_micros": s.old_gap_micros,
+                    "schema": s.schema,
+                    "columns": s.columns,
                 }
                 for k, s in self.seeds.items()
             },
@@ -99,7 +102,7 @@ def plan_restore(
     :func:`native_reason` finds nothing against it (``fmt`` ``auto``); otherwise, or with ``fmt``
     ``canonical``, it is seeded from the snapshot's rows. Each verdict says which."""
     manifest = snapshot.manifest
-    old = {name: stage_from_json(s["plan"]) for name, s in manifest["stages"].items()}
+    old = kinds.manifest_stages(snapshot.name, manifest)
     verdicts = check_compatible(snapshot.name, old, plan, strict)
     root = Path(snapshot.path)
     sources, notes = resume_sources(manifest["sources"], plan, mappings)
@@ -108,13 +111,15 @@ def plan_restore(
     elsewhere = {s for s in plan.sources if sources.get(s) is not manifest["sources"].get(s)}
     seeds: dict[str, StageSeed] = {}
     native: dict[str, NativeCopy] = {}
-    branches = {b.stage.name: b for b in plan.branches if b.stage is not None}
+    branches = {s.name: b for b in plan.branches for s in b.stages}
     annotated: list[compat.StageVerdict] = []
     for v in verdicts:
         if v.outcome == compat.RESTORED:
             entry = manifest["stages"][v.stage]
             branch = branches[v.stage]
-            against = native_reason(entry, old[v.stage], branch, partitions, fmt)
+            new = plan.stage(v.stage)
+            assert new is not None
+            against = native_reason(entry, old[v.stage], new, branch, partitions, fmt)
             if against is None and branch.source in elsewhere:
                 against = f"source '{branch.source}' does not go on from the snapshot's position"
             if against is None:
@@ -123,11 +128,11 @@ def plan_restore(
                 native[v.stage] = NativeCopy(path, int(entry["batch_id"]), branch.index, bool(copy["seeded"]))
                 v = replace(v, how=NATIVE)
             else:
-                seeds[v.stage] = StageSeed(
-                    path=str(safe_path(root / "stages", "stage", v.stage)),
-                    old_size_micros=old[v.stage].window.size_micros,
-                    old_watermark_ms=int(entry["watermark_ms"]),
-                    old_gap_micros=old[v.stage].window.gap_micros,
+                seeds[v.stage] = kinds.kind_of(new).seed(
+                    old[v.stage],
+                    new,
+                    str(safe_path(root / "stages", "stage", v.stage)),
+                    int(entry["watermark_ms"]),
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
         annotated.append(v)
@@ -164,28 +169,26 @@ def resume_sources(
 
 
 def native_reason(
-    entry: dict[str, Any], old: AggregateStage, branch: Branch, partitions: int | None, fmt: str
+    entry: dict[str, Any],
+    old: AggregateStage,
+    new: AggregateStage,
+    branch: Branch,
+    partitions: int | None,
+    fmt: str,
 ) -> str | None:
     """Why a restored stage cannot start on the snapshot's native copy, or None if it can.
 
     Spark goes on from a copied checkpoint exactly as from its own after a restart, so the copy is
-    used only where that is the same as seeding the rows: the stage's window, keys and
-    accumulators unchanged (only stateless parts of the job may differ), the same source, the same
+    used only where that is the same as seeding the rows: the stage's stateful part unchanged, as
+    its kind judges (only stateless parts of the job may differ), the same source, the same
     number of state partitions and the same Spark version. Anything else is seeded from the rows,
     which handle resizes, new gaps and a new number of partitions."""
-    new = branch.stage
-    assert new is not None
     copy = entry.get("native")
     if fmt == "canonical":
         return "'restoreFormat' is 'canonical'"
     if not copy:
         return "the snapshot has no native copy of this stage"
-    if (old.window, old.keys, old.accumulators, old.functions) != (
-        new.window,
-        new.keys,
-        new.accumulators,
-        new.functions,
-    ):
+    if not kinds.kind_of(new).same_state(old, new):
         return "the stage changed"
     if copy["source"] != branch.source:
         return f"the stage read '{copy['source']}', it now reads '{branch.source}'"

@@ -1,0 +1,265 @@
+"""Aggregations in accumulator form (DESIGN.md section 3, point 2), planned from SQL.
+
+Every aggregate function is a list of typed accumulators with a merge function
+(:data:`pitstop.planner.plan.MERGE_FUNCTION`) and a finish expression: ``COUNT`` is a BIGINT
+summed; ``AVG(x)`` a sum and a count; ``MIN`` / ``MAX`` themselves. The accumulator schema is the
+state type of every aggregating stage kind, and what "the accumulator type must stay the same" is
+checked against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from pitstop.errors import PlanError
+from pitstop.planner.plan import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
+from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
+from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, sum_type
+
+WINDOW_COLUMNS = ("window_start", "window_end")
+SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
+
+
+def plan_aggregate(
+    select: exp.Select, window: WindowSpec, input_: Input, stage_name: str
+) -> tuple[AggregateStage, Layer, Projection]:
+    """A windowed aggregation in accumulator form: keys, accumulators, and the projection that
+    finishes them into the SELECT's columns (and its HAVING as the projection's filter)."""
+    src = input_.layer
+    group = select.args.get("group")
+    if group is None:
+        raise PlanError(
+            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, window_end, ..."
+        )
+    keys: list[KeyColumn] = []
+    key_nodes: dict[str, str] = {}  # sql of the group expression -> key column name
+    window_cols: set[str] = set()
+    for i, g in enumerate(group.expressions):
+        if isinstance(g, exp.Column) and g.name.lower() in WINDOW_COLUMNS:
+            window_cols.add(g.name.lower())
+            continue
+        check_columns(g, src)
+        name = g.name if isinstance(g, exp.Column) else f"__k{i}"
+        keys.append(KeyColumn(name, g.sql(SPARK), infer(g, src.table, src.columns)))
+        key_nodes[g.sql(SPARK)] = name
+    if window_cols != set(WINDOW_COLUMNS):
+        raise PlanError(f"stage '{stage_name}': GROUP BY must include both window_start and window_end")
+
+    accumulators: list[Accumulator] = []
+    finishes: dict[str, str] = {}  # sql of the aggregate call -> finish expression
+    functions: list[str] = []
+
+    def add(kind: str, typ: str, input_sql: str) -> str:
+        name = f"acc{len(accumulators)}"
+        accumulators.append(Accumulator(name, kind, typ, input_sql))
+        return name
+
+    for call in aggregate_calls(select):
+        text = call.sql(SPARK)
+        if text in finishes:
+            continue
+        functions.append(text)
+        finishes[text] = accumulate(call, src, add)
+
+    agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
+    agg_columns.update({k.name: k.type for k in keys})
+    agg_columns.update({a.name: a.type for a in accumulators})
+    agg_layer = Layer(stage_name.replace(".", "_"), agg_columns)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.AggFunc):
+            return parse_spark(finishes[node.sql(SPARK)])
+        if node.sql(SPARK) in key_nodes and not isinstance(node, exp.Alias):
+            return exp.column(key_nodes[node.sql(SPARK)], quoted=True)
+        return node
+
+    columns: list[OutputColumn] = []
+    for i, proj in enumerate(select.expressions):
+        if isinstance(proj, exp.Star):
+            raise PlanError(f"stage '{stage_name}': SELECT * cannot be aggregated; name the columns")
+        body = proj.this if isinstance(proj, exp.Alias) else proj
+        rewritten = body.copy().transform(rewrite)
+        for col in rewritten.find_all(exp.Column):
+            if col.name not in agg_columns and col.name.lower() not in WINDOW_COLUMNS:
+                raise PlanError(
+                    f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an aggregate"
+                )
+        columns.append(
+            OutputColumn(
+                output_name(proj, i),
+                rewritten.sql(SPARK),
+                infer(rewritten, agg_layer.table, agg_layer.columns),
+            )
+        )
+    unique_names(columns)
+    having_sql = None
+    having = select.args.get("having")
+    if having is not None:
+        having_sql = having.this.copy().transform(rewrite).sql(SPARK)
+    stage = AggregateStage(
+        name=stage_name,
+        window=window,
+        keys=tuple(keys),
+        accumulators=tuple(accumulators),
+        functions=tuple(functions),
+        watermark_delay_micros=input_.watermark.delay_micros if input_.watermark else 0,
+    )
+    out_layer = Layer(agg_layer.table, {c.name: c.type for c in columns})
+    return stage, out_layer, Projection(having_sql, tuple(columns))
+
+
+def aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:
+    calls: list[exp.AggFunc] = []
+    nodes = list(select.expressions)
+    if select.args.get("having") is not None:
+        nodes.append(select.args["having"])
+    for node in nodes:
+        for call in node.find_all(exp.AggFunc):
+            if any(isinstance(a, exp.AggFunc) for a in call.find_all(exp.AggFunc) if a is not call):
+                raise PlanError(f"nested aggregates are not supported: {call.sql()}")
+            calls.append(call)
+    return calls
+
+
+def accumulate(call: exp.AggFunc, src: Layer, add: Callable[[str, str, str], str]) -> str:
+    """Declare the accumulators of one aggregate call; return its finish expression."""
+    text = call.sql(SPARK)
+    if isinstance(call, exp.Count):
+        arg = call.this
+        if isinstance(arg, exp.Distinct):
+            raise PlanError(
+                f"{text}: COUNT(DISTINCT ...) is not supported yet; supported: {SUPPORTED_AGGREGATES}. "
+                "To count distinct values, GROUP BY them in one job and count the sink's rows"
+            )
+        if arg is None or isinstance(arg, exp.Star):
+            return add("count", "BIGINT", "CAST(1 AS BIGINT)")
+        check_columns(arg, src)
+        return add("count", "BIGINT", f"CAST(CASE WHEN {arg.sql(SPARK)} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
+    if not isinstance(call, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
+        raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
+    arg = call.this
+    if isinstance(arg, exp.Distinct):
+        raise PlanError(
+            f"{text}: DISTINCT aggregates are not supported yet; supported: {SUPPORTED_AGGREGATES}"
+        )
+    check_columns(arg, src)
+    arg_sql = arg.sql(SPARK)
+    arg_type = infer(arg, src.table, src.columns)
+    if isinstance(call, (exp.Min, exp.Max)):
+        kind = "min" if isinstance(call, exp.Min) else "max"
+        return add(kind, arg_type, f"CAST({arg_sql} AS {arg_type})")
+    total = sum_type(arg_type)
+    if total is None:
+        raise PlanError(f"{text}: cannot sum a value of type {arg_type}")
+    s = add("sum", total, f"CAST({arg_sql} AS {total})")
+    if isinstance(call, exp.Sum):
+        return f"CAST({s} AS {total})"
+    c = add("count", "BIGINT", f"CAST(CASE WHEN {arg_sql} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
+    parts = decimal_parts(arg_type)
+    if parts is not None:
+        p, scale = parts
+        return f"CAST({s} / {c} AS DECIMAL({min(38, p + 4)},{min(38, scale + 4)}))"
+    return f"CAST({s} AS DOUBLE) / {c}"
+
+
+# -- evolution ------------------------------------------------------------------------------------
+_INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether a state column of type ``old`` casts to ``new`` without loss: a longer integer,
+    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale."""
+    if old == new:
+        return True
+    if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
+        return _INTEGRAL_ORDER.index(old) < _INTEGRAL_ORDER.index(new)
+    if (old, new) == ("FLOAT", "DOUBLE"):
+        return True
+    before, after = decimal_parts(old), decimal_parts(new)
+    return before is not None and after is not None and after[1] == before[1] and after[0] > before[0]
+
+
+def groups(stage: AggregateStage) -> list[tuple[str, tuple[Accumulator, ...]]]:
+    """Each aggregate call as written, with its accumulators (``AVG`` has two: sum and count), in
+    the order they were planned."""
+    out: list[tuple[str, tuple[Accumulator, ...]]] = []
+    rest = list(stage.accumulators)
+    for function in stage.functions:
+        count = 2 if isinstance(parse_spark(function), exp.Avg) else 1
+        out.append((function, tuple(rest[:count])))
+        rest = rest[count:]
+    assert not rest, stage.name
+    return out
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """How a restored stage's accumulators come from the snapshot's (DESIGN.md section 4).
+
+    An aggregate is matched by the call as written (``SUM(amount)``), wherever it stands, and its
+    state may widen, not narrow. One that is new at a place whose old call is gone takes that
+    call's state if their state types are the same (a changed function, e.g. ``MIN`` -> ``MAX``,
+    with a warning). The rest of the new calls start empty; the rest of the old ones are dropped."""
+
+    seed_columns: dict[str, str]  # new accumulator -> Spark SQL over a snapshot row (old names)
+    added: tuple[str, ...]  # calls whose state starts empty
+    removed: tuple[str, ...]  # calls whose state is dropped
+    widened: tuple[str, ...]  # "SUM(qty) BIGINT -> DECIMAL(20,0)"
+    changed: tuple[tuple[str, str], ...]  # (old call, new call) at one place, state carried over
+    refused: str | None  # why the state cannot be carried over
+
+    @property
+    def identity(self) -> bool:
+        """Every accumulator is carried over as it is, positionally."""
+        return not (self.added or self.removed or self.widened or self.refused) and all(
+            sql == name for name, sql in self.seed_columns.items()
+        )
+
+
+def evolve(old: AggregateStage, new: AggregateStage) -> Evolution:
+    old_groups, new_groups = groups(old), groups(new)
+    old_by_call = {f: accs for f, accs in old_groups}
+    new_calls = {f for f, _ in new_groups}
+    used: set[str] = set()
+    columns: dict[str, str] = {}
+    added: list[str] = []
+    widened: list[str] = []
+    changed: list[tuple[str, str]] = []
+    for i, (call, accs) in enumerate(new_groups):
+        source: str | None = call if call in old_by_call else None
+        if source is None and i < len(old_groups) and old_groups[i][0] not in new_calls:
+            if [a.type for a in old_groups[i][1]] == [a.type for a in accs]:
+                source = old_groups[i][0]  # a changed call at the same place, of the same types
+        if source is None or source in used:
+            added.append(call)
+            columns.update({a.name: f"CAST(NULL AS {a.type})" for a in accs})
+            continue
+        before = old_by_call[source]
+        old_types = ", ".join(a.type for a in before)
+        new_types = ", ".join(a.type for a in accs)
+        if len(before) != len(accs) or not all(
+            widens(b.type, a.type) for b, a in zip(before, accs, strict=False)
+        ):
+            what = call if source == call else f"{source} -> {call}"
+            return Evolution(
+                {},
+                (),
+                (),
+                (),
+                (),
+                f"the state of {what} changed type from ({old_types}) to ({new_types}), "
+                "which is not a widening (INT -> BIGINT, FLOAT -> DOUBLE, DECIMAL(p,s) -> DECIMAL(p',s) "
+                "with p' > p); keep the type, or give the stage a new name to start it empty",
+            )
+        used.add(source)
+        if source != call:
+            changed.append((source, call))
+        if old_types != new_types:
+            widened.append(f"{call} ({old_types}) -> ({new_types})")
+        for b, a in zip(before, accs, strict=True):
+            columns[a.name] = b.name if a.type == b.type else f"CAST({b.name} AS {a.type})"
+    removed = tuple(f for f, _ in old_groups if f not in used)
+    return Evolution(columns, tuple(added), removed, tuple(widened), tuple(changed), None)

@@ -1,0 +1,153 @@
+"""What a stateful stage kind declares, in one place (DESIGN.md section 6).
+
+A kind is one module of :mod:`pitstop.stages` holding one :class:`StageKind`; its docstring
+writes the kind's **state contract**: the rows a snapshot stores for a stage of the kind, and what
+a restored stage receives. The planner, export, restore, compatibility check and EXPLAIN /
+DESCRIBE ask the stage's kind (:mod:`pitstop.stages.registry`) and know nothing of any kind:
+
+=====================  ==========================================================================
+planning               :meth:`StageKind.plan`: the stage, its output layer and first projection,
+                       from the SELECT that reads the source
+state contract         :attr:`StageKind.format_version` and :meth:`StageKind.state_schema`: the
+                       row schema a snapshot stores, as Spark DDL
+reading state          :meth:`StageKind.read_state`: the stage's operator state at a committed
+                       batch, checked against the plan, as rows of the state schema
+restore, from rows     :meth:`StageKind.seed` (what a restored stage receives) and
+                       :meth:`StageKind.frame` (the running stage, fed its seed rows)
+restore, native        :meth:`StageKind.same_state`: the stateful part is unchanged, so Spark may
+                       go on from the snapshot's copy of the old checkpoint
+compatibility          :meth:`StageKind.compare`: restored, with warnings, or refused, and why
+EXPLAIN / DESCRIBE     :meth:`StageKind.describe`: the stage's shape, keys and state as text
+=====================  ==========================================================================
+
+A snapshot's manifest records each stage's ``kind`` and ``format_version``. A kind reads every
+format version it has ever written (:attr:`StageKind.reads_formats`); a manifest without them was
+written before kinds had modules, and its stages are window aggregates in format 1.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from sqlglot import exp
+
+    from pitstop.planner.plan import AggregateStage, Projection
+    from pitstop.planner.scope import Input, Layer
+
+
+@dataclass(frozen=True)
+class StageSeed:
+    """What a restored stage receives: its snapshot rows and the old job's window and watermark
+    (kept in the run's catalog row, so a resumed run seeds the same way)."""
+
+    path: str  # folder of Parquet files in the kind's state schema
+    old_size_micros: int
+    old_watermark_ms: int
+    old_gap_micros: int | None = None  # session windows
+    schema: str | None = None  # the rows' schema (DDL) when not the new stage's own
+    columns: dict[str, str] | None = None  # the new stage's accumulators as SQL over the old rows
+
+
+@dataclass(frozen=True)
+class Change:
+    """A kind's verdict on one stage from a snapshot to a new job: restored (with warnings) or
+    refused; ``reason`` says which change was found, in a sentence for EXPLAIN."""
+
+    refused: bool
+    reason: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StageText:
+    """What EXPLAIN's columns and DESCRIBE's lines say about a stage."""
+
+    shape: str  # e.g. TUMBLE(ts, 1 hour)
+    keys: str  # e.g. region STRING
+    state: str  # e.g. sum DECIMAL(22,2), count BIGINT for SUM(amount), COUNT(*)
+
+    def line(self) -> str:
+        return f"{self.shape} by {self.keys}: {self.state}"
+
+
+class StageKind(ABC):
+    """One kind of stateful stage. Subclasses are stateless singletons (``KIND`` in their module)."""
+
+    name: ClassVar[str]  # the plan's and the manifest's ``kind``, e.g. "tumble"
+    title: ClassVar[str]  # as SQL writes it, e.g. "TUMBLE"
+    family: ClassVar[str]  # kinds of one family name each other in messages, e.g. "window"
+    tvf: ClassVar[str | None] = None  # the table-valued function that plans it, e.g. "TUMBLE"
+    format_version: ClassVar[int] = 1  # of the rows and manifest entry this pitstop writes
+    reads_formats: ClassVar[frozenset[int]] = frozenset({1})  # every version it can restore
+    operators: ClassVar[int] = 1  # Spark stateful operators the stage runs as
+
+    # -- planning --------------------------------------------------------------------------------
+    @abstractmethod
+    def plan(
+        self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
+    ) -> tuple[AggregateStage, Layer, Projection]:
+        """The stage planned from ``select``, the layer of columns it outputs, and the projection
+        over that layer that the SELECT asks for."""
+
+    # -- state contract --------------------------------------------------------------------------
+    @abstractmethod
+    def state_schema(self, stage: AggregateStage) -> str:
+        """The rows a snapshot stores for ``stage``, as Spark DDL (the module docstring says
+        what each column holds)."""
+
+    @abstractmethod
+    def read_state(
+        self,
+        spark: SparkSession,
+        checkpoint: Path,
+        batch: int,
+        operator: int,
+        stage: AggregateStage,
+        job: str,
+    ) -> pa.Table:
+        """The stage's state at ``batch`` as rows of :meth:`state_schema`; PitstopError when the
+        operator's state does not have the shape the plan expects."""
+
+    # -- restore ---------------------------------------------------------------------------------
+    @abstractmethod
+    def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
+        """What ``new`` receives when restored from rows: ``old`` is the stage as the snapshot's
+        job planned it, ``watermark_ms`` the snapshot's watermark."""
+
+    @abstractmethod
+    def frame(
+        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+    ) -> DataFrame:
+        """The running stage over ``live`` rows (its input layer), fed ``seed`` when restored."""
+
+    @abstractmethod
+    def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
+        """Whether the stateful part is unchanged, so that Spark may go on from a copy of the old
+        checkpoint (stateless parts around it may differ)."""
+
+    # -- compatibility ---------------------------------------------------------------------------
+    @abstractmethod
+    def compare(self, old: AggregateStage, new: AggregateStage) -> Change:
+        """The verdict on restoring ``old``'s state into ``new``, both of this kind."""
+
+    # -- EXPLAIN / DESCRIBE ----------------------------------------------------------------------
+    @abstractmethod
+    def describe(self, stage: AggregateStage) -> StageText:
+        """The stage as EXPLAIN and DESCRIBE show it."""
+
+
+def state_arrow(kind: StageKind, stage: AggregateStage) -> pa.Schema:
+    """The kind's state schema as Arrow: what a snapshot's Parquet files of the stage hold."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from pitstop.connectors.files import arrow_schema
+
+    target = _parse_datatype_string(kind.state_schema(stage))
+    assert isinstance(target, StructType)
+    return arrow_schema(target)

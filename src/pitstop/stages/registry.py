@@ -1,0 +1,87 @@
+"""Every stateful stage kind pitstop knows, by name: the one list the planner, export, restore,
+compatibility check and EXPLAIN / DESCRIBE consult (:mod:`pitstop.stages.base` says what a kind
+declares)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pitstop.errors import CompatibilityError, PlanError
+from pitstop.planner.plan import AggregateStage, Branch, stage_from_json
+from pitstop.stages import hop, session, tumble
+from pitstop.stages.base import StageKind
+
+KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND)
+_BY_NAME = {k.name: k for k in KINDS}
+_BY_TVF = {k.tvf: k for k in KINDS if k.tvf is not None}
+
+
+def kind_named(name: str) -> StageKind:
+    """The kind of that name; PlanError for a kind this pitstop lacks (a plan or snapshot
+    written by a newer pitstop)."""
+    found = _BY_NAME.get(name)
+    if found is None:
+        raise PlanError(
+            f"stage kind '{name}' is unknown to this pitstop (known: {', '.join(_BY_NAME)}); "
+            "was it written by a newer version?"
+        )
+    return found
+
+
+def kind_of(stage: AggregateStage) -> StageKind:
+    return kind_named(stage.kind)
+
+
+def for_tvf(function: str) -> StageKind:
+    """The kind a table-valued function in FROM plans (``TUMBLE``, ``HOP``, ``SESSION``)."""
+    found = _BY_TVF.get(function.upper())
+    if found is None:
+        raise PlanError(f"{function.upper()}(...) plans no stage; known: {', '.join(_BY_TVF)}")
+    return found
+
+
+# -- snapshot manifests ----------------------------------------------------------------------------
+def manifest_entry(stage: AggregateStage) -> dict[str, Any]:
+    """What a manifest records of a stage's kind: its name and the format of its rows."""
+    kind = kind_of(stage)
+    return {"kind": kind.name, "format_version": kind.format_version}
+
+
+def entry_format(entry: dict[str, Any]) -> tuple[str, int]:
+    """A manifest stage entry's kind and format version. An entry without them was written before
+    kinds had modules: a window aggregate (its plan's window kind) in format 1."""
+    kind = entry.get("kind") or entry["plan"]["window"]["kind"]
+    return str(kind), int(entry.get("format_version", 1))
+
+
+def manifest_stages(snapshot: str, manifest: dict[str, Any]) -> dict[str, AggregateStage]:
+    """A snapshot's stages as their kinds read them; CompatibilityError naming the stage when a
+    stage's kind or format is one this pitstop cannot read."""
+    out: dict[str, AggregateStage] = {}
+    for name, entry in manifest["stages"].items():
+        kind_name, version = entry_format(entry)
+        try:
+            kind = kind_named(kind_name)
+        except PlanError as err:
+            raise CompatibilityError(f"snapshot '{snapshot}', stage '{name}': {err.message}") from None
+        if version not in kind.reads_formats:
+            readable = ", ".join(str(v) for v in sorted(kind.reads_formats))
+            raise CompatibilityError(
+                f"snapshot '{snapshot}', stage '{name}': its state is in format {version} of kind "
+                f"'{kind.name}', and this pitstop reads format(s) {readable}; restore it with a newer "
+                "pitstop, or give the stage a new name to start it empty"
+            )
+        out[name] = stage_from_json(entry["plan"])
+    return out
+
+
+def operator_ids(branch: Branch) -> dict[str, list[int]]:
+    """The Spark stateful operator ids of each stage of a branch. Spark numbers a query's stateful
+    operators from the end of its plan, so the stage nearest the sink has the lowest ids."""
+    out: dict[str, list[int]] = {}
+    next_id = 0
+    for stage in reversed(branch.stages):
+        count = kind_of(stage).operators
+        out[stage.name] = list(range(next_id, next_id + count))
+        next_id += count
+    return out

@@ -1,0 +1,76 @@
+"""``TUMBLE(TABLE t, DESCRIPTOR(ts), size)``: fixed windows that do not overlap.
+
+State contract, format 1 (:mod:`pitstop.stages.windowed`): one row per open window and key,
+``keys..., window_start, window_end, acc0..accN``.
+
+Restore from rows: a seed is stamped at its old window's start, so it lands in the new window
+that holds that start; a size changed to a multiple of the old one folds old windows into the new
+ones. A live event is late, as Spark would have found it in the old job, when its *old* window had
+closed at the snapshot's watermark (not when its own time is below the watermark).
+
+Compatibility: the size may change to a multiple of the old size; any other size is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from pitstop.planner.plan import WindowSpec
+from pitstop.sql.intervals import format_interval, interval_micros
+from pitstop.stages.base import Change, StageSeed
+from pitstop.stages.windowed import SAME, WindowKind, duration
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from sqlglot import exp
+
+    from pitstop.planner.plan import AggregateStage
+    from pitstop.planner.scope import Input
+
+
+class Tumble(WindowKind):
+    name: ClassVar[str] = "tumble"
+    title: ClassVar[str] = "TUMBLE"
+    tvf: ClassVar[str | None] = "TUMBLE"
+
+    def window_spec(self, tvf: exp.Expression, column: str, input_: Input) -> WindowSpec:
+        return WindowSpec(self.name, column, interval_micros(tvf.args["size"]))
+
+    def drop_late(self, pre: DataFrame, seed: StageSeed) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        wm_us = seed.old_watermark_ms * 1000
+        if wm_us <= 0:
+            return pre
+        size = seed.old_size_micros
+        return pre.filter(F.expr(f"unix_micros(__ts) - pmod(unix_micros(__ts), {size}) + {size} > {wm_us}"))
+
+    def seed_stamp(self, stage: AggregateStage) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.col("window_start")
+
+    def assign(self, stage: AggregateStage) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.window("__ts", duration(stage.window.size_micros))
+
+    def compare_window(self, old: WindowSpec, new: WindowSpec) -> Change:
+        old_size, new_size = old.size_micros, new.size_micros
+        if old_size == new_size:
+            return Change(False, SAME)
+        if new_size % old_size != 0:
+            return Change(
+                True,
+                f"tumbling window size changed from {format_interval(old_size)} to "
+                f"{format_interval(new_size)}, which is not a multiple of the old size; "
+                "use a multiple, or give the stage a new name to start it empty",
+            )
+        return Change(
+            False,
+            f"window size {format_interval(old_size)} -> {format_interval(new_size)}: "
+            "old windows fold into the new ones",
+        )
+
+
+KIND = Tumble()

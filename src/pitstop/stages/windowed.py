@@ -1,0 +1,375 @@
+"""What the window kinds (:mod:`~pitstop.stages.tumble`, :mod:`~pitstop.stages.hop`,
+:mod:`~pitstop.stages.session`) share: a windowed aggregation in accumulator form.
+
+State contract of every window kind, format 1: one row per open window and key::
+
+    keys..., window_start TIMESTAMP, window_end TIMESTAMP, acc0..accN
+
+named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
+:class:`~pitstop.planner.plan.Accumulator`). A restored stage receives these rows as seeds in its
+first micro-batch, merged into the windows they land in; each kind says where a seed lands and
+which live events are late (its own module).
+
+Compatibility, for every window kind (its own module adds the window's rules): the keys must
+stay (state is kept per group). Aggregates are matched by the call as written (``SUM(amount)``),
+wherever they stand; a call new at a place whose old call is gone takes that call's state when
+their state types are the same (``MIN`` -> ``MAX``, with a warning). A state column may widen
+(cast on restore: :func:`pitstop.stages.accumulators.widens`), not narrow; an added aggregate
+starts empty for the windows in flight at the cut (their rows are partial until they close); a
+removed one's state is dropped. Each is named in EXPLAIN.
+
+A running stage in accumulator form::
+
+    live rows -> (keys, __ts, acc0..accN)  --+
+    seeds (keys, stamped __ts, accs)       --+--> union -> watermark(__ts)
+        -> GROUP BY window(__ts), keys: merge accumulators -> window_start, window_end, keys, accs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pyarrow as pa
+
+from pitstop.errors import PitstopError, PlanError
+from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, KeyColumn, Projection, WindowSpec
+from pitstop.planner.scope import Input, Layer
+from pitstop.planner.types import decimal_parts
+from pitstop.sql.intervals import format_interval
+from pitstop.stages.accumulators import Evolution, evolve, plan_aggregate
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from sqlglot import exp
+
+
+class WindowKind(StageKind):
+    """A windowed aggregation; subclasses say how their windows are planned, assigned, seeded
+    and compared."""
+
+    family: ClassVar[str] = "window"
+
+    # -- planning --------------------------------------------------------------------------------
+    def plan(
+        self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
+    ) -> tuple[AggregateStage, Layer, Projection]:
+        assert tvf is not None
+        return plan_aggregate(
+            select, self.window_spec(tvf, window_column(tvf, input_), input_), input_, stage_name
+        )
+
+    def window_spec(self, tvf: exp.Expression, column: str, input_: Input) -> WindowSpec:
+        """The window the TVF asks for over ``column`` (checked: a TIMESTAMP with a watermark)."""
+        raise NotImplementedError
+
+    # -- state contract --------------------------------------------------------------------------
+    def state_schema(self, stage: AggregateStage) -> str:
+        cols = [f"`{k.name}` {k.type}" for k in stage.keys]
+        cols += ["window_start TIMESTAMP", "window_end TIMESTAMP"]
+        cols += [f"{a.name} {a.type}" for a in stage.accumulators]
+        return ", ".join(cols)
+
+    def state_layout(self, nkeys: int, accs: list[str]) -> tuple[list[str], list[str], str, slice]:
+        """How Spark's state rows hold the stage: the names to cast the ``key`` and ``value``
+        structs to (positionally), where the window struct is, and which value fields are the
+        accumulators' buffers. Tumbling and sliding windows: key = (window, keys...), value = the
+        buffers."""
+        keys = [f"__k{i}" for i in range(nkeys)]
+        return ["__window", *keys], accs, "k.__window", slice(0, None)
+
+    def read_state(
+        self,
+        spark: SparkSession,
+        checkpoint: Path,
+        batch: int,
+        operator: int,
+        stage: AggregateStage,
+        job: str,
+    ) -> pa.Table:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        state: DataFrame = (
+            spark.read.format("statestore")
+            .option("batchId", batch)
+            .option("operatorId", operator)
+            .load(str(checkpoint))
+        )
+        key_t = state.schema["key"].dataType
+        value_t = state.schema["value"].dataType
+        assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+        # Check the shape: the key holds the window and the keys, the value the buffers.
+        expected = expected_buffer(stage)
+        accs = [n for n, _ in expected]
+        key_names, value_names, window, buffers = self.state_layout(len(stage.keys), accs)
+        got = [f.dataType.simpleString() for f in value_t.fields[buffers]]
+        if len(key_t.fields) != len(key_names) or got != [t for _, t in expected]:
+            raise PitstopError(
+                f"job '{job}', stage '{stage.name}': the state in the checkpoint has key "
+                f"{key_t.simpleString()} and value {value_t.simpleString()}, not the shape the plan expects "
+                f"({', '.join(t for _, t in expected)}); the snapshot was not written"
+            )
+        flat = state.select(
+            F.col("key").cast(_renamed(key_t, key_names)).alias("k"),
+            F.col("value").cast(_renamed(value_t, value_names)).alias("v"),
+        )
+        columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
+        columns += [
+            F.col(f"{window}.start").alias("window_start"),
+            F.col(f"{window}.end").alias("window_end"),
+        ]
+        columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
+        return flat.select(*columns).toArrow().cast(state_arrow(self, stage))
+
+    # -- restore ---------------------------------------------------------------------------------
+    def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
+        evolution = evolve(old, new)
+        evolved = not evolution.identity
+        return StageSeed(
+            path=path,
+            old_size_micros=old.window.size_micros,
+            old_watermark_ms=watermark_ms,
+            old_gap_micros=old.window.gap_micros,
+            schema=self.state_schema(old) if evolved else None,
+            columns=evolution.seed_columns if evolved else None,
+        )
+
+    def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
+        return (old.window, old.keys, old.accumulators, old.functions) == (
+            new.window,
+            new.keys,
+            new.accumulators,
+            new.functions,
+        )
+
+    def frame(
+        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+    ) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        keys = key_columns(stage)
+        pre = live_rows(live, stage)
+        if seed is not None:
+            pre = self.drop_late(pre, seed)
+            seeds = seed_rows(spark, self, stage, seed).select(
+                *keys,
+                self.seed_stamp(stage).alias("__ts"),
+                *[F.col(a.name).cast(a.type) for a in stage.accumulators],
+                F.lit(True).alias("__seed"),
+            )
+            pre = pre.unionByName(seeds)
+        pre = pre.withWatermark("__ts", delay(stage))
+        rows = pre.select(
+            self.assign(stage).alias("window"),
+            *keys,
+            *[F.col(a.name) for a in stage.accumulators],
+            "__seed",
+            "__ts",
+        )
+        if seed is not None:
+            rows = self.keep_assigned(rows, seed)
+        return merged(rows.groupBy("window", *keys), stage)
+
+    def drop_late(self, pre: DataFrame, seed: StageSeed) -> DataFrame:
+        """Live rows without those the old job would have dropped as late (before assignment)."""
+        return pre
+
+    def seed_stamp(self, stage: AggregateStage) -> Column:
+        """The event time a seed row is stamped with, so that it lands in its window."""
+        raise NotImplementedError
+
+    def assign(self, stage: AggregateStage) -> Column:
+        """The window column each row is assigned to."""
+        raise NotImplementedError
+
+    def keep_assigned(self, rows: DataFrame, seed: StageSeed) -> DataFrame:
+        """Assigned rows without late ones and without a seed's copies in other windows."""
+        return rows
+
+    # -- compatibility ---------------------------------------------------------------------------
+    def compare(self, old: AggregateStage, new: AggregateStage) -> Change:
+        old_keys = [_key(k) for k in old.keys]
+        new_keys = [_key(k) for k in new.keys]
+        if old_keys != new_keys:
+            return Change(
+                True,
+                f"group-by keys changed from {_cols(old_keys)} to "
+                f"{_cols(new_keys)}; keep the keys or give the stage a new name (state is kept per "
+                "group, and a group of other keys cannot be split or merged out of it)",
+            )
+        evolution = evolve(old, new)
+        if evolution.refused is not None:
+            return Change(True, evolution.refused)
+        change = self.compare_window(old.window, new.window)
+        if change.refused:
+            return change
+        return _evolved(change, evolution, old, new)
+
+    def compare_window(self, old: WindowSpec, new: WindowSpec) -> Change:
+        """The verdict on the window alone (keys and accumulators are the same)."""
+        raise NotImplementedError
+
+    # -- EXPLAIN / DESCRIBE ----------------------------------------------------------------------
+    def describe(self, stage: AggregateStage) -> StageText:
+        accs = ", ".join(f"{a.kind} {a.type}" for a in stage.accumulators)
+        return StageText(
+            self.window_text(stage.window),
+            ", ".join(f"{k.name} {k.type}" for k in stage.keys) or "(none)",
+            f"{accs} for {', '.join(stage.functions)}",
+        )
+
+    def window_text(self, window: WindowSpec) -> str:
+        return f"{self.title}({window.time_column}, {format_interval(window.size_micros)})"
+
+
+SAME = "same window, keys and accumulators"
+
+
+def window_column(tvf: exp.Expression, input_: Input) -> str:
+    """The TVF's DESCRIPTOR column as the input spells it: a TIMESTAMP with a watermark."""
+    time_col = tvf.args["descriptor"].name
+    source, src = input_.source, input_.layer
+    col = next((n for n in src.columns if n.lower() == time_col.lower()), None)
+    if col is None:
+        raise PlanError(
+            f"DESCRIPTOR({time_col}): mapping '{source.name}' has no column '{time_col}'; known "
+            f"columns: {', '.join(src.columns)}"
+        )
+    if src.columns[col] != "TIMESTAMP":
+        raise PlanError(
+            f"DESCRIPTOR({time_col}): column '{col}' of mapping '{source.name}' is "
+            f"{src.columns[col]}; a window needs a TIMESTAMP column"
+        )
+    watermark = input_.watermark
+    if watermark is None or watermark.column.lower() != col.lower():
+        raise PlanError(
+            f"mapping '{source.name}' has no watermark on '{col}', so its windows would never "
+            f"close: declare it in the mapping, e.g. CREATE OR REPLACE MAPPING {source.name} "
+            f"(..., WATERMARK FOR {col} AS {col} - INTERVAL '5' SECOND) ..., or read "
+            f"TABLE(IMPOSE_ORDER(TABLE {source.name}, DESCRIPTOR({col}), INTERVAL '5' SECOND))"
+        )
+    return col
+
+
+# -- running ---------------------------------------------------------------------------------------
+def duration(micros: int) -> str:
+    if micros % 1_000_000 == 0:
+        return f"{micros // 1_000_000} seconds"
+    if micros % 1000 == 0:
+        return f"{micros // 1000} milliseconds"
+    return f"{micros} microseconds"
+
+
+def delay(stage: AggregateStage) -> str:
+    return duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
+
+
+def key_columns(stage: AggregateStage) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [F.col(f"`{k.name}`") for k in stage.keys]
+
+
+def live_rows(live: DataFrame, stage: AggregateStage) -> DataFrame:
+    """Each live row as the stage's keys, its event time ``__ts`` and its accumulators' inputs."""
+    from pyspark.sql import functions as F
+
+    return live.select(
+        *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
+        F.col(f"`{stage.window.time_column}`").alias("__ts"),
+        *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
+        F.lit(False).alias("__seed"),
+    )
+
+
+def seed_rows(spark: SparkSession, kind: StageKind, stage: AggregateStage, seed: StageSeed) -> DataFrame:
+    """The snapshot's rows as a stream (all of them in the first micro-batch: no read limit), with
+    the stage's accumulators: an evolved stage's come from the old ones (cast, or empty)."""
+    from pyspark.sql import functions as F
+
+    rows = spark.readStream.schema(seed.schema or kind.state_schema(stage)).parquet(seed.path)
+    if seed.columns is None:
+        return rows
+    return rows.select(
+        *key_columns(stage),
+        "window_start",
+        "window_end",
+        *[F.expr(sql).alias(name) for name, sql in seed.columns.items()],
+    )
+
+
+def merged(grouped: Any, stage: AggregateStage) -> DataFrame:
+    """Accumulators merged per window and key, as the stage's output layer."""
+    from pyspark.sql import functions as F
+
+    keys = key_columns(stage)
+    out = grouped.agg(
+        *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
+    )
+    return out.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *keys,
+        *[F.col(a.name) for a in stage.accumulators],
+    )
+
+
+# -- reading state ---------------------------------------------------------------------------------
+def expected_buffer(stage: AggregateStage) -> list[tuple[str, str]]:
+    """The state value fields Spark keeps for the stage's accumulators: (our name, Spark type)."""
+    fields: list[tuple[str, str]] = []
+    for a in stage.accumulators:
+        parts = decimal_parts(a.type)
+        if a.kind in ("sum", "count") and parts is not None:
+            fields.append((a.name, f"decimal({min(38, parts[0] + 10)},{parts[1]})"))
+            fields.append((f"{a.name}__empty", "boolean"))
+        else:
+            fields.append((a.name, {"INT": "int", "STRING": "string"}.get(a.type, a.type.lower())))
+    return fields
+
+
+def _renamed(struct: Any, names: list[str]) -> Any:
+    """``struct`` with its fields renamed positionally (a struct cast in Spark is positional)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(n, f.dataType, True) for n, f in zip(names, struct.fields, strict=True)])
+
+
+# -- compatibility ---------------------------------------------------------------------------------
+def _evolved(window: Change, evolution: Evolution, old: AggregateStage, new: AggregateStage) -> Change:
+    """The window's verdict with what becomes of the accumulators (DESIGN.md section 4)."""
+    changed = (
+        f"aggregates changed from {', '.join(old.functions)} to {', '.join(new.functions)} with "
+        "the same accumulator types; restored state was accumulated by the old functions"
+    )
+    if evolution.identity:  # the same accumulators, where a function may have changed in place
+        return Change(False, window.reason, window.warnings + ((changed,) if evolution.changed else ()))
+    reason = "same window and keys" if window.reason == SAME else window.reason
+    if evolution.widened:
+        reason += f"; widened, cast on restore: {', '.join(evolution.widened)}"
+    if evolution.removed:
+        reason += f"; removed, their state dropped: {', '.join(evolution.removed)}"
+    if evolution.added:
+        reason += f"; added: {', '.join(evolution.added)}"
+    warnings = list(window.warnings)
+    if evolution.changed:
+        warnings.append(changed)
+    if evolution.added:
+        verb = "starts" if len(evolution.added) == 1 else "start"
+        warnings.append(
+            f"{', '.join(evolution.added)} {verb} empty for the windows in flight at the cut: in their "
+            "rows, it holds only the events after the cut"
+        )
+    return Change(False, reason, tuple(warnings))
+
+
+def _key(key: KeyColumn) -> tuple[str, str]:
+    """What identifies a group-by key: its column name, or for a computed key (``__k<i>``, named
+    by position) its expression, so that ``upper(region)`` -> ``lower(region)`` is a change."""
+    return (key.sql if key.name.startswith("__k") else key.name, key.type)
+
+
+def _cols(cols: list[tuple[str, str]]) -> str:
+    return "(" + ", ".join(f"{n} {t}" for n, t in cols) + ")"
