@@ -349,7 +349,7 @@ def test_listings_read_from_the_catalog_change_with_every_commit(tmp_path: Path)
     # for them over and over): each write must be seen by the very next read.
     from datetime import datetime
 
-    from pitstop.catalog.rows import Job, Reject, Run
+    from pitstop.catalog.rows import Job, Mapping, Reject, Run
     from pitstop.catalog.store import Catalog
 
     catalog = Catalog(tmp_path / "catalog.duckdb")
@@ -371,5 +371,11 @@ def test_listings_read_from_the_catalog_change_with_every_commit(tmp_path: Path)
         assert [j.name for j in catalog.jobs()] == ["j"]
         catalog.delete_job("j")
         assert catalog.jobs() == []
+        catalog.put_mapping(Mapping("m", "file", (), None, {"path": "/in"}))
+        assert [(m.name, m.options) for m in catalog.mappings()] == [("m", {"path": "/in"})]
+        catalog.put_mapping(Mapping("m", "file", (), None, {"path": "/other"}), replace=True)
+        assert [(m.name, m.options) for m in catalog.mappings()] == [("m", {"path": "/other"})]
+        catalog.drop_mapping("m")
+        assert catalog.mappings() == []
     finally:
         catalog.close()

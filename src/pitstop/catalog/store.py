@@ -262,8 +262,11 @@ class Catalog:
         return None if row is None else Mapping.from_json(json.loads(row[0]))
 
     def mappings(self) -> list[Mapping]:
+        return list(self._cached("mappings", self._read_mappings))
+
+    def _read_mappings(self) -> tuple[Mapping, ...]:
         rows = self.cursor().execute("SELECT definition FROM pitstop.mappings ORDER BY name").fetchall()
-        return [Mapping.from_json(json.loads(r[0])) for r in rows]
+        return tuple(Mapping.from_json(json.loads(r[0])) for r in rows)
 
     def put_mapping(self, mapping: Mapping, replace: bool = False) -> None:
         with self.transaction() as tx:
