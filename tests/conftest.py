@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -108,3 +110,30 @@ def sink_windows(manager: Manager, table: str) -> dict[Window, tuple[Decimal, in
 
 def closed(windows: dict[Window, tuple[Decimal, int]], size: timedelta, watermark: datetime) -> dict:
     return {k: v for k, v in windows.items() if k[0] + size <= watermark}
+
+
+def process_group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def wait_until_gone(pgid: int, timeout_s: float = 60) -> None:
+    """Wait until every process of the group ``pgid`` has exited. A killed pitstop's JVM notices
+    its parent is gone (its stdin closes) and exits; a JVM that went on writing checkpoints after
+    its driver died would be a bug worth knowing about."""
+    deadline = time.monotonic() + timeout_s
+    while process_group(pgid):
+        if time.monotonic() > deadline:
+            left = process_group(pgid)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes {left} outlived their pitstop process by {timeout_s} s")
+        time.sleep(0.2)

@@ -43,6 +43,7 @@ from conftest import (
     run,
     settings,
     sink_windows,
+    wait_until_gone,
 )
 from pitstop import faults
 from pitstop.catalog.rows import Job, Run, Snapshot
@@ -254,34 +255,8 @@ def pitstop(home: Path, sql: str, **env: str) -> Done:
         out, err = proc.communicate(timeout=400)
     finally:
         ended = time.monotonic()
-        _wait_until_gone(proc.pid)
+        wait_until_gone(proc.pid)
     return Done(proc.returncode, out, err, ended - began, time.monotonic() - ended)
-
-
-def _group(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
-def _wait_until_gone(pgid: int, timeout_s: float = 60) -> None:
-    """A killed pitstop's JVM notices its parent is gone (its stdin closes) and exits; a JVM that
-    went on writing checkpoints after its driver died would be a bug worth knowing about."""
-    deadline = time.monotonic() + timeout_s
-    while _group(pgid):
-        if time.monotonic() > deadline:
-            left = _group(pgid)
-            for pid in left:
-                os.kill(pid, signal.SIGKILL)
-            raise AssertionError(f"processes {left} outlived their pitstop process by {timeout_s} s")
-        time.sleep(0.2)
 
 
 # -- the truth ------------------------------------------------------------------------------------
@@ -468,7 +443,7 @@ def test_a_full_disk_while_exporting_fails_the_statement_and_the_job_goes_on(tmp
         proc.stdin.close()
         assert proc.wait(timeout=300) == 1, err.read_text()[-3000:]  # three statements failed
     finally:
-        _wait_until_gone(proc.pid)
+        wait_until_gone(proc.pid)
     said = err.read_text()
     snapshots = home.resolve() / "snapshots"
     # The Parquet rows: the reason, naming the folder being written; the job not dropped.

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -25,7 +24,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run
+from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run, wait_until_gone
 from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.catalog.rows import Mapping
@@ -506,24 +505,3 @@ def test_kill_9_after_a_batch_commits_in_postgres_then_every_row_exactly_once(
     assert SECRET not in first.stderr + second.stdout + second.stderr
     batches = [b for (b,) in postgres.query(db, f"SELECT batch_id FROM {BOOKKEEPING} ORDER BY 1")]
     assert batches == list(range(len(batches)))  # one bookkeeping row per batch
-
-
-def wait_until_gone(pgid: int, timeout_s: float = 60) -> None:
-    """A killed pitstop's JVM notices its parent is gone and exits; wait for its whole group."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                alive.append(int(stat.parent.name))
-        if not alive:
-            return
-        if time.monotonic() > deadline:
-            for pid in alive:
-                os.kill(pid, signal.SIGKILL)
-            raise AssertionError(f"processes {alive} outlived their pitstop process by {timeout_s} s")
-        time.sleep(0.2)
