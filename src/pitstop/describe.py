@@ -8,6 +8,7 @@ from typing import Any
 
 from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
+from pitstop.engine.cluster import Placement
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.stages import registry as kinds
@@ -104,7 +105,9 @@ def describe_job(
     plan: JobPlan,
     rejects: list[RejectSummary] | None = None,
     lags: list[tuple[str, str]] | None = None,
+    placement: Placement | None = None,
 ) -> tuple[tuple[str, str], ...]:
+    """``placement``: where the job runs, when it runs in this process."""
     rows: list[tuple[str, str]] = [
         ("name", job.name),
         ("status", job.status + (f" ({job.detail})" if job.detail else "")),
@@ -113,6 +116,14 @@ def describe_job(
         ("run", f"{run.run_id} in {run.folder}"),
         ("options", ", ".join(f"{k}={v}" for k, v in sorted(job.options.items())) or "-"),
     ]
+    if placement is not None:
+        rows += [
+            ("runs on", placement.master),
+            ("executors", placement.executor_text()),
+            ("Spark UI", placement.ui_text()),
+        ]
+    else:
+        rows.append(("runs on", "- (not running in this process)"))
     for b in plan.branches:
         flow = f"{b.source} -> "
         for stage in b.stages:

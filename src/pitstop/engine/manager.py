@@ -11,6 +11,7 @@ they already hold).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import uuid
@@ -24,6 +25,8 @@ from pyspark.errors import PySparkException
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import rejects
+from pitstop.engine import cluster
+from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
@@ -80,6 +83,22 @@ class Manager:
                 threading.Thread(target=self._supervise, name="pitstop-supervisor", daemon=True).start()
             return self._spark
 
+    @property
+    def shuffle_partitions(self) -> int:
+        """Spark's shuffle partitions for new runs (also the sources' read parallelism):
+        ``PITSTOP_SHUFFLE_PARTITIONS``, else the cores; a cluster's are known once Spark has
+        connected to it (this starts Spark)."""
+        if self.settings.shuffle_partitions is not None:
+            return self.settings.shuffle_partitions
+        if self.settings.local:
+            return os.cpu_count() or 2
+        return int(self.spark().conf.get("spark.sql.shuffle.partitions") or 2)
+
+    def placement(self) -> Placement | None:
+        """Where this process's jobs run (master, executors, Spark's UI); None before Spark starts."""
+        spark = self._spark
+        return None if spark is None else cluster.placement(spark, self.settings)
+
     def _supervise(self) -> None:
         """Restart failed branches (and record jobs that keep failing) even when nobody waits."""
         while not self._closed.wait(SUPERVISE_S):
@@ -124,8 +143,15 @@ class Manager:
         start, seeds = seeds_from_json(run.restore)
         active = ActiveRun(job, run, plan, self._mappings_of(plan), Path(run.folder), start, seeds)
         spark = self.spark()
+        if not self.settings.local:
+            folders = {
+                m.name: Path(m.options["path"])
+                for name in plan.sources
+                if (m := active.mappings[name]).type == "file" and "path" in m.options
+            }
+            cluster.check_folders(spark, self.settings, job, folders)
         try:
-            active.start(spark, self.catalog, self.settings.trigger_ms, self.settings.shuffle_partitions)
+            active.start(spark, self.catalog, self.settings.trigger_ms, self.shuffle_partitions)
         except BaseException:
             active.stop()
             raise
