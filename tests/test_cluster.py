@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -169,7 +170,7 @@ def test_pit_stop_and_a_lost_worker_on_a_standalone_cluster(cluster: SparkCluste
     check_sinks(out, last=4000)
 
     # 3. pitstop serve --master resumes both jobs. Input arrives in steps; one worker is SIGKILLed
-    #    while a batch is in flight; the jobs go on on the other one with every row exactly once.
+    #    while one of its tasks runs; the jobs go on on the other one with every row exactly once.
     proc = subprocess.Popen(
         [sys.executable, "-m", "pitstop.cli", "serve", "--master", master, "--port", str(PG_PORT)],
         env=driver_env(home),
@@ -186,12 +187,17 @@ def test_pit_stop_and_a_lost_worker_on_a_standalone_cluster(cluster: SparkCluste
         url = f"postgresql://ops@127.0.0.1:{PG_PORT}/pitstop"
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("AWAIT JOB revenue")  # resumed from its checkpoints
-            checkpoint = latest_checkpoint(home)
-            before = batches(checkpoint, "offsets")
-            make_orders.write_orders(data, 4000, 5000, files=2, prefix="c")
-            wait_for(lambda: batches(checkpoint, "offsets") > before, "a batch of the new input")
-            cluster.kill_worker(0)  # a batch is planned, and perhaps running on it
-            make_orders.write_orders(data, 5000, 6000, files=2, prefix="d")
+            # Small files arrive one after another until a task runs on worker 0's executor.
+            executor = worker_executor(cluster, 0)
+            last = 4000
+            while not running_tasks(executor):
+                assert last < 8000, "no task ran on worker 0's executor for 4,000 orders"
+                make_orders.write_orders(data, last, last + 100, files=1, prefix="c")
+                last += 100
+                wait_for(lambda: running_tasks(executor), "a task on worker 0", timeout_s=1, fail=False)
+            cluster.kill_worker(0)
+            make_orders.write_orders(data, last, last + 1000, files=2, prefix="d")
+            last += 1000
             conn.execute("AWAIT JOB revenue TIMEOUT INTERVAL '600' SECOND")
             conn.execute("AWAIT JOB revenue_rows TIMEOUT INTERVAL '600' SECOND")
             jobs = conn.execute("SHOW JOBS").fetchall()
@@ -202,8 +208,8 @@ def test_pit_stop_and_a_lost_worker_on_a_standalone_cluster(cluster: SparkCluste
                     names = [d.name for d in cur.description or []]
                     rows += [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         assert {j[0]: j[1] for j in jobs} == {"revenue": "RUNNING", "revenue_rows": "RUNNING"}
-        assert all(j[7] == f"{master} (1 executor(s), 1 cores)" for j in jobs), jobs
-        check_sinks(rows, last=6000)
+        assert all(j[7] == f"{master} (1 executor(s), 1 core)" for j in jobs), jobs
+        check_sinks(rows, last=last)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(300) == 0
     finally:
@@ -226,23 +232,32 @@ def check_sinks(rows: list[dict[str, Any]], last: int) -> None:
     assert after_cut, "the test must close windows after the cut"
 
 
-def latest_checkpoint(home: Path) -> Path:
-    """The checkpoint of the revenue job's first branch (the newest run of 'revenue')."""
-    runs = sorted((home / "runs").glob("revenue-*"), key=lambda p: p.stat().st_mtime)
-    found = sorted(runs[-1].rglob("offsets"))
-    assert found, f"no checkpoint under {runs[-1]}"
-    return found[0].parent
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.load(resp)
 
 
-def batches(checkpoint: Path, log: str) -> int:
-    return max((int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit()), default=-1)
+def worker_executor(cluster: SparkCluster, i: int) -> str:
+    """The id of the executor pitstop's driver has on worker ``i`` (the worker's status page)."""
+    (executor,) = get_json(f"http://127.0.0.1:{cluster.port + 20 + i}/json/")["executors"]
+    return str(executor["id"])
 
 
-def wait_for(ready: Any, what: str, timeout_s: float = 300) -> None:
+def running_tasks(executor: str) -> int:
+    """Tasks running now on ``executor``, as the driver's monitoring API tells."""
+    ui = f"http://127.0.0.1:{UI_PORT}/api/v1/applications"
+    (app,) = get_json(ui)
+    listed = get_json(f"{ui}/{app['id']}/executors")
+    return sum(int(e["activeTasks"]) for e in listed if e["id"] == executor)
+
+
+def wait_for(ready: Any, what: str, timeout_s: float = 300, fail: bool = True) -> None:
     deadline = time.monotonic() + timeout_s
     while not ready():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:.0f} s"
-        time.sleep(0.05)  # Spark's offset log is a folder; there is no event to wait on
+        if time.monotonic() > deadline:
+            assert not fail, f"{what} did not happen within {timeout_s:.0f} s"
+            return
+        time.sleep(0.02)  # the driver's task list raises no event a test can wait on
 
 
 def test_a_cluster_whose_workers_lack_pitstop_is_refused_at_start(

@@ -87,14 +87,14 @@ class Placement:
     def where(self) -> str:
         """One line for SHOW JOBS."""
         if not self.executors and self.local_cores:
-            return f"{self.master} (in the pitstop process, {self.local_cores} cores)"
+            return f"{self.master} (in the pitstop process, {_cores(self.local_cores)})"
         cores = sum(e.cores for e in self.executors)
-        return f"{self.master} ({len(self.executors)} executor(s), {cores} cores)"
+        return f"{self.master} ({len(self.executors)} executor(s), {_cores(cores)})"
 
     def executor_text(self) -> str:
         if not self.executors:
             return "none: tasks run in the pitstop process" if self.local_cores else "none registered"
-        return ", ".join(f"{e.id} at {e.host_port} ({e.cores} cores)" for e in self.executors)
+        return ", ".join(f"{e.id} at {e.host_port} ({_cores(e.cores)})" for e in self.executors)
 
     def ui_text(self) -> str:
         return self.ui or "off (PITSTOP_SPARK_UI=on starts it in local mode)"
@@ -284,3 +284,7 @@ def probe(args_json: str) -> str:
     else:
         report["folders"] = {name: os.path.isdir(p) for name, p in paths.items()}
     return json.dumps(report)
+
+
+def _cores(n: int) -> str:
+    return f"{n} core" if n == 1 else f"{n} cores"
