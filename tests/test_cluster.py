@@ -27,7 +27,7 @@ import pytest
 from conftest import DELAY, EPOCH, ROOT, Window, batch_windows, closed, make_orders, revenue_select
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
-from spark_cluster import SparkCluster  # noqa: E402
+from spark_cluster import SparkCluster, can_hide  # noqa: E402
 
 pytestmark = [
     pytest.mark.cluster,
@@ -44,7 +44,10 @@ UI_PORT, PG_PORT = PORT + 40, PORT + 41  # the driver's web UI, pitstop serve
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    with SparkCluster(tmp_path_factory.mktemp("cluster"), PORT, workers=2, cores=1, memory="1g") as c:
+    """The cluster; its workers see ``hidden/`` empty where this machine allows it (can_hide)."""
+    base = tmp_path_factory.mktemp("cluster")
+    hide = base / "hidden" if can_hide() else None
+    with SparkCluster(base, PORT, workers=2, cores=1, memory="1g", hide=hide) as c:
         yield c
 
 
@@ -274,3 +277,26 @@ def test_a_cluster_whose_workers_lack_pitstop_is_refused_at_start(
     assert "the executors cannot import 'pitstop'" in done.stderr, done.stderr
     assert "install pitstop" in done.stderr
     assert "listening" not in done.stdout
+
+
+def test_a_home_the_workers_cannot_see_is_refused_at_start(cluster: SparkCluster, tmp_path: Path) -> None:
+    if cluster.hide is None:
+        pytest.skip("this machine does not let the workers run in a mount namespace of their own")
+    home = cluster.hide / "home"  # the driver's folder; the workers see an empty tmpfs there
+    out = subprocess.run(
+        [sys.executable, "-m", "pitstop.cli", "--master", cluster.master_url, "run", "-"],
+        input=f"""
+        CREATE MAPPING orders (order_id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{tmp_path}');
+        CREATE MAPPING n TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO n SELECT order_id, ts FROM orders;
+        """,
+        env=driver_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1
+    assert f"the home {home} is not the same folder on the executor on" in out.stderr, out.stderr
+    assert "put the home on a mount every worker sees at the same path" in out.stderr
+    assert "job 'j' started" not in out.stdout
+    assert not list((home / "runs").glob("*")), "nothing of the job may be left in the home"

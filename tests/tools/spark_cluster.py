@@ -25,6 +25,20 @@ from types import TracebackType
 from typing import Any
 
 START_TIMEOUT_S = 120.0
+HIDING = [
+    "unshare", "--mount", "--propagation", "private",
+    "sh", "-c", 'mount -t tmpfs pitstop-hidden "$0" && exec "$@"',
+]  # fmt: skip
+
+
+def can_hide() -> bool:
+    """Whether this machine lets a process mount a tmpfs in a mount namespace of its own (root,
+    or a container with CAP_SYS_ADMIN)."""
+    try:
+        done = subprocess.run([*HIDING, "/tmp", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def spark_home() -> Path:
@@ -35,8 +49,18 @@ def spark_home() -> Path:
 
 class SparkCluster:
     def __init__(
-        self, base: Path, port: int = 17077, workers: int = 2, cores: int = 1, memory: str = "1g"
+        self,
+        base: Path,
+        port: int = 17077,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        hide: Path | None = None,
     ) -> None:
+        """``hide``: a folder the workers (and their executors) see empty: each worker runs in a
+        mount namespace of its own with a tmpfs over it (:func:`can_hide` says whether this
+        machine allows that), as on a machine where a folder is not shared."""
+        self.hide = hide
         self.base = base
         self.port = port
         self.workers = workers
@@ -59,11 +83,14 @@ class SparkCluster:
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, args: list[str], hide: Path | None = None) -> subprocess.Popen[bytes]:
         folder = self.base / name
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / "process.log", "ab")  # noqa: SIM115 - the child holds it
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
+        if hide is not None:
+            hide.mkdir(parents=True, exist_ok=True)
+            cmd = [*HIDING, str(hide), *cmd]
         proc = subprocess.Popen(
             cmd, env=self._env(name), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -97,6 +124,7 @@ class SparkCluster:
                         "--work-dir", str(self.base / f"worker-{i}" / "work"),
                         self.master_url,
                     ],
+                    self.hide,
                 )  # fmt: skip
             self._wait(lambda s: s is not None and self.alive_workers(s) == self.workers, "the workers")
         except BaseException:

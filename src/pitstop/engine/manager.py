@@ -178,7 +178,11 @@ class Manager:
             restore = prepare_run_folder(folder, restore)
             crash_point("restore.prepared")
         run = Run(run_id, name, str(folder), plan.to_json(), self._restore_json(restore), now())
-        self.spark()
+        try:
+            self.spark()  # on a cluster, its checks may refuse it (engine/cluster.py)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         with self._lock:
             # The job's row first, then its queries: a process killed once a first batch has
             # written leaves a job that resumes from its checkpoint (its sink knows the run's
