@@ -467,12 +467,14 @@ class Executor:
         # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
         # over a hundred jobs stays a few milliseconds without Kafka).
         lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
-        place = self._placement()
+        jobs = self.catalog.jobs() if self.catalog is not None else []
+        # Where jobs run: asked of Spark (on a cluster, its monitoring API) only when one runs here.
+        place = self._placement() if any(self._runs_here(j) for j in jobs) else None
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
             + (j.detail, describe.lag_text(self._lags(j)) if lags else None)
             + ((place.where(), place.ui) if place is not None and self._runs_here(j) else (None, None))
-            for j in (self.catalog.jobs() if self.catalog is not None else [])
+            for j in jobs
         )
         columns: tuple[str, ...] = ("name", "status", "from_snapshot", "created", "rejects", "detail")
         columns += ("lag", "runs_on", "spark_ui")
