@@ -10,6 +10,7 @@ refused for an unreachable server and for a table that does not fit.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -77,6 +78,15 @@ def test_postgres_mapping_never_shows_its_password(
     stored = manager.catalog.get_mapping("out")
     assert stored is not None and SECRET not in stored.sql and "ana:***@" in stored.sql
     assert stored.options["dsn"] == url  # the sink still needs it
+    # ... but the catalog's tables do not hold it (a server's clients may SELECT them): it is in
+    # <home>/secrets.json, readable by its owner only, and goes with the mapping.
+    definitions = manager.catalog.cursor().execute("SELECT definition FROM pitstop.mappings").fetchall()
+    assert "ana:***@127.0.0.1" in str(definitions) and SECRET not in str(definitions)
+    kept = manager.home / "secrets.json"
+    assert SECRET in kept.read_text() and kept.stat().st_mode & 0o777 == 0o600
+    run(manager, "DROP MAPPING out;")
+    assert SECRET not in kept.read_text()
+    run(manager, f"CREATE MAPPING out TYPE Postgres OPTIONS ('dsn'='{url}', 'table'='public.rev');")
     for bad, said in (
         (f"postgresql://ana:{SECRET}@[::1:5/db", "not a PostgreSQL connection string"),
         (f"host=h port=x password={SECRET}", "port 'x'"),
@@ -90,6 +100,37 @@ def test_postgres_mapping_never_shows_its_password(
     with pytest.raises(PlanError, match="write 'name' or 'schema.name'"):
         run(manager, f"CREATE MAPPING bad TYPE Postgres OPTIONS ('dsn'='{url}', 'table'='a.b.c');")
     assert SECRET not in caplog.text
+
+
+def test_a_password_kept_in_the_catalog_by_an_older_pitstop_moves_out_when_the_home_opens(
+    tmp_path: Path,
+) -> None:
+    from conftest import settings
+    from pitstop.catalog.store import Catalog
+
+    url = f"postgresql://ana:{SECRET}@127.0.0.1:5/db"
+    old = Mapping("out", "postgres", (), None, {"dsn": url, "table": "rev", "sasl.password": SECRET})
+    home = settings(tmp_path / "home").home
+    home.mkdir(parents=True)
+    catalog = Catalog(home / "catalog.duckdb")
+    with catalog.transaction() as tx:  # what pitstop wrote before secrets moved out
+        tx.execute(
+            "INSERT INTO pitstop.mappings VALUES ('out', 'postgres', ?, ?)",
+            [json.dumps(old.to_json()), now()],
+        )
+    catalog.close()
+    catalog = Catalog(home / "catalog.duckdb")
+    try:
+        definitions = str(catalog.cursor().execute("SELECT definition FROM pitstop.mappings").fetchall())
+        assert SECRET not in definitions and "ana:***@" in definitions
+        assert catalog.get_mapping("out") == old and catalog.mappings() == [old]
+    finally:
+        catalog.close()
+    checking = Catalog(home / "catalog.duckdb", read_only=True)  # pitstop check reads them too
+    try:
+        assert checking.get_mapping("out") == old
+    finally:
+        checking.close()
 
 
 # -- the write protocol, without Spark --------------------------------------------------------------
