@@ -109,15 +109,18 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
     has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
     stage: AggregateStage | None = None
     if has_aggregates:
-        if tvf is None:
+        kind = kinds.for_tvf(None if tvf is None else str(tvf.args["kind"]))
+        if kind.updates and not registry.connector(sink.type).upserts:
             raise PlanError(
-                f"INSERT INTO {sink_name}: GROUP BY on a stream needs a window, so that results "
-                "can be emitted when it closes: read FROM TABLE(TUMBLE(TABLE "
-                f"{source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) and GROUP BY window_start, "
-                "window_end, ..."
+                f"INSERT INTO {sink_name}: GROUP BY on a stream without a window is a running "
+                "aggregate, whose rows change as input arrives, and mapping "
+                f"'{sink.name}' is of type {registry.display_name(sink.type)}, which only appends: "
+                "write it to a sink that replaces rows by key (a TYPE DuckDB or TYPE Postgres "
+                "mapping), or aggregate per window so that each row is final when it is written: "
+                f"FROM TABLE(TUMBLE(TABLE {source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+                "... GROUP BY window_start, window_end, ..."
             )
         stage_name = _stage_name(core, core_cte, sink.name)
-        kind = kinds.for_tvf(str(tvf.args["kind"]))
         stage, layer, first = kind.plan(core, tvf, src, stage_name)
     else:
         if tvf is not None:
@@ -132,7 +135,9 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
             raise PlanError("only one aggregation per INSERT is supported; aggregate in one SELECT")
         projection, layer = _projection(select, layer, where=_where(select, layer))
         layers.append(projection)
+    updates = stage is not None and kinds.kind_of(stage).updates
     return Branch(
+        upsert_keys=_upsert_keys(stage, layers, sink_name) if stage is not None and updates else (),
         index=index,
         sink=sink.name,
         source=source.name,
@@ -142,6 +147,29 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         pre_layers=src.pre_layers,
         sql=insert.sql(dialect=PitstopDialect),
     )
+
+
+def _upsert_keys(stage: AggregateStage, layers: list[Projection], sink: str) -> tuple[str, ...]:
+    """The sink columns that hold the stage's group keys, followed through the projections after
+    the stage; PlanError when the SELECT does not write one of them as it is (the sink replaces
+    rows by them)."""
+    out: list[str] = []
+    for key in stage.keys:
+        name = key.name
+        for layer in layers:
+            ref = f"`{name}`".lower()
+            found = next((c.name for c in layer.columns if c.sql.lower() in (ref, name.lower())), None)
+            if found is None:
+                shown = key.sql if key.name.startswith("__k") else key.name
+                raise PlanError(
+                    f"INSERT INTO {sink}: a running aggregate replaces its groups' rows in the sink by "
+                    f"their keys, so the SELECT must write each group key as a column of its own; "
+                    f"{shown} is not written as it is: add it to the SELECT (AS a name, if it is an "
+                    "expression)"
+                )
+            name = found
+        out.append(name)
+    return tuple(out)
 
 
 def _resolve_input(
