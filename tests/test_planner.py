@@ -240,9 +240,11 @@ def test_plan_survives_a_json_round_trip() -> None:
 
 
 # -- refusals --------------------------------------------------------------------------------------
-def test_group_by_without_a_window_is_refused_with_a_tumble_example() -> None:
-    message = refusal("INSERT INTO daily_revenue SELECT region, COUNT(*) AS n FROM orders GROUP BY region")
-    assert "GROUP BY on a stream needs a window" in message
+def test_group_by_without_a_window_into_an_appending_sink_is_refused_with_a_tumble_example() -> None:
+    message = refusal("INSERT INTO clicks SELECT region, COUNT(*) AS n FROM orders GROUP BY region")
+    assert "GROUP BY on a stream without a window is a running aggregate" in message
+    assert "mapping 'clicks' is of type File, which only appends" in message
+    assert "a TYPE DuckDB or TYPE Postgres mapping" in message
     assert "TUMBLE(TABLE orders, DESCRIPTOR(ts)" in message
 
 
