@@ -333,6 +333,10 @@ def test_running_totals_after_a_pit_stop_equal_a_batch_computation_and_rebuild_a
     at_cut = {r[0]: r for r in duck_rows(manager, "SELECT page, n, total FROM totals")}
     assert at_cut == kept(cut) and len(at_cut) < 20  # HAVING left some groups out
     run(manager, "DROP JOB running WITH SNAPSHOT running_v1;")
+    shown = dict(run(manager, "DESCRIBE SNAPSHOT running_v1")[0].rows)
+    assert shown["stage totals"].startswith(
+        f"{len(truth(0, cut))} rows (running, format 1); running (no window)"
+    )
 
     updated = (
         f"running OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT running_v1 AS {TOTALS.format(more=more)}"

@@ -154,8 +154,8 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
         rows.append(
             (
                 f"stage {name}",
-                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}; "
-                f"watermark {wm} UTC",
+                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}"
+                + (f"; watermark {wm} UTC" if stage.window is not None else ""),  # a running one has none
             )
         )
         native = entry.get("native")
