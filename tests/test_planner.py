@@ -269,9 +269,11 @@ def test_a_join_is_refused_with_what_to_do_instead() -> None:
     assert "join the sink tables afterwards" in message
 
 
-def test_select_distinct_is_refused_pointing_to_group_by() -> None:
-    message = refusal("INSERT INTO daily_revenue SELECT DISTINCT region FROM orders")
-    assert "SELECT DISTINCT is not supported" in message
+def test_select_distinct_above_the_select_that_reads_the_source_is_refused_pointing_to_it() -> None:
+    message = refusal(
+        "INSERT INTO daily_revenue WITH a AS (SELECT region FROM orders) SELECT DISTINCT region FROM a"
+    )
+    assert "SELECT DISTINCT deduplicates only in the SELECT that reads the source" in message
     assert "GROUP BY window_start, window_end" in message
 
 

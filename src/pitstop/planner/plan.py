@@ -54,6 +54,7 @@ class AggregateStage:
     functions: tuple[str, ...]  # the aggregate calls as written, e.g. ("SUM(amount)", "COUNT(*)")
     watermark_delay_micros: int
     stage_kind: str | None = None  # the kind of a stage without a window (e.g. "running")
+    time_column: str | None = None  # dedup: the event-time column whose watermark bounds the state
 
     @property
     def kind(self) -> str:
@@ -150,6 +151,7 @@ def stage_from_json(s: dict[str, Any]) -> AggregateStage:
         functions=tuple(s["functions"]),
         watermark_delay_micros=int(s["watermark_delay_micros"]),
         stage_kind=s.get("stage_kind"),
+        time_column=s.get("time_column"),
     )
 
 

@@ -8,12 +8,14 @@ from typing import Any
 
 from pitstop.errors import CompatibilityError, PlanError
 from pitstop.planner.plan import AggregateStage, Branch, stage_from_json
-from pitstop.stages import hop, running, session, tumble
+from pitstop.stages import dedup, hop, running, session, tumble
 from pitstop.stages.base import StageKind
 
-KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND, running.KIND)
+KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND, running.KIND, dedup.KIND)
 _BY_NAME = {k.name: k for k in KINDS}
-_BY_TVF = {k.tvf: k for k in KINDS}  # None: an aggregation whose FROM is no window function
+# The kinds an aggregation plans, by the FROM's table-valued function (None: no window function);
+# deduplication is planned from DISTINCT and ROW_NUMBER() (pitstop.planner.build).
+_BY_TVF = {k.tvf: k for k in (tumble.KIND, hop.KIND, session.KIND, running.KIND)}
 
 
 def kind_named(name: str) -> StageKind:
