@@ -92,6 +92,12 @@ def test_dedup_rules_across_an_update() -> None:
     assert (same.outcome, same.reason) == (compat.RESTORED, "same keys")
     rekeyed = verdict(firsts, FIRSTS.format(keys="order_id, region"))
     assert rekeyed.outcome == compat.REFUSED and "group-by keys changed" in rekeyed.reason
+    upper = "INSERT INTO daily_revenue SELECT DISTINCT upper(region) AS r FROM orders"
+    recomputed = verdict(upper, upper.replace("upper", "lower"))
+    assert recomputed.outcome == compat.REFUSED
+    assert recomputed.reason.startswith(
+        "the deduplicated columns changed from (UPPER(region)) to (LOWER(region))"
+    )
     distinct = "INSERT INTO daily_revenue SELECT /*+ STAGE(s) */ DISTINCT order_id FROM orders"
     numbered = firsts.replace("SELECT order_id, amount, ts FROM", "SELECT /*+ STAGE(s) */ order_id FROM")
     form = verdict(distinct, numbered)

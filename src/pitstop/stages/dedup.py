@@ -262,6 +262,13 @@ class Dedup(StageKind):
                 f"deduplication changed from {was} to {now}: the keys seen are kept for another time "
                 "(for ever, or until the watermark passes); keep the form or give the stage a new name",
             )
+        old_sql, new_sql = [k.sql for k in old.keys], [k.sql for k in new.keys]
+        if old_sql != new_sql:  # a DISTINCT column of the same name computed otherwise
+            return Change(
+                True,
+                f"the deduplicated columns changed from ({', '.join(old_sql)}) to ({', '.join(new_sql)}); "
+                "keep them or give the stage a new name (the keys seen are values of the old ones)",
+            )
         if old.watermark_delay_micros != new.watermark_delay_micros:
             return Change(
                 False,
