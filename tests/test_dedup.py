@@ -69,6 +69,10 @@ def test_distinct_and_row_number_plan_a_dedup_stage_with_its_keys_and_bound() ->
         (FIRSTS.format(keys="upper(region)"), "PARTITION BY UPPER(region) must name a column"),
         ("INSERT INTO daily_revenue SELECT RANK() OVER (ORDER BY ts) AS r FROM orders", "except Flink's"),
         (
+            "INSERT INTO daily_revenue SELECT DISTINCT region, RANK() OVER (ORDER BY ts) AS r FROM orders",
+            "OVER",
+        ),
+        (
             "INSERT INTO daily_revenue SELECT DISTINCT region, COUNT(*) AS n FROM orders GROUP BY region",
             "GROUP BY",
         ),

@@ -114,7 +114,10 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         numbered, first_outer = core, outer[0]
         outer = outer[1:]
     for select in [core, *outer]:
-        if select is not numbered and not (select is core and core.args.get("distinct")):
+        if select is core and core.args.get("distinct"):  # DISTINCT here deduplicates; the rest is checked
+            select = select.copy()
+            select.set("distinct", None)
+        if select is not numbered:
             _refuse_unsupported(select, sink_name)
     if numbered is not None:
         return _plan_numbered(
