@@ -25,6 +25,7 @@ Why a kept result is the right answer (each step is what makes the next one hold
    settings (the two macros ``pgc_user()`` and ``pgc_settings()`` a query may read) and the
    parameter values are part of the key.
 4. Only small results: the ones read whole before they are sent (fewer than ``FIRST_ROWS`` rows).
+   A text is judged (step 3) the second time it is run: an ad-hoc query sent once costs nothing.
 
 Anything this module cannot prove is run as before: the verdict errs towards running the query.
 """
@@ -87,6 +88,8 @@ class SharedResults:
     def __init__(self) -> None:
         self._kept: dict[tuple[Any, ...], Kept] = {}
         self._verdicts: dict[str, bool] = {}
+        self._seen: set[str] = set()
+        """Texts run once and not judged yet (judging costs about what running a small query does)."""
         self._consistent: frozenset[str] | None = None
         self._lock = threading.Lock()
         self.hits = 0
@@ -125,7 +128,15 @@ class SharedResults:
     ) -> None:
         """Keep a whole result read at ``generation`` (read before the query's transaction
         began), if its query depends on the database alone. ``cursor`` is idle (no open result)."""
-        if key is None or not self.cacheable(cursor, key[0]):
+        if key is None:
+            return
+        sql = key[0]
+        if sql not in self._verdicts and sql not in self._seen:  # maybe an ad-hoc query, sent once:
+            if len(self._seen) >= MAX_VERDICTS:  # judged when it comes again
+                self._seen.clear()
+            self._seen.add(sql)
+            return
+        if not self.cacheable(cursor, sql):
             return
         if len(self._kept) >= MAX_KEPT:
             self._kept.clear()
