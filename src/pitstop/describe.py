@@ -155,7 +155,7 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
             (
                 f"stage {name}",
                 f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}"
-                + (f"; watermark {wm} UTC" if stage.window is not None else ""),  # a running one has none
+                + (f"; watermark {wm} UTC" if stage.window or stage.time_column else ""),  # if it has one
             )
         )
         native = entry.get("native")
