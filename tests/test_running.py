@@ -418,3 +418,47 @@ def test_a_running_aggregate_reaches_the_postgres_upsert_with_its_before_images(
         assert table_at(current, history, (1, batch)) == kept(end), batch
     assert table_at(current, history, (1, -1)) == {}
     run(manager, "DROP JOB running;")
+
+
+@pytest.mark.spark
+def test_kill_9_after_an_upsert_commits_replays_nothing_into_the_table_or_its_before_images(
+    tmp_path: Path,
+) -> None:
+    """pitstop is killed right after batch 1's upsert commits in DuckDB, before Spark commits the
+    batch: the next process replays batch 1, which the bookkeeping skips, so no before-image is
+    taken twice (a second one would hold batch 1's own values as 'before') and the table ends as
+    a batch computation; the before-images still rebuild every batch."""
+    from pitstop.catalog.store import Catalog
+    from test_crash_matrix import pitstop
+
+    home = tmp_path / "home"
+    setup = CLICKS.format(limit=300) + "CREATE MAPPING totals TYPE DuckDB;"
+    job = f"CREATE JOB running AS {TOTALS.format(more='')}; AWAIT JOB running;"
+    done = pitstop(home, setup + job, PITSTOP_CRASH_AT="sink.after_commit:2")
+    assert done.returncode == -9 and "crash point sink.after_commit" in done.stderr, done.stderr[-2000:]
+    # Batch 1 is in the sink and not committed by Spark: the next process must replay it.
+    left = Catalog(home / "catalog.duckdb", read_only=True)
+    try:
+        assert [b for (b,) in left.query("SELECT batch_id FROM pitstop.sink_batches ORDER BY 1")[1]] == [0, 1]
+        job = left.get_job("running")
+        assert job is not None
+        ckpt = Path(left.get_run(job.run_id).folder) / "branches" / "0" / "checkpoint"
+    finally:
+        left.close()
+    assert (checkpoint.latest_commit(ckpt), checkpoint.latest_planned(ckpt)) == (0, 1)
+    done = pitstop(home, "AWAIT JOB running; DROP JOB running;")
+    assert done.returncode == 0, done.stderr[-2000:]
+    catalog = Catalog(home / "catalog.duckdb")
+    try:
+        _, rows = catalog.query("SELECT page, n, total FROM totals")
+        current = {r[0]: r for r in rows}
+        assert current == kept(300) and len(rows) == len(current)
+        _, rows = catalog.query('SELECT batch_id, absent, page, n, total FROM pitstop."totals__before"')
+        history = [((1, r[0]), r[1], r[2], r[2:]) for r in rows]
+        assert len({(at, key) for at, _, key, _ in history}) == len(history)  # none taken twice
+        _, batches = catalog.query("SELECT batch_id FROM pitstop.sink_batches ORDER BY 1")
+        assert [b for (b,) in batches] == [0, 1, 2]
+        for batch, end in {0: 100, 1: 200, 2: 300}.items():
+            assert table_at(current, history, (1, batch)) == kept(end), batch
+    finally:
+        catalog.close()
