@@ -183,6 +183,20 @@ def test_upsert_on_key_columns_replaces_rows_in_place(manager: Manager, postgres
         (0, True, "us", None, None),
         (1, False, "eu", Decimal("1.00"), 1),
     ]
+    # An updated job adds an aggregate: the table and its history gain the column.
+    wider = sink(manager, postgres, db, "agg.totals", keys=("window_start", "region"))
+    wider.prepare([*SCHEMA, ("top", "decimal(12,2)")])
+    wider.write(
+        rows((0, "us", "4.00", 2)).append_column("top", pa.array([Decimal("3.00")], pa.decimal128(12, 2))), 2
+    )
+    assert postgres.query(db, "SELECT region, orders, top FROM agg.totals ORDER BY 1") == [
+        ("eu", 3, None),
+        ("us", 2, Decimal("3.00")),
+    ]
+    assert postgres.query(
+        db, 'SELECT absent, region, orders, top FROM agg."totals__before" WHERE batch_id = 2'
+    ) == [(False, "us", 1, None)]
+    wider.interrupt()
     postgres.query(
         db, "CREATE TABLE agg.nokey (window_start timestamp, region text, revenue numeric, orders bigint)"
     )

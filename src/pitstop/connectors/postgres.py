@@ -315,12 +315,26 @@ class PostgresSink:
                 sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX), meta, target
             )
         )
-        rows = conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-            "AND NOT attisdropped ORDER BY attnum",
-            [target.as_string(conn)],
-        ).fetchall()
-        self.table_columns = [str(r[0]) for r in rows]
+        history = sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX)
+
+        def columns(table: Any) -> list[tuple[str, str]]:
+            rows = conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+                "%s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                [table.as_string(conn)],
+            ).fetchall()
+            return [(str(n), str(t)) for n, t in rows]
+
+        table = columns(target)
+        kept = {n for n, _ in columns(history)}
+        for name, kind in table:  # a column the table gained since the history was made
+            if name not in kept:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                        history, sql.Identifier(name), sql.SQL(kind)
+                    )
+                )
+        self.table_columns = [n for n, _ in table]
 
     def _check_columns(self, conn: psycopg.Connection[Any], regclass: str) -> None:
         rows = conn.execute(
@@ -333,6 +347,19 @@ class PostgresSink:
         }
         where = f"{self._about()}: the existing table"
         for name, kind in self.columns:
+            if name not in existing and self.keys:  # a running aggregate's table gains the column
+                from psycopg import sql
+
+                assert self.schema_name is not None
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                        sql.Identifier(self.schema_name, self.ref.name),
+                        sql.Identifier(name),
+                        sql.SQL(pg_type(kind) or ""),
+                    )
+                )
+                log.info("%s: column '%s' added (NULL in the rows written before)", self._about(), name)
+                existing[name] = (pg_type(kind) or "", False, False)
             if name not in existing:
                 raise PlanError(
                     f"{where} has no column '{name}' (it has {', '.join(existing) or 'none'}); alias the "
