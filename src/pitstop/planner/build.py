@@ -1,7 +1,9 @@
 """Turn a ``CREATE JOB`` body into a :class:`JobPlan` of named stages.
 
 Each ``INSERT`` is one branch: ``source -> [filter] -> [stateful stage] -> projections -> sink``.
-The stateful stage is planned by its kind (:mod:`pitstop.stages`), which the SELECT's FROM names.
+The stateful stage is planned by its kind (:mod:`pitstop.stages`): an aggregation's by the
+SELECT's FROM (a window function, or none: a running aggregate), deduplication's by ``SELECT
+DISTINCT`` or Flink's ``ROW_NUMBER() OVER (...) ... WHERE rn = 1`` pattern.
 Anything that a streaming job cannot run is refused here, before anything starts, with a message
 that says what to write instead.
 """
