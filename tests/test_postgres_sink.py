@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -370,8 +371,31 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
         AWAIT JOB rev;""",
     )
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
+    # PostgreSQL stops under the running job: the job waits, says so, and catches up once it is back.
+    postgres.stop()
+    try:
+        make_orders.write_orders(data, 800, 1000, files=1, step_seconds=STEP, prefix="while-down")
+        deadline = time.monotonic() + 120
+        while True:  # polled: SHOW JOBS is what a user looks at
+            [jobs] = run(manager, "SHOW JOBS;")
+            [(status, detail)] = [(r[1], r[5]) for r in jobs.rows if r[0] == "rev"]
+            if detail and "waiting for PostgreSQL" in detail:
+                break
+            assert time.monotonic() < deadline, f"SHOW JOBS never said the sink waits: {detail}"
+            time.sleep(0.2)
+        assert (
+            status == "RUNNING"
+            and f"sink 'revenue' waiting for PostgreSQL at 127.0.0.1:{postgres.port}" in detail
+        )
+        assert SECRET not in detail
+    finally:
+        postgres.start()
+    run(manager, "AWAIT JOB rev;")
+    assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
+    [jobs] = run(manager, "SHOW JOBS;")
+    assert [r[5] for r in jobs.rows if r[0] == "rev"] == [None]
     run(manager, "DROP JOB rev WITH SNAPSHOT rev_v1;")
-    make_orders.write_orders(data, 800, 1600, files=2, step_seconds=STEP, prefix="later")
+    make_orders.write_orders(data, 1000, 1600, files=2, step_seconds=STEP, prefix="later")
     explained = run(
         manager,
         f"""EXPLAIN CREATE JOB rev FROM SNAPSHOT rev_v1 AS BEGIN
@@ -390,8 +414,8 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
     )
     # Every 4-hour window exactly once across both runs, the one open at the cut included.
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
-    # The new hourly stage started empty at the snapshot's positions: order 800, at 20:00 exactly.
-    cut = EPOCH + timedelta(seconds=800 * STEP)
+    # The new hourly stage started empty at the snapshot's positions: order 1000, at 01:00 exactly.
+    cut = EPOCH + timedelta(seconds=1000 * STEP)
     hourly = duckdb_windows(data, 1, "amount > 10")
     assert pg_windows(postgres, db, "hourly") == {k: v for k, v in hourly.items() if k[0] >= cut}
     described = str([r.rows for r in run(manager, "DESCRIBE JOB rev; SHOW JOBS;")])

@@ -98,16 +98,24 @@ def lag_text(lags: list[tuple[str, str]]) -> str | None:
     return "; ".join(f"{src}: {text}" for src, text in lags) or None
 
 
+def detail_text(detail: str | None, waiting: str | None) -> str | None:
+    """SHOW JOBS's ``detail`` cell: what a running job's sinks wait for first, then the job's
+    own detail (why it failed, how it was resumed)."""
+    return "; ".join(t for t in (waiting, detail) if t) or None
+
+
 def describe_job(
     job: Job,
     run: Run,
     plan: JobPlan,
     rejects: list[RejectSummary] | None = None,
     lags: list[tuple[str, str]] | None = None,
+    waiting: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
+    detail = detail_text(job.detail, waiting)
     rows: list[tuple[str, str]] = [
         ("name", job.name),
-        ("status", job.status + (f" ({job.detail})" if job.detail else "")),
+        ("status", job.status + (f" ({detail})" if detail else "")),
         ("created", f"{job.created:%Y-%m-%d %H:%M:%S} UTC"),
         ("from snapshot", job.snapshot or "-"),
         ("run", f"{run.run_id} in {run.folder}"),
