@@ -204,8 +204,8 @@ def test_each_batch_is_written_once_with_its_bookkeeping_row(manager: Manager, p
 
 
 def test_upsert_on_key_columns_replaces_rows_in_place(manager: Manager, postgres: Postgres) -> None:  # noqa: F811
-    """The write path's upsert (key columns; for running aggregates, which the planner does not
-    plan yet): COPY into a temporary table, then INSERT ... ON CONFLICT (keys) DO UPDATE."""
+    """The write path's upsert (a running aggregate's group keys): COPY into a temporary table,
+    the before-images into the history table, then INSERT ... ON CONFLICT (keys) DO UPDATE."""
     db = postgres.database()
     postgres.query(db, "CREATE SCHEMA agg")
     out = sink(manager, postgres, db, "agg.totals", keys=("window_start", "region"))
@@ -218,6 +218,27 @@ def test_upsert_on_key_columns_replaces_rows_in_place(manager: Manager, postgres
         ("us", Decimal("2.00"), 1),
     ]
     assert postgres.query(db, f"SELECT count(*) FROM agg.{BOOKKEEPING}") == [(2,)]
+    assert postgres.query(
+        db, 'SELECT batch_id, absent, region, revenue, orders FROM agg."totals__before" ORDER BY 1, 3'
+    ) == [
+        (0, True, "eu", None, None),
+        (0, True, "us", None, None),
+        (1, False, "eu", Decimal("1.00"), 1),
+    ]
+    # An updated job adds an aggregate: the table and its history gain the column.
+    wider = sink(manager, postgres, db, "agg.totals", keys=("window_start", "region"))
+    wider.prepare([*SCHEMA, ("top", "decimal(12,2)")])
+    wider.write(
+        rows((0, "us", "4.00", 2)).append_column("top", pa.array([Decimal("3.00")], pa.decimal128(12, 2))), 2
+    )
+    assert postgres.query(db, "SELECT region, orders, top FROM agg.totals ORDER BY 1") == [
+        ("eu", 3, None),
+        ("us", 2, Decimal("3.00")),
+    ]
+    assert postgres.query(
+        db, 'SELECT absent, region, orders, top FROM agg."totals__before" WHERE batch_id = 2'
+    ) == [(False, "us", 1, None)]
+    wider.interrupt()
     postgres.query(
         db, "CREATE TABLE agg.nokey (window_start timestamp, region text, revenue numeric, orders bigint)"
     )

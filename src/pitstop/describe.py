@@ -125,7 +125,8 @@ def describe_job(
         flow = f"{b.source} -> "
         for stage in b.stages:
             flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
-        rows.append((f"branch {b.index + 1}", flow + b.sink))
+        upsert = f" (rows replaced by {', '.join(b.upsert_keys)})" if b.upsert_keys else ""
+        rows.append((f"branch {b.index + 1}", flow + b.sink + upsert))
     for src, text in lags or []:
         rows.append((f"lag of {src}", text))
     for summary in rejects or []:
@@ -161,8 +162,8 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
         rows.append(
             (
                 f"stage {name}",
-                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}; "
-                f"watermark {wm} UTC",
+                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}"
+                + (f"; watermark {wm} UTC" if stage.window or stage.time_column else ""),  # if it has one
             )
         )
         native = entry.get("native")
