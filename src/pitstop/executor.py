@@ -468,11 +468,15 @@ class Executor:
         # over a hundred jobs stays a few milliseconds without Kafka).
         lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
         jobs = self.catalog.jobs() if self.catalog is not None else []
+        waiting = self.manager.sinks_waiting() if self.manager is not None else {}
         # Where jobs run: asked of Spark (on a cluster, its monitoring API) only when one runs here.
         place = self._placement() if any(self._runs_here(j) for j in jobs) else None
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
-            + (j.detail, describe.lag_text(self._lags(j)) if lags else None)
+            + (
+                describe.detail_text(j.detail, waiting.get(j.name.lower())),
+                describe.lag_text(self._lags(j)) if lags else None,
+            )
             + ((place.where(), place.ui) if place is not None and self._runs_here(j) else (None, None))
             for j in jobs
         )
@@ -608,8 +612,9 @@ class Executor:
         run = self.catalog.get_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
         place = self._placement() if self._runs_here(job) else None
+        waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
         rows = describe.describe_job(
-            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), place
+            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), waiting, place
         )
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 

@@ -169,6 +169,8 @@ class ConsoleSink:
             return
         rows = _naive_utc(table).to_pylist()
         out = [f"-- {self.label}, batch {batch_id}: {len(rows)} row(s)"]
-        out += ["  " + ", ".join(f"{k}={v}" for k, v in r.items()) for r in rows]
+        for r in rows:  # a running aggregate's rows: a group no longer kept is shown as removed
+            removed = r.pop("__pitstop_keep", True) is False
+            out.append(("  removed: " if removed else "  ") + ", ".join(f"{k}={v}" for k, v in r.items()))
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()

@@ -187,7 +187,15 @@ class KafkaConnector(Connector):
                 )
         client_properties(options, {k: v for k, v in options.items() if "." in k}, check=True, where=mapping)
 
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
         from pitstop.connectors.kafka_sink import KafkaSink
 
         return KafkaSink(
