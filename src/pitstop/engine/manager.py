@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 600.0
 SUPERVISE_S = 1.0
+PLACEMENT_S = 2.0
 
 
 class Manager:
@@ -55,6 +57,7 @@ class Manager:
         self.runs: dict[str, ActiveRun] = {}
         self._spark: SparkSession | None = None
         self._lock = threading.RLock()
+        self._placement: tuple[float, Placement] | None = None
         self._closed = threading.Event()
         self.supervisor_problem: str | None = None  # the supervisor's last failure, until it recovers
         self.names = NameLocks()
@@ -95,9 +98,19 @@ class Manager:
         return int(self.spark().conf.get("spark.sql.shuffle.partitions") or 2)
 
     def placement(self) -> Placement | None:
-        """Where this process's jobs run (master, executors, Spark's UI); None before Spark starts."""
+        """Where this process's jobs run (master, executors, Spark's UI); None before Spark starts.
+
+        Kept for PLACEMENT_S: SHOW JOBS shows it, and a server's clients may list jobs hundreds of
+        times a second, while asking costs JVM calls (and, on a cluster, Spark's monitoring API)."""
         spark = self._spark
-        return None if spark is None else cluster.placement(spark, self.settings)
+        if spark is None:
+            return None
+        kept = self._placement
+        if kept is not None and time.monotonic() - kept[0] < PLACEMENT_S:
+            return kept[1]
+        place = cluster.placement(spark, self.settings)
+        self._placement = (time.monotonic(), place)
+        return place
 
     def _supervise(self) -> None:
         """Restart failed branches (and record jobs that keep failing) even when nobody waits."""
