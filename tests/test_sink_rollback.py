@@ -9,6 +9,7 @@ without it, EXPLAIN says how many windows will be written twice, and they are.
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
@@ -16,9 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import batch_windows, closed, make_orders, orders_mapping, revenue_select, run, sink_windows
+from conftest import (
+    batch_windows,
+    closed,
+    make_orders,
+    orders_mapping,
+    revenue_select,
+    run,
+    settings,
+    sink_windows,
+)
+from pitstop import faults
 from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
+from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)
 OLD_WHERE, NEW_WHERE = "WHERE amount >= 5", "WHERE amount >= 1"  # the fix: small orders count too
@@ -200,3 +212,65 @@ def test_restore_without_rollback_writes_again_exactly_the_windows_explain_names
     last = make_orders.EPOCH + timedelta(seconds=1199 * 90) - timedelta(minutes=5)
     distinct = {(s, r): (Decimal(v), int(c)) for s, r, v, c in rows}
     assert distinct == closed(batch_windows(everything, HOUR), HOUR, last)
+
+
+@pytest.mark.spark
+def test_kill_during_the_rollback_leaves_all_or_nothing(tmp_path: Path) -> None:
+    """kill -9 inside the rollback's transaction: nothing rolled back, no job; kill -9 right after
+    its commit: the next open finishes it (files to the trash) and the job runs on the sinks at
+    the cut."""
+    data, files, home = tmp_path / "orders", tmp_path / "revenue_files", tmp_path / "home"
+    make_orders.write_orders(data, 0, 600, files=1)
+    manager = Manager(settings(home))
+    try:
+        run(
+            manager,
+            orders_mapping(data)
+            + f"""
+            CREATE MAPPING revenue TYPE DuckDB;
+            CREATE MAPPING revenue_files TYPE File OPTIONS ('path'='{files}', 'format'='json');
+            CREATE JOB j AS {body(OLD_WHERE)};
+            AWAIT JOB j;
+            CREATE SNAPSHOT s1 FOR JOB j;
+        """,
+        )
+        at_cut, files_at_cut = hourly_rows(manager), sorted(p.name for p in files.iterdir())
+        make_orders.write_orders(data, 600, 1200, files=1)
+        run(manager, "AWAIT JOB j; DROP JOB j;")
+        before, files_before = hourly_rows(manager), sorted(p.name for p in files.iterdir())
+        assert len(before) > len(at_cut) and len(files_before) > len(files_at_cut)
+    finally:
+        manager.close()
+    create = f"CREATE JOB j FROM SNAPSHOT s1 OPTIONS ('sinkRollback'='true') AS {body(NEW_WHERE)};"
+
+    # Killed inside the transaction: after restart, nothing was rolled back and there is no job.
+    done = pitstop(home, create, **{faults.CRASH_ENV: "rollback.deleted"})
+    assert done.returncode == -signal.SIGKILL and "crash point rollback.deleted" in done.stderr
+    manager = Manager(settings(home))
+    try:
+        assert run(manager, "SHOW JOBS;")[0].rows == ()
+        assert hourly_rows(manager) == before
+        assert sorted(p.name for p in files.iterdir()) == files_before
+        assert not (home / "trash").exists() or not list((home / "trash").glob("*-rollback-*"))
+    finally:
+        manager.close()
+
+    # Killed right after the commit, before the files were moved: the next open finishes it, and
+    # the job runs from the cut.
+    done = pitstop(home, create, **{faults.CRASH_ENV: "rollback.committed"})
+    assert done.returncode == -signal.SIGKILL and "crash point rollback.committed" in done.stderr
+    manager = Manager(settings(home))
+    try:
+        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "STOPPED")]
+        assert hourly_rows(manager) == at_cut
+        assert sorted(p.name for p in files.iterdir()) == files_at_cut
+        [trash] = list((home / "trash").glob("*-rollback-*"))
+        assert sorted(p.name for p in (trash / "revenue_files").iterdir()) == sorted(
+            set(files_before) - set(files_at_cut)
+        )
+        run(manager, "AWAIT JOB j;")  # resumes the job (Spark starts here)
+        expected = reference(600, 1200)
+        assert hourly_rows(manager) == expected
+        assert file_rows(files) == expected
+    finally:
+        manager.close()
