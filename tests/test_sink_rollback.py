@@ -274,3 +274,26 @@ def test_kill_during_the_rollback_leaves_all_or_nothing(tmp_path: Path) -> None:
         assert file_rows(files) == expected
     finally:
         manager.close()
+
+
+def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_sees(manager: Manager) -> None:
+    """Without a broker: a Kafka sink's rollback plan is a refusal to delete, said in EXPLAIN's
+    words, which never blocks the restore (the other sinks are still rolled back)."""
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.rollback import Span, refuse_if_blocked
+    from pitstop.connectors.types.kafka import CONNECTOR
+    from pitstop.describe import rollback_rows
+    from pitstop.planner.plan import JobPlan
+
+    topic = Mapping("alerts", "kafka", (), None, {"bootstrap.servers": "127.0.0.1:1", "topic": "alerts"})
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, topic, (Span("j-1", 0, 4),), "j")
+    assert not plan.possible and not plan.anything
+    refuse_if_blocked("s1", (plan,), None)  # does not refuse
+    [row] = rollback_rows("s1", (plan,), True, JobPlan("j", ()), None)
+    said = (
+        "a Kafka topic cannot be rolled back (its records cannot be deleted): what run(s) j-1 wrote after "
+        "the cut stays in the topic, and the restored job writes those windows again, so a consumer reads "
+        "them twice; the headers pitstop.run and pitstop.batch tell the copies apart (keep the latest "
+        "run's record per key)"
+    )
+    assert row == (None, None, "alerts", None, None, None, None, "no rollback", said)

@@ -48,6 +48,9 @@ def rollback_rows(
     for p in plans:
         again = p.mapping.lower() in writes
         what = p.what()
+        if p.unknown:
+            rows.append(_sink_row(p.mapping, "refused" if enabled else "warning", p.note))
+            continue
         if not p.possible and not p.anything:
             if p.note and p.type_name != "Console":
                 rows.append(_sink_row(p.mapping, "no rollback", p.note))

@@ -290,7 +290,9 @@ class Connector:
         counts; an upsert sink restores each key's value at the cut here). PitstopError if the
         sink no longer holds what the plan counted: the transaction, and the job, are rolled back."""
 
-    def rollback_outside(self, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path) -> None:
+    def rollback_outside(
+        self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
+    ) -> None:
         """Roll the sink back outside the catalog, after the transaction that created the restored
         job and before its queries start (a File sink: files to ``trash``). Must be idempotent: a
         process killed half way leaves it to the next one, which calls it again."""

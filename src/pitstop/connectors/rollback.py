@@ -90,6 +90,7 @@ class SinkRollback:
     files: tuple[str, ...] = ()  # a File sink's files of batches after the cut
     others: tuple[tuple[str, int], ...] = ()  # (job, rows) of other jobs writing the sink: untouched
     possible: bool = True
+    unknown: bool = False  # what it holds could not be read (a server that does not answer)
     note: str = ""  # why it cannot be rolled back, or what happens instead
 
     @property
@@ -226,7 +227,7 @@ def refuse_if_blocked(snapshot: str, plans: tuple[SinkRollback, ...], running: s
             f"'{OPTION}'='true': job '{running}', which snapshot '{snapshot}' was taken of, still runs and "
             f"writes its sinks; DROP JOB {running} first. Nothing was started"
         )
-    blocked = [p for p in plans if not p.possible and p.anything]
+    blocked = [p for p in plans if not p.possible and (p.anything or p.unknown)]
     if blocked:
         said = "; ".join(f"sink '{p.mapping}': {p.note}" for p in blocked)
         raise PitstopError(
@@ -248,7 +249,7 @@ def finish(catalog: Catalog, home: Path, run: Run) -> None:
         mapping = catalog.get_mapping(plan.mapping)
         if mapping is None:
             continue
-        registry.connector(mapping.type).rollback_outside(home, mapping, plan, trash)
+        registry.connector(mapping.type).rollback_outside(catalog, home, mapping, plan, trash)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / DONE).write_text("the sink rollback of this run is done\n")
     log.info("job '%s': the sinks are rolled back to snapshot '%s'", run.job, run.restore.get("snapshot"))  # type: ignore[union-attr]

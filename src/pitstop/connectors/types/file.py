@@ -145,7 +145,9 @@ class FileConnector(Connector):
             others=tuple(sorted(others.items())),
         )
 
-    def rollback_outside(self, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path) -> None:
+    def rollback_outside(
+        self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
+    ) -> None:
         folder = Path(mapping.options["path"])
         into = trash / mapping.name
         for name in plan.files:
