@@ -28,6 +28,7 @@ from conftest import (
     sink_windows,
 )
 from pitstop import faults
+from pitstop.connectors.rollback import refuse_if_blocked
 from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
 from test_crash_matrix import pitstop
@@ -297,3 +298,33 @@ def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_see
         "run's record per key)"
     )
     assert row == (None, None, "alerts", None, None, None, None, "no rollback", said)
+
+
+def test_rows_written_without_row_hashes_refuse_the_rollback_naming_the_sink(manager: Manager) -> None:
+    """Batches an older pitstop wrote (bookkeeping rows, no row hashes) cannot be found row by
+    row: the rollback is refused, naming the sink and why, and nothing is done."""
+    from pitstop.catalog.rows import Mapping
+    from pitstop.catalog.store import now
+    from pitstop.connectors.rollback import Span
+    from pitstop.connectors.types.duckdb import CONNECTOR
+    from pitstop.errors import PitstopError
+
+    with manager.catalog.transaction() as tx:
+        tx.execute("CREATE TABLE main.old_sink (x INTEGER)")
+        tx.execute("INSERT INTO main.old_sink VALUES (1), (2), (3)")
+        for batch, rows in ((0, 1), (1, 2)):
+            tx.execute(
+                "INSERT INTO pitstop.sink_batches VALUES ('j', 'j-0', 0, ?, ?, ?)", [batch, rows, now()]
+            )
+    sink = Mapping("old_sink", "duckdb", (), None, {})
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, sink, (Span("j-0", 0, 0),), "j")
+    assert (plan.possible, plan.rows, plan.what()) == (False, 2, "2 rows")
+    with pytest.raises(PitstopError) as refused:
+        refuse_if_blocked("s1", (plan,), None)
+    assert str(refused.value) == (
+        "'sinkRollback'='true' cannot roll back every sink to snapshot 's1': sink 'old_sink': 2 of the rows "
+        "written after the cut were written by a pitstop that kept no row hashes (pitstop.sink_rows), so "
+        "they cannot be found. Nothing was started; without 'sinkRollback' the restored job writes again "
+        "what was written after the cut"
+    )
+    assert manager.catalog.query("SELECT count(*) FROM old_sink")[1] == [(3,)]

@@ -32,7 +32,12 @@ def _sink_row(sink: str, outcome: str, reason: str) -> tuple[Any, ...]:
 
 
 def rollback_rows(
-    snapshot: str, plans: tuple[SinkRollback, ...], enabled: bool, new: JobPlan, running: str | None
+    snapshot: str,
+    plans: tuple[SinkRollback, ...],
+    enabled: bool,
+    new: JobPlan,
+    running: str | None,
+    past: int | None = None,
 ) -> tuple[tuple[Any, ...], ...]:
     """EXPLAIN's rows about each sink the snapshot's job wrote after the cut: what
     ``'sinkRollback'='true'`` removes (outcome ``rollback``), or, without it, that the restored job
@@ -52,8 +57,11 @@ def rollback_rows(
             rows.append(_sink_row(p.mapping, "refused" if enabled else "warning", p.note))
             continue
         if not p.possible and not p.anything:
-            if p.note and p.type_name != "Console":
-                rows.append(_sink_row(p.mapping, "no rollback", p.note))
+            # A sink that cannot tell what it holds (Kafka): said when it matters, i.e. with the
+            # option, or when the job ran past the snapshot (``past`` batches).
+            if p.note and p.type_name != "Console" and (enabled or (past or 0) > 0):
+                ran = f"job ran {past:,} batch(es) past snapshot '{snapshot}'; " if past else ""
+                rows.append(_sink_row(p.mapping, "no rollback" if enabled else "warning", ran + p.note))
             continue
         if not p.possible:
             rows.append(

@@ -15,7 +15,14 @@ from pitstop import describe
 from pitstop.catalog.rows import ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
-from pitstop.connectors.rollback import SinkRollback, cut_of, cut_text, plan_rollback, refuse_if_blocked
+from pitstop.connectors.rollback import (
+    SinkRollback,
+    batches_past,
+    cut_of,
+    cut_text,
+    plan_rollback,
+    refuse_if_blocked,
+)
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -421,6 +428,8 @@ class Executor:
         for r in rollback:
             if r.anything:
                 lines.append(f"  sink '{r.mapping}' rolled back to the cut: {describe.rollback_done(r)}")
+            elif not r.possible and r.note and r.type_name != "Console":
+                lines.append(f"  sink '{r.mapping}' not rolled back: {r.note}")
         for key in options:
             if key not in ACTED_ON_OPTIONS:
                 lines.append(f"  option '{key}': {JOB_OPTIONS[key]}")
@@ -556,8 +565,14 @@ class Executor:
         """Whether a snapshot is its job's latest cut (read where a manager owns the home)."""
         if self.manager is None or self.catalog is None:
             return None
-        snap = self.catalog.get_snapshot(name)
-        return None if snap is None else cut_text(self.catalog, snap)
+        catalog = self.catalog
+
+        def read() -> str | None:
+            snap = catalog.get_snapshot(name)
+            return None if snap is None else cut_text(catalog, snap)
+
+        # Many clients may list the snapshots at once (a server): read once a second at most.
+        return str(catalog.cached_for(f"cut:{name.lower()}", read, 1.0) or "") or None
 
     def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -674,7 +689,10 @@ class Executor:
             if isinstance(snap, Snapshot) and self.manager is not None:
                 rolls = options.get("sinkRollback", "false").lower() == "true"
                 running = self._still_running(snap) if rolls else None
-                sinks = describe.rollback_rows(snap.name, self._rollback_plan(snap), rolls, plan, running)
+                past = batches_past(self.catalog, snap) if self.catalog is not None else None
+                sinks = describe.rollback_rows(
+                    snap.name, self._rollback_plan(snap), rolls, plan, running, past
+                )
         rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes) + sinks
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""

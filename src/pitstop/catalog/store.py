@@ -96,6 +96,10 @@ _MIGRATIONS: dict[int, list[str]] = {
         """CREATE TABLE IF NOT EXISTS pitstop.sink_rows (
             run_id VARCHAR NOT NULL, branch INTEGER NOT NULL, batch_id BIGINT NOT NULL,
             row_hash UBIGINT NOT NULL)""",
+        # The last batch each branch of a run committed, recorded when its folder (and checkpoints)
+        # goes: how far a job ran past a snapshot (SHOW SNAPSHOTS) whatever its sinks are.
+        """CREATE TABLE IF NOT EXISTS pitstop.run_ends (
+            run_id VARCHAR PRIMARY KEY, batches JSON NOT NULL, ended TIMESTAMP NOT NULL)""",
         "COMMENT ON TABLE pitstop.sink_rows IS 'per row a DuckDB sink wrote: its run, branch, batch and "
         "hash(columns in table order); rows of batches written before pitstop kept them are absent'",
     ],
@@ -208,6 +212,19 @@ class Catalog:
             return hit[1]
         value = read()
         self._reads[key] = (generation, value)
+        return value
+
+    def cached_for(self, key: str, read: Callable[[], Any], max_age_s: float) -> Any:
+        """``read()``, kept until the next commit and at most ``max_age_s`` seconds: for what also
+        depends on files the catalog does not see change (a running job's checkpoints)."""
+        import time
+
+        generation, clock = self._generation, time.monotonic()
+        hit = self._reads.get(key)
+        if hit is not None and hit[0] == generation and clock - hit[1][0] <= max_age_s:
+            return hit[1][1]
+        value = read()
+        self._reads[key] = (generation, (clock, value))
         return value
 
     def close(self) -> None:
@@ -398,6 +415,24 @@ class Catalog:
             Run(r[0], r[1], r[2], json.loads(r[3]), None if r[4] is None else json.loads(r[4]), r[5])
             for r in rows
         ]
+
+    def end_run(self, run_id: str, batches: dict[int, int | None], tx: duckdb.DuckDBPyConnection) -> None:
+        """Record the last batch each branch of a run committed (its folder is about to go)."""
+        tx.execute(
+            "INSERT OR REPLACE INTO pitstop.run_ends VALUES (?, ?, ?)",
+            [run_id, dumps({str(k): v for k, v in batches.items()}), _now()],
+        )
+
+    def run_end(self, run_id: str) -> dict[int, int | None] | None:
+        """What :meth:`end_run` recorded for a run, or None."""
+        row = (
+            self.cursor()
+            .execute("SELECT batches FROM pitstop.run_ends WHERE run_id = ?", [run_id])
+            .fetchall()
+        )
+        if not row:
+            return None
+        return {int(k): (None if v is None else int(v)) for k, v in json.loads(row[0][0]).items()}
 
     def runs_writing(self, sink: str) -> list[tuple[str, str, int]]:
         """``(job, run_id, branch)`` of every run's branch whose plan writes the sink mapping."""

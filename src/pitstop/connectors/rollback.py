@@ -135,6 +135,7 @@ class CutInfo:
     batches: dict[int, int | None]  # branch -> last committed batch of the snapshot's run
     unknown: tuple[int, ...] = ()  # branches whose cut an older snapshot did not record
     later: tuple[Run, ...] = field(default_factory=tuple)
+    plan: dict[str, Any] = field(default_factory=dict)  # the snapshot's run's plan (its manifest's)
 
 
 def cut_batches(manifest: dict[str, Any]) -> tuple[dict[int, int | None], tuple[int, ...]]:
@@ -163,7 +164,9 @@ def cut_of(catalog: Catalog, snap: Snapshot) -> CutInfo:
     later: tuple[Run, ...] = ()
     if run_id:
         later = tuple(catalog.runs_after(snap.job, str(run_id)))
-    return CutInfo(snap.job, None if run_id is None else str(run_id), batches, unknown, later)
+    return CutInfo(
+        snap.job, None if run_id is None else str(run_id), batches, unknown, later, snap.manifest["plan"]
+    )
 
 
 def spans_by_sink(catalog: Catalog, cut: CutInfo) -> dict[str, tuple[list[Span], bool, list[int]]]:
@@ -180,8 +183,8 @@ def spans_by_sink(catalog: Catalog, cut: CutInfo) -> dict[str, tuple[list[Span],
         out[name.lower()] = (spans, was or windowed, blind)
 
     if cut.run_id is not None:
-        plan = JobPlan.from_json(catalog.get_run(cut.run_id).plan)
-        for b in plan.branches:
+        # The manifest's plan: a snapshot brought from another home has no run in this catalog.
+        for b in JobPlan.from_json(cut.plan).branches:
             if b.index in cut.unknown:
                 add(b.sink, None, bool(b.stages), b.index)
                 continue
@@ -195,6 +198,7 @@ def spans_by_sink(catalog: Catalog, cut: CutInfo) -> dict[str, tuple[list[Span],
 
 def plan_rollback(catalog: Catalog, home: Path, snap: Snapshot) -> tuple[SinkRollback, ...]:
     """Step 1. Per sink that the snapshot's job wrote, what rolling it back to the cut takes."""
+    # Step 1. The spans after the cut, per sink; each sink's connector counts what they hold.
     cut = cut_of(catalog, snap)
     out = []
     for key, (spans, windowed, blind) in sorted(spans_by_sink(catalog, cut).items()):
@@ -244,6 +248,7 @@ def finish(catalog: Catalog, home: Path, run: Run) -> None:
     if not pending or (folder / DONE).exists():
         return
     trash = trash_folder(home, run)
+    # Step 3. Outside the catalog, each sink's connector; then the marker.
     for entry in pending:
         plan = SinkRollback.from_json(entry)
         mapping = catalog.get_mapping(plan.mapping)
@@ -267,9 +272,12 @@ def batches_past(catalog: Catalog, snap: Snapshot) -> int | None:
     """How many batches the snapshot's job ran past its cut: in the snapshot's run, the most any
     branch committed after its cut, plus, for each later run of the job, the most any of its
     branches committed. Read from the runs' checkpoints while their folders exist, else from the
-    DuckDB sinks' bookkeeping. None: the snapshot does not say which run it was taken of."""
+    last batches recorded when a folder went (DROP JOB), else from the DuckDB sinks' bookkeeping.
+    None: the snapshot does not say which run it was taken of."""
     from pitstop.engine.checkpoint import latest_commit
 
+    if not snap.manifest.get("run_id") or "plan" not in snap.manifest:
+        return None
     cut = cut_of(catalog, snap)
     if cut.run_id is None:
         return None
@@ -278,6 +286,9 @@ def batches_past(catalog: Catalog, snap: Snapshot) -> int | None:
         ckpt = Path(run.folder) / "branches" / str(branch) / "checkpoint"
         if ckpt.is_dir():
             return latest_commit(ckpt)
+        ended = catalog.run_end(run.run_id)
+        if ended is not None:
+            return ended.get(branch)
         return catalog.last_sink_batch(run.run_id, branch)
 
     try:
@@ -301,7 +312,7 @@ def cut_text(catalog: Catalog, snap: Snapshot) -> str:
     """SHOW SNAPSHOTS's ``cut`` cell: the job's latest cut, or how far the job ran past it."""
     past = batches_past(catalog, snap)
     if past is None:
-        return "unknown (an older snapshot)"
+        return "unknown: the run it was taken of is not in this home's catalog"
     if past == 0:
         return f"latest: job '{snap.job}' ran no batch past it"
     return f"older: job '{snap.job}' ran {past:,} batch(es) past it"

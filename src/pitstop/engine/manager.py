@@ -185,6 +185,7 @@ class Manager:
                 raise
             if rolled:
                 crash_point("rollback.committed")
+            # Step 3 of a sink rollback (files, PostgreSQL) runs in _start, before any query.
             try:
                 return self._start(name, run)
             except BaseException as exc:
@@ -203,7 +204,9 @@ class Manager:
                 raise
 
     def _roll_back(self, plans: list[SinkRollback], tx: duckdb.DuckDBPyConnection) -> None:
-        """Step 2 of the sink rollback, in the transaction that adds the job."""
+        """Step 2 of the sink rollback (:mod:`pitstop.connectors.rollback`), in the transaction
+        that adds the job."""
+        # Step 2. Each sink's rows and bookkeeping after the cut, checked against the plan.
         for plan in plans:
             mapping = self.catalog.get_mapping(plan.mapping)
             if mapping is None:
@@ -303,7 +306,9 @@ class Manager:
                     run.stop()
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
-            self.catalog.delete_job(job.name)
+            with self.catalog.transaction() as tx:
+                self.catalog.end_run(old.run_id, _last_batches(old), tx)
+                self.catalog.delete_job(job.name, tx)
             self._remove(old.folder, "runs", f"job '{job.name}'")
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
@@ -324,6 +329,7 @@ class Manager:
 
             def record(tx: duckdb.DuckDBPyConnection) -> None:
                 self.catalog.add_snapshot(snap, tx)
+                self.catalog.end_run(run.run.run_id, dict(cut.batches), tx)
                 self.catalog.delete_job(job.name, tx)
 
             self._record_snapshot(snap, record)
@@ -523,6 +529,16 @@ class Manager:
                     list(pool.map(stop, runs))
             self.runs.clear()
             self.catalog.close()
+
+
+def _last_batches(run: Run) -> dict[int, int | None]:
+    """The last batch each branch of a run committed, from its checkpoints."""
+    from pitstop.engine.checkpoint import latest_commit
+
+    return {
+        b.index: latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
+        for b in JobPlan.from_json(run.plan).branches
+    }
 
 
 def _said(exc: BaseException, snapshot: str, job: str) -> str:

@@ -33,6 +33,12 @@ class DuckDBConnector(Connector):
         return DuckDBSink(catalog, mapping, job, run_id, branch)
 
     # -- rollback: the rows of the spans' batches, found by their hashes (pitstop.sink_rows) ------
+    # An appending sink only. A sink that upserts (running aggregates) overwrites rows, so a row
+    # hash of what a batch wrote says nothing of the value before it: such a sink keeps the
+    # before-image of each key per (run, batch) instead, and its rollback_plan counts the keys to
+    # restore (SinkRollback.restores) and its rollback_in_catalog writes each key's value at the
+    # cut back, in the same transaction. Until then its batches have no row hashes here, so a
+    # rollback of it is refused ("cannot be found"), never done wrong.
     def rollback_plan(
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
     ) -> SinkRollback:
