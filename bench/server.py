@@ -51,6 +51,10 @@ KINDS = {
     "SHOW SNAPSHOTS": "SHOW SNAPSHOTS",
     "SELECT sink": "SELECT region, sum(revenue) AS revenue, sum(orders) AS orders FROM daily GROUP BY region",
     "SELECT catalog": "SELECT name, status FROM pitstop.jobs",
+    # a text never sent before (an analyst's ad-hoc query): never answered from kept results
+    "SELECT sink, new text": (
+        "SELECT region, sum(revenue) AS revenue FROM daily WHERE orders > -{n} GROUP BY region"
+    ),
 }
 
 
@@ -178,7 +182,7 @@ def load(
                         due += pace
                     else:
                         started = time.perf_counter()
-                    conn.execute(sql).fetchall()
+                    conn.execute(sql.replace("{n}", str(n * 1000 + index))).fetchall()
                     elapsed = time.perf_counter() - started
                     with lock:
                         latencies[kind].append(elapsed)

@@ -200,6 +200,12 @@ class Catalog:
             finally:
                 self._generation += 1
 
+    @property
+    def generation(self) -> int:
+        """How many commits this process has made (bumped after each COMMIT returns): a read
+        made in a transaction begun after reading ``g`` holds every write up to ``g``."""
+        return self._generation
+
     def _cached(self, key: str, read: Callable[[], Any]) -> Any:
         """``read()``, kept until the next commit. Every write to the catalog goes through
         ``transaction()`` in this process (the home's lock keeps other processes out), so a listing

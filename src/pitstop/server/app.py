@@ -97,6 +97,7 @@ class Server:
     ) -> None:
         from pitstop.server.auth import UserStore, allowed
         from pitstop.server.pgcatalog import PgCatalog
+        from pitstop.server.results import SharedResults
 
         self.manager = manager
         self.host = host
@@ -106,6 +107,7 @@ class Server:
         self.allowed = allowed
         self.auth_secret = secrets.token_bytes(32)
         self.pgcatalog = PgCatalog()
+        self.results = SharedResults()
         # Queries from clients may read the home's tables, never the server's files: DuckDB's
         # file functions (read_csv, read_parquet, ATTACH...) are switched off for good in this
         # process (a client cannot switch them on again; the sinks' registered Arrow batches
@@ -176,7 +178,7 @@ class Server:
             return False
 
     def new_session(self, user: str, role: str, parameters: SessionParameters) -> Session:
-        return Session(self.manager, self.pgcatalog, user, role, parameters, self.allowed)
+        return Session(self.manager, self.pgcatalog, user, role, parameters, self.allowed, self.results)
 
     def register(self, conn: Connection) -> int:
         with self._lock:

@@ -36,6 +36,7 @@ from pitstop.server import paramtypes, sqlstate
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
+from pitstop.server.results import SharedResults
 from pitstop.server.sqlstate import WireError
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
@@ -210,9 +211,12 @@ class Session:
         role: str,
         parameters: SessionParameters,
         allowed: Callable[[str, Any], bool],
+        results: SharedResults | None = None,
     ) -> None:
         self.manager = manager
         self.pgcatalog = pgcatalog
+        self.results = results if results is not None else SharedResults()
+        """Small query results kept until the next catalog commit, shared by a server's sessions."""
         self.user = user
         self.role = role
         self.parameters = parameters
@@ -347,7 +351,13 @@ class Session:
         return statement
 
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        statement = self._checked(self.pgcatalog.translate(stmt.text))
+        sql = self.pgcatalog.translate(stmt.text)
+        statement = self._checked(sql)
+        key = self.results.key(sql, params, self.user, self.parameters.values)
+        generation = self.manager.catalog.generation  # read before the transaction begins
+        kept = self.results.get(key, generation)
+        if kept is not None:
+            return Outcome("SELECT", kept.columns, iter(kept.rows))
         cursor = self.cursor()
         self._detach_open()
         cursor.execute("BEGIN TRANSACTION READ ONLY")
@@ -362,6 +372,7 @@ class Session:
             raise
         if len(head) < FIRST_ROWS:  # the whole result: its transaction can end now
             self.end_query()
+            self.results.keep(cursor, key, generation, columns, head)
             return Outcome("SELECT", columns, iter(head))
         self._token += 1
         token = self._token
