@@ -53,8 +53,9 @@ def rollback_rows(
     for p in plans:
         again = p.mapping.lower() in writes
         what = p.what()
-        if p.unknown:
-            rows.append(_sink_row(p.mapping, "refused" if enabled else "warning", p.note))
+        if p.unknown:  # what it holds after the cut cannot be told: said when it would block
+            if enabled:
+                rows.append(_sink_row(p.mapping, "refused", p.note))
             continue
         if not p.possible and not p.anything:
             # A sink that cannot tell what it holds (Kafka): said when it matters, i.e. with the

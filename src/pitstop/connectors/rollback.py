@@ -214,6 +214,7 @@ def plan_rollback(catalog: Catalog, home: Path, snap: Snapshot) -> tuple[SinkRol
             found = replace(
                 found,
                 possible=False,
+                unknown=True,  # what those branches wrote after the cut cannot be told apart
                 note=(
                     f"snapshot '{snap.name}' was written by an older pitstop that did not record the cut of "
                     f"branch(es) {', '.join(str(b + 1) for b in blind)}, which write(s) it"
