@@ -153,6 +153,72 @@ class Worker:
         shutil.rmtree(work, ignore_errors=True)
         return {"seconds": seconds, "rows_out": row[0], "events_in_windows": row[1], "batches": batches}
 
+    # -- running aggregate (bench/running.py) -------------------------------------------------------
+    def running_handwritten(self, folder: str) -> dict[str, Any]:
+        """A running COUNT/SUM/MAX per key as a user writes it: native JSON source, update output
+        mode, and a foreachBatch sink that upserts each micro-batch's changed groups into a DuckDB
+        table keyed by ``k`` (``INSERT OR REPLACE``) with a bookkeeping row, in one transaction."""
+        import duckdb
+        from pyspark.sql import functions as F
+
+        work = self.fresh("running-handwritten")
+        con = duckdb.connect(str(work / "sink.duckdb"))
+        con.execute(
+            "CREATE TABLE totals (k BIGINT PRIMARY KEY, n BIGINT, total BIGINT, top BIGINT); "
+            "CREATE TABLE batches (batch_id BIGINT, rows BIGINT)"
+        )
+
+        def write(batch: Any, batch_id: int) -> None:
+            table = batch.toArrow()
+            con.execute("BEGIN")
+            if table.num_rows:
+                con.register("b", table)
+                con.execute("INSERT OR REPLACE INTO totals BY NAME SELECT * FROM b")
+                con.unregister("b")
+            con.execute("INSERT INTO batches VALUES (?, ?)", [batch_id, table.num_rows])
+            con.execute("COMMIT")
+
+        t0 = time.perf_counter()
+        events = self.spark.readStream.schema(SCHEMA).json(folder)
+        totals = events.groupBy("k").agg(
+            F.count("*").alias("n"), F.sum("v").alias("total"), F.max("v").alias("top")
+        )
+        query = (
+            totals.writeStream.foreachBatch(write)
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .outputMode("update")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - t0
+        row = con.execute("SELECT count(*), sum(n) FROM totals").fetchone()
+        con.close()
+        shutil.rmtree(work, ignore_errors=True)
+        assert row is not None
+        return {"seconds": seconds, "rows_out": row[0], "events": row[1]}
+
+    def running_pitstop(self, folder: str) -> dict[str, Any]:
+        """The same running aggregate as a pitstop job (``CREATE JOB`` + ``AWAIT JOB``): its upsert
+        sink also keeps the before-image of every row it changes."""
+        work = self.fresh("running-pitstop")
+        manager, executor = self._pitstop(work / "home")
+        try:
+            self._run(executor, mapping_sql(Path(folder)) + "CREATE MAPPING totals TYPE DuckDB;")
+            t0 = time.perf_counter()
+            self._run(
+                executor,
+                "CREATE JOB rt AS INSERT INTO totals SELECT k, COUNT(*) AS n, SUM(v) AS total, "
+                "MAX(v) AS top FROM events GROUP BY k; AWAIT JOB rt;",
+            )
+            seconds = time.perf_counter() - t0
+            row = manager.catalog.query("SELECT count(*), sum(n) FROM totals")[1][0]
+            self._run(executor, "DROP JOB rt;")
+        finally:
+            manager.close()
+        shutil.rmtree(work, ignore_errors=True)
+        return {"seconds": seconds, "rows_out": row[0], "events": row[1]}
+
     # -- downtime ----------------------------------------------------------------------------------
     def downtime(self, keys: int, fmt: str = "auto") -> dict[str, Any]:
         """A job holding ``keys`` rows of state; time from ``DROP JOB ... WITH SNAPSHOT`` to the first

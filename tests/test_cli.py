@@ -93,7 +93,7 @@ def test_check_plans_without_running(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sql"
     # Files are checked in order: bad.sql uses the mappings good.sql creates.
     bad.write_text(
-        "SHOW JOBS;\n\nCREATE JOB r AS INSERT INTO daily_revenue\n"
+        "SHOW JOBS;\n\nCREATE JOB r AS INSERT INTO orders\n"
         "SELECT region, COUNT(*) AS n FROM orders GROUP BY region;\n"
     )
     home = tmp_path / "home"
@@ -103,7 +103,8 @@ def test_check_plans_without_running(tmp_path: Path) -> None:
     assert not home.exists()  # nothing was created
     done = pitstop("check", str(good), str(bad), home=home)
     assert done.returncode == 1
-    assert "GROUP BY on a stream needs a window" in done.stderr and "line 3, col 1" in done.stderr
+    assert "is a running aggregate" in done.stderr and "line 3, col 1" in done.stderr
+    assert "mapping 'orders' is of type File, which only appends" in done.stderr
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "json"])

@@ -258,7 +258,7 @@ def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
         """,
     )
     broker.stop()
-    time.sleep(3)  # several triggers with no broker
+    _until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
     assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
     with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
         run(manager, "AWAIT JOB j;")

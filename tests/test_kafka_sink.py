@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -255,6 +256,54 @@ def test_a_batch_cut_half_way_is_completed_not_doubled(
     assert "10 of its 10 records are in the topic" in caplog.text
     assert _numbers(broker) == list(range(110))
     assert Ledger.load(tmp_path / "branches" / "0" / "kafka-sink.json").written == 2
+
+
+def _write(sink: Any, first: int, last: int, batch_id: int) -> BaseException | None:
+    try:
+        sink.write(_batch(first, last), batch_id)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        return exc
+    return None
+
+
+def test_a_batch_waits_while_the_broker_hangs_and_is_written_once_when_it_answers(
+    broker: Broker,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    broker.create_topic("out", 3)
+    sink = _sink(broker, tmp_path)
+    sink.write(_batch(0, 40), 0)
+    broker.pause()  # SIGSTOP: connections stay open, nothing is answered
+    done: list[BaseException | None] = []
+    writer = threading.Thread(target=lambda: done.append(_write(sink, 40, 100, 1)))
+    try:
+        writer.start()
+        said = threading.Event()
+        while not said.wait(0.1):  # the sink says it waits (an event, not a sleep)
+            if sink.waiting is not None:
+                said.set()
+        assert writer.is_alive() and f"waiting for Kafka at {broker.bootstrap}" in (sink.waiting or "")
+    finally:
+        broker.resume()
+    writer.join(120)
+    assert done == [None] and sink.waiting is None
+    assert _numbers(broker) == list(range(100))
+    # A run that stops while a batch waits: the batch gives up, unwritten; the resumed run's
+    # sink (same ledger) writes it once.
+    broker.pause()
+    try:
+        writer = threading.Thread(target=lambda: done.append(_write(sink, 100, 120, 2)))
+        writer.start()
+        while sink.waiting is None and writer.is_alive():
+            writer.join(0.1)
+        sink.interrupt()
+        writer.join(60)
+        assert len(done) == 2 and "written when the job resumes" in str(done[-1])
+    finally:
+        broker.resume()
+    sink.close()
+    _sink(broker, tmp_path).write(_batch(100, 120), 2)
+    assert _numbers(broker) == list(range(120))
 
 
 def test_a_second_producer_of_a_branch_fences_the_first(broker: Broker, tmp_path: Path) -> None:  # noqa: F811

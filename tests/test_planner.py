@@ -240,9 +240,11 @@ def test_plan_survives_a_json_round_trip() -> None:
 
 
 # -- refusals --------------------------------------------------------------------------------------
-def test_group_by_without_a_window_is_refused_with_a_tumble_example() -> None:
-    message = refusal("INSERT INTO daily_revenue SELECT region, COUNT(*) AS n FROM orders GROUP BY region")
-    assert "GROUP BY on a stream needs a window" in message
+def test_group_by_without_a_window_into_an_appending_sink_is_refused_with_a_tumble_example() -> None:
+    message = refusal("INSERT INTO clicks SELECT region, COUNT(*) AS n FROM orders GROUP BY region")
+    assert "GROUP BY on a stream without a window is a running aggregate" in message
+    assert "mapping 'clicks' is of type File, which only appends" in message
+    assert "a TYPE DuckDB or TYPE Postgres mapping" in message
     assert "TUMBLE(TABLE orders, DESCRIPTOR(ts)" in message
 
 
@@ -267,9 +269,11 @@ def test_a_join_is_refused_with_what_to_do_instead() -> None:
     assert "join the sink tables afterwards" in message
 
 
-def test_select_distinct_is_refused_pointing_to_group_by() -> None:
-    message = refusal("INSERT INTO daily_revenue SELECT DISTINCT region FROM orders")
-    assert "SELECT DISTINCT is not supported" in message
+def test_select_distinct_above_the_select_that_reads_the_source_is_refused_pointing_to_it() -> None:
+    message = refusal(
+        "INSERT INTO daily_revenue WITH a AS (SELECT region FROM orders) SELECT DISTINCT region FROM a"
+    )
+    assert "SELECT DISTINCT deduplicates only in the SELECT that reads the source" in message
     assert "GROUP BY window_start, window_end" in message
 
 

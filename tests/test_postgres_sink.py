@@ -10,12 +10,14 @@ refused for an unreachable server and for a table that does not fit.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -76,6 +78,15 @@ def test_postgres_mapping_never_shows_its_password(
     stored = manager.catalog.get_mapping("out")
     assert stored is not None and SECRET not in stored.sql and "ana:***@" in stored.sql
     assert stored.options["dsn"] == url  # the sink still needs it
+    # ... but the catalog's tables do not hold it (a server's clients may SELECT them): it is in
+    # <home>/secrets.json, readable by its owner only, and goes with the mapping.
+    definitions = manager.catalog.cursor().execute("SELECT definition FROM pitstop.mappings").fetchall()
+    assert "ana:***@127.0.0.1" in str(definitions) and SECRET not in str(definitions)
+    kept = manager.home / "secrets.json"
+    assert SECRET in kept.read_text() and kept.stat().st_mode & 0o777 == 0o600
+    run(manager, "DROP MAPPING out;")
+    assert SECRET not in kept.read_text()
+    run(manager, f"CREATE MAPPING out TYPE Postgres OPTIONS ('dsn'='{url}', 'table'='public.rev');")
     for bad, said in (
         (f"postgresql://ana:{SECRET}@[::1:5/db", "not a PostgreSQL connection string"),
         (f"host=h port=x password={SECRET}", "port 'x'"),
@@ -89,6 +100,37 @@ def test_postgres_mapping_never_shows_its_password(
     with pytest.raises(PlanError, match="write 'name' or 'schema.name'"):
         run(manager, f"CREATE MAPPING bad TYPE Postgres OPTIONS ('dsn'='{url}', 'table'='a.b.c');")
     assert SECRET not in caplog.text
+
+
+def test_a_password_kept_in_the_catalog_by_an_older_pitstop_moves_out_when_the_home_opens(
+    tmp_path: Path,
+) -> None:
+    from conftest import settings
+    from pitstop.catalog.store import Catalog
+
+    url = f"postgresql://ana:{SECRET}@127.0.0.1:5/db"
+    old = Mapping("out", "postgres", (), None, {"dsn": url, "table": "rev", "sasl.password": SECRET})
+    home = settings(tmp_path / "home").home
+    home.mkdir(parents=True)
+    catalog = Catalog(home / "catalog.duckdb")
+    with catalog.transaction() as tx:  # what pitstop wrote before secrets moved out
+        tx.execute(
+            "INSERT INTO pitstop.mappings VALUES ('out', 'postgres', ?, ?)",
+            [json.dumps(old.to_json()), now()],
+        )
+    catalog.close()
+    catalog = Catalog(home / "catalog.duckdb")
+    try:
+        definitions = str(catalog.cursor().execute("SELECT definition FROM pitstop.mappings").fetchall())
+        assert SECRET not in definitions and "ana:***@" in definitions
+        assert catalog.get_mapping("out") == old and catalog.mappings() == [old]
+    finally:
+        catalog.close()
+    checking = Catalog(home / "catalog.duckdb", read_only=True)  # pitstop check reads them too
+    try:
+        assert checking.get_mapping("out") == old
+    finally:
+        checking.close()
 
 
 # -- the write protocol, without Spark --------------------------------------------------------------
@@ -162,8 +204,8 @@ def test_each_batch_is_written_once_with_its_bookkeeping_row(manager: Manager, p
 
 
 def test_upsert_on_key_columns_replaces_rows_in_place(manager: Manager, postgres: Postgres) -> None:  # noqa: F811
-    """The write path's upsert (key columns; for running aggregates, which the planner does not
-    plan yet): COPY into a temporary table, then INSERT ... ON CONFLICT (keys) DO UPDATE."""
+    """The write path's upsert (a running aggregate's group keys): COPY into a temporary table,
+    the before-images into the history table, then INSERT ... ON CONFLICT (keys) DO UPDATE."""
     db = postgres.database()
     postgres.query(db, "CREATE SCHEMA agg")
     out = sink(manager, postgres, db, "agg.totals", keys=("window_start", "region"))
@@ -176,6 +218,27 @@ def test_upsert_on_key_columns_replaces_rows_in_place(manager: Manager, postgres
         ("us", Decimal("2.00"), 1),
     ]
     assert postgres.query(db, f"SELECT count(*) FROM agg.{BOOKKEEPING}") == [(2,)]
+    assert postgres.query(
+        db, 'SELECT batch_id, absent, region, revenue, orders FROM agg."totals__before" ORDER BY 1, 3'
+    ) == [
+        (0, True, "eu", None, None),
+        (0, True, "us", None, None),
+        (1, False, "eu", Decimal("1.00"), 1),
+    ]
+    # An updated job adds an aggregate: the table and its history gain the column.
+    wider = sink(manager, postgres, db, "agg.totals", keys=("window_start", "region"))
+    wider.prepare([*SCHEMA, ("top", "decimal(12,2)")])
+    wider.write(
+        rows((0, "us", "4.00", 2)).append_column("top", pa.array([Decimal("3.00")], pa.decimal128(12, 2))), 2
+    )
+    assert postgres.query(db, "SELECT region, orders, top FROM agg.totals ORDER BY 1") == [
+        ("eu", 3, None),
+        ("us", 2, Decimal("3.00")),
+    ]
+    assert postgres.query(
+        db, 'SELECT absent, region, orders, top FROM agg."totals__before" WHERE batch_id = 2'
+    ) == [(False, "us", 1, None)]
+    wider.interrupt()
     postgres.query(
         db, "CREATE TABLE agg.nokey (window_start timestamp, region text, revenue numeric, orders bigint)"
     )
@@ -349,8 +412,31 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
         AWAIT JOB rev;""",
     )
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
+    # PostgreSQL stops under the running job: the job waits, says so, and catches up once it is back.
+    postgres.stop()
+    try:
+        make_orders.write_orders(data, 800, 1000, files=1, step_seconds=STEP, prefix="while-down")
+        deadline = time.monotonic() + 120
+        while True:  # polled: SHOW JOBS is what a user looks at
+            [jobs] = run(manager, "SHOW JOBS;")
+            [(status, detail)] = [(r[1], r[5]) for r in jobs.rows if r[0] == "rev"]
+            if detail and "waiting for PostgreSQL" in detail:
+                break
+            assert time.monotonic() < deadline, f"SHOW JOBS never said the sink waits: {detail}"
+            time.sleep(0.2)
+        assert (
+            status == "RUNNING"
+            and f"sink 'revenue' waiting for PostgreSQL at 127.0.0.1:{postgres.port}" in detail
+        )
+        assert SECRET not in detail
+    finally:
+        postgres.start()
+    run(manager, "AWAIT JOB rev;")
+    assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
+    [jobs] = run(manager, "SHOW JOBS;")
+    assert [r[5] for r in jobs.rows if r[0] == "rev"] == [None]
     run(manager, "DROP JOB rev WITH SNAPSHOT rev_v1;")
-    make_orders.write_orders(data, 800, 1600, files=2, step_seconds=STEP, prefix="later")
+    make_orders.write_orders(data, 1000, 1600, files=2, step_seconds=STEP, prefix="later")
     explained = run(
         manager,
         f"""EXPLAIN CREATE JOB rev FROM SNAPSHOT rev_v1 AS BEGIN
@@ -369,8 +455,8 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
     )
     # Every 4-hour window exactly once across both runs, the one open at the cut included.
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
-    # The new hourly stage started empty at the snapshot's positions: order 800, at 20:00 exactly.
-    cut = EPOCH + timedelta(seconds=800 * STEP)
+    # The new hourly stage started empty at the snapshot's positions: order 1000, at 01:00 exactly.
+    cut = EPOCH + timedelta(seconds=1000 * STEP)
     hourly = duckdb_windows(data, 1, "amount > 10")
     assert pg_windows(postgres, db, "hourly") == {k: v for k, v in hourly.items() if k[0] >= cut}
     described = str([r.rows for r in run(manager, "DESCRIBE JOB rev; SHOW JOBS;")])

@@ -193,16 +193,24 @@ def lag_text(lags: list[tuple[str, str]]) -> str | None:
     return "; ".join(f"{src}: {text}" for src, text in lags) or None
 
 
+def detail_text(detail: str | None, waiting: str | None) -> str | None:
+    """SHOW JOBS's ``detail`` cell: what a running job's sinks wait for first, then the job's
+    own detail (why it failed, how it was resumed)."""
+    return "; ".join(t for t in (waiting, detail) if t) or None
+
+
 def describe_job(
     job: Job,
     run: Run,
     plan: JobPlan,
     rejects: list[RejectSummary] | None = None,
     lags: list[tuple[str, str]] | None = None,
+    waiting: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
+    detail = detail_text(job.detail, waiting)
     rows: list[tuple[str, str]] = [
         ("name", job.name),
-        ("status", job.status + (f" ({job.detail})" if job.detail else "")),
+        ("status", job.status + (f" ({detail})" if detail else "")),
         ("created", f"{job.created:%Y-%m-%d %H:%M:%S} UTC"),
         ("from snapshot", job.snapshot or "-"),
         ("run", f"{run.run_id} in {run.folder}"),
@@ -212,7 +220,8 @@ def describe_job(
         flow = f"{b.source} -> "
         for stage in b.stages:
             flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
-        rows.append((f"branch {b.index + 1}", flow + b.sink))
+        upsert = f" (rows replaced by {', '.join(b.upsert_keys)})" if b.upsert_keys else ""
+        rows.append((f"branch {b.index + 1}", flow + b.sink + upsert))
     for src, text in lags or []:
         rows.append((f"lag of {src}", text))
     for summary in rejects or []:
@@ -248,8 +257,8 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
         rows.append(
             (
                 f"stage {name}",
-                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}; "
-                f"watermark {wm} UTC",
+                f"{entry['rows']:,} rows ({kind}, format {version}); {stage_text(stage).line()}"
+                + (f"; watermark {wm} UTC" if stage.window or stage.time_column else ""),  # if it has one
             )
         )
         native = entry.get("native")

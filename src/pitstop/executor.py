@@ -510,9 +510,13 @@ class Executor:
         # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
         # over a hundred jobs stays a few milliseconds without Kafka).
         lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
+        waiting = self.manager.sinks_waiting() if self.manager is not None else {}
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
-            + (j.detail, describe.lag_text(self._lags(j)) if lags else None)
+            + (
+                describe.detail_text(j.detail, waiting.get(j.name.lower())),
+                describe.lag_text(self._lags(j)) if lags else None,
+            )
             for j in (self.catalog.jobs() if self.catalog is not None else [])
         )
         columns = ("name", "status", "from_snapshot", "created", "rejects", "detail", "lag")
@@ -649,7 +653,10 @@ class Executor:
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
-        rows = describe.describe_job(job, run, plan, self.catalog.reject_summary(job.name), self._lags(job))
+        waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
+        rows = describe.describe_job(
+            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), waiting
+        )
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 
     def _alter_job(self, node: nodes.AlterJob, stmt: ParsedStatement) -> Result:

@@ -14,7 +14,8 @@ a step costs two dictionary look-ups.
 
 The steps, in protocol order:
 
-Micro-batches (DuckDB sink, :mod:`pitstop.connectors.sinks`; Postgres sink,
+Micro-batches (DuckDB sink, :mod:`pitstop.connectors.sinks` and its upserts,
+:mod:`pitstop.connectors.upsert`; Postgres sink,
 :mod:`pitstop.connectors.postgres`; Kafka sink, :mod:`pitstop.connectors.kafka_sink`)
     ``sink.half_written``        Kafka: half the batch's records are delivered (in its open
                                  transaction, or visible without transactions), the rest not sent

@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from pitstop.catalog import secrets
 from pitstop.catalog.rows import Job, Mapping, Reject, RejectSummary, Run, Snapshot, View, dumps
 from pitstop.errors import CatalogError
 
@@ -165,11 +166,14 @@ class Catalog:
         self._generation = 0
         """Bumped by every commit: a cached read (``_cached``) older than it is read again."""
         self._reads: dict[str, tuple[int, Any]] = {}
+        self.secrets = secrets.Secrets(path.parent)
+        """Mapping secrets, kept beside the catalog instead of in it (catalog/secrets.py)."""
         try:
             if read_only:
                 self._require_current()
             else:
                 self._migrate()
+                self._move_secrets()
         except BaseException:
             self._db.close()
             raise
@@ -285,6 +289,24 @@ class Catalog:
                     tx.execute(statement)
                 tx.execute("INSERT OR REPLACE INTO pitstop.meta VALUES ('schema_version', ?)", [str(target)])
 
+    def _move_secrets(self) -> None:
+        """Secrets that a mapping kept in the catalog (written by pitstop before they moved out,
+        or left by a crash between the two writes) go to the secrets file; secrets of mappings
+        that are gone are forgotten."""
+        rows = self.cursor().execute("SELECT definition FROM pitstop.mappings").fetchall()
+        stored = [Mapping.from_json(json.loads(r[0])) for r in rows]
+        for mapping in stored:
+            shown, hidden = secrets.split(mapping)
+            if hidden:
+                self.secrets.put(mapping.name, hidden)
+                with self.transaction() as tx:
+                    tx.execute(
+                        "UPDATE pitstop.mappings SET definition = ? WHERE lower(name) = lower(?)",
+                        [dumps(shown.to_json()), mapping.name],
+                    )
+                log.info("mapping '%s': its secrets moved out of the catalog", mapping.name)
+        self.secrets.keep_only({m.name for m in stored})
+
     # -- mappings ------------------------------------------------------------------------------
     def get_mapping(self, name: str) -> Mapping | None:
         row = (
@@ -292,27 +314,36 @@ class Catalog:
             .execute("SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
             .fetchone()
         )
-        return None if row is None else Mapping.from_json(json.loads(row[0]))
+        return None if row is None else self.secrets.join(Mapping.from_json(json.loads(row[0])))
 
     def mappings(self) -> list[Mapping]:
         return list(self._cached("mappings", self._read_mappings))
 
     def _read_mappings(self) -> tuple[Mapping, ...]:
         rows = self.cursor().execute("SELECT definition FROM pitstop.mappings ORDER BY name").fetchall()
-        return tuple(Mapping.from_json(json.loads(r[0])) for r in rows)
+        return tuple(self.secrets.join(Mapping.from_json(json.loads(r[0]))) for r in rows)
 
     def put_mapping(self, mapping: Mapping, replace: bool = False) -> None:
+        """Store a mapping: its options masked in the catalog, the values the mask hid in the
+        secrets file (written first: a crash between the two leaves a secret that the next open
+        forgets, never a mapping without its password)."""
+        shown, hidden = secrets.split(mapping)
+        if hidden:
+            self.secrets.put(mapping.name, hidden)
         with self.transaction() as tx:
             if replace:
                 tx.execute("DELETE FROM pitstop.mappings WHERE lower(name) = lower(?)", [mapping.name])
             tx.execute(
                 "INSERT INTO pitstop.mappings VALUES (?, ?, ?, ?)",
-                [mapping.name, mapping.type, dumps(mapping.to_json()), _now()],
+                [shown.name, shown.type, dumps(shown.to_json()), _now()],
             )
+        if not hidden:
+            self.secrets.put(mapping.name, {})
 
     def drop_mapping(self, name: str) -> None:
         with self.transaction() as tx:
             tx.execute("DELETE FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
+        self.secrets.put(name, {})
 
     # -- jobs and runs ---------------------------------------------------------------------------
     _JOB_COLUMNS = "name, sql, status, detail, run_id, snapshot, created, updated, options"

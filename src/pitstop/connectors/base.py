@@ -146,6 +146,9 @@ class Connector:
     options: ClassVar[tuple[Option, ...]] = ()
     source: ClassVar[bool] = False
     sink: ClassVar[bool] = False
+    upserts: ClassVar[bool] = False
+    """As a sink, it replaces rows by key: a running aggregate may write it (its rows change as
+    input arrives). A sink that only appends refuses one when the job is planned."""
     positions: ClassVar[Positions] = COUNT
     position_unit: ClassVar[str] = "events"  # what a position counts, e.g. "files"
     passthrough: ClassVar[str] = ""
@@ -260,7 +263,17 @@ class Connector:
         return None
 
     # -- a sink --------------------------------------------------------------------------------------
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
+        """The writer of one branch; ``keys`` non-empty (only where :attr:`upserts`): it replaces
+        rows by these columns, and removes the rows a batch marks as no longer kept."""
         raise NotImplementedError(f"TYPE {self.type_name} is not a sink")
 
     # -- rolling a sink back to a snapshot's cut (pitstop.connectors.rollback) -------------------

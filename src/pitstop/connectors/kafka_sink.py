@@ -37,8 +37,12 @@ How a batch is written (:meth:`KafkaSink.write`):
    not found, commit the transaction (or flush the idempotent producer), and write the ledger
    again (batch written; the next batch's offsets are after the last record delivered).
 
-A failed write closes the producer: the next attempt (Spark's restart of the branch) begins again
-at step 1, where the fenced or failed transaction is ended, and step 3 finds what was written.
+A failed write closes the producer: the next attempt begins again at step 1, where the fenced or
+failed transaction is ended, and step 3 finds what was written. A broker that does not answer
+(:class:`BrokerAway`) makes the batch wait and try again, as the Postgres sink does: every 0.5 s,
+doubling up to 5 s, with ``waiting`` saying why (SHOW JOBS shows it), until the broker is back or
+the run stops (the batch is then written when the job resumes). Any other failure goes to Spark,
+which restarts the branch.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from typing import Any
 import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
-from pitstop.errors import PlanError
+from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,12 @@ log = logging.getLogger(__name__)
 LEDGER = "kafka-sink.json"
 HEADERS = ("pitstop.job", "pitstop.run", "pitstop.branch", "pitstop.batch", "pitstop.seq", "pitstop.count")
 TIMEOUT_S = 60.0  # a transaction call, a flush, a read-back that gets no answer
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0  # a batch waiting for the broker tries again this often
+SAY_WAITING_S = 5.0  # records undelivered this long: the sink says it waits (while librdkafka retries)
+
+
+class BrokerAway(RuntimeError):
+    """The broker does not answer: the batch waits for it (not a failure of the job)."""
 
 
 def transactional_id(job: str, sink: str, branch: int) -> str:
@@ -133,6 +143,9 @@ class KafkaSink:
         self.ledger_path = run_dir / "branches" / str(branch) / LEDGER
         self._producer: Any = None
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.waiting: str | None = None
+        """Why the batch in flight waits for the broker, while it does (SHOW JOBS shows it)."""
 
     # -- the sink protocol ---------------------------------------------------------------------------
     def prepare(self, schema: list[tuple[str, str]]) -> None:
@@ -164,16 +177,47 @@ class KafkaSink:
         return Ledger.load(self.ledger_path).written
 
     def write(self, table: pa.Table, batch_id: int) -> None:
-        with self._lock:
-            try:
-                self._write(table, batch_id)
-            except BaseException:
-                self._close()  # Step 1 again on the next attempt: the open transaction is ended
-                raise
+        """Write one micro-batch once; wait for the broker while it does not answer."""
+        delay = RETRY_FIRST_S
+        while True:
+            if self._stop.is_set():
+                raise PitstopError(
+                    f"Kafka mapping '{self.mapping.name}': the job stopped before batch {batch_id} was "
+                    "written; it is written when the job resumes"
+                )
+            with self._lock:
+                try:
+                    self._write(table, batch_id)
+                except BrokerAway as exc:
+                    self._close(wait=False)  # Step 1 again on the next attempt: the open transaction is ended
+                    said = str(exc)
+                except BaseException:
+                    self._close(wait=False)
+                    raise
+                else:
+                    if self.waiting is not None:
+                        log.warning("%s: the broker answers again; batch %d written", self.topic, batch_id)
+                        self.waiting = None
+                    return
+            if self.waiting is None or "not delivered" in self.waiting:
+                log.warning(
+                    "%s: batch %d waits for the broker (%s); the job waits", self.topic, batch_id, said
+                )
+            self.waiting = f"waiting for Kafka at {self._where()}: {said}"
+            self._stop.wait(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    def interrupt(self) -> None:
+        """The run is stopping: a batch waiting for the broker stops waiting (it is written when
+        the job resumes)."""
+        self._stop.set()
 
     def close(self) -> None:
         with self._lock:
             self._close()
+
+    def _where(self) -> str:
+        return self.client.get("bootstrap.servers", "?")
 
     # -- the protocol ----------------------------------------------------------------------------------
     def _write(self, table: pa.Table, batch_id: int) -> None:
@@ -205,11 +249,11 @@ class KafkaSink:
             ledger.save(self.ledger_path)
         # Step 4. Produce what is missing, in one transaction; then the ledger says written.
         delivered: dict[str, int] = {}
-        errors: list[str] = []
+        errors: list[Any] = []
 
         def done(err: Any, msg: Any) -> None:
             if err is not None:
-                errors.append(str(err))
+                errors.append(err)
             else:
                 p = str(msg.partition())
                 delivered[p] = max(delivered.get(p, -1), msg.offset())
@@ -236,7 +280,7 @@ class KafkaSink:
         self._flush(producer, errors)
         crash_point("sink.before_commit")
         if self.transactions:
-            producer.commit_transaction(TIMEOUT_S)
+            self._commit(producer)
         crash_point("sink.after_commit")
         start = dict(ledger.start)
         for p, offset in delivered.items():
@@ -263,10 +307,7 @@ class KafkaSink:
                 err: Any = exc.args[0] if exc.args else exc
                 said = err.str() if hasattr(err, "str") else str(exc)
                 if hasattr(err, "retriable") and (err.retriable() or err.code() in UNREACHABLE):
-                    raise RuntimeError(
-                        f"Kafka mapping '{self.mapping.name}': the broker does not answer ({said}); "
-                        "the batch is written once it does (Spark restarts the branch)"
-                    ) from None
+                    raise BrokerAway(f"the broker does not answer ({said})") from None
                 raise RuntimeError(
                     f"Kafka mapping '{self.mapping.name}': the broker does not start a transaction "
                     f"for '{conf['transactional.id']}' ({said}); if it has no transactions, "
@@ -275,9 +316,16 @@ class KafkaSink:
         self._producer = producer
         return producer
 
-    def _close(self) -> None:
+    def _close(self, wait: bool = True) -> None:
+        """Let the producer go. After a failed batch (``wait`` False) it is closed on a thread of
+        its own: librdkafka's close aborts the open transaction, which waits for a broker that
+        does not answer, and the batch must be free to wait and try again, or to stop. The next
+        producer of the branch fences it either way (step 1)."""
         producer, self._producer = self._producer, None
-        if producer is not None:
+        if producer is None:
+            return
+
+        def close() -> None:
             try:
                 producer.purge()  # what a failed batch left unsent goes nowhere
                 with warnings.catch_warnings():  # e.g. a fenced producer cannot abort: said below
@@ -286,15 +334,54 @@ class KafkaSink:
             except Exception:  # noqa: BLE001 - a producer in any state is let go
                 log.debug("closing the producer of %s", self.topic, exc_info=True)
 
-    def _flush(self, producer: Any, errors: list[str]) -> None:
-        left = producer.flush(TIMEOUT_S)
-        if errors:
-            raise RuntimeError(f"Kafka mapping '{self.mapping.name}': topic '{self.topic}': {errors[0]}")
-        if left:
-            raise TimeoutError(
-                f"Kafka mapping '{self.mapping.name}': {left} record(s) to topic '{self.topic}' not "
-                f"delivered within {TIMEOUT_S:g} s"
-            )
+        if wait:
+            close()
+        else:
+            threading.Thread(target=close, name=f"pitstop-kafka-close-{self.topic}", daemon=True).start()
+
+    def _flush(self, producer: Any, errors: list[Any]) -> None:
+        """Wait for every record produced to be delivered, a second at a time: after
+        SAY_WAITING_S the sink says it waits (librdkafka keeps trying meanwhile); after TIMEOUT_S,
+        or a delivery error saying the broker is away, the batch is tried again (BrokerAway)."""
+        started = time.monotonic()
+        while True:
+            left = producer.flush(1.0)
+            if errors:
+                first = errors[0]
+                code = first.code() if hasattr(first, "code") else None
+                if code in UNREACHABLE or code == MSG_TIMED_OUT:
+                    raise BrokerAway(f"records to topic '{self.topic}' not delivered ({first})")
+                raise RuntimeError(f"Kafka mapping '{self.mapping.name}': topic '{self.topic}': {first}")
+            if not left:
+                return
+            waited = time.monotonic() - started
+            if self._stop.is_set():
+                raise PitstopError(
+                    f"Kafka mapping '{self.mapping.name}': the job stopped with {left} record(s) not yet "
+                    "delivered; the batch is written when the job resumes"
+                )
+            if waited >= TIMEOUT_S:
+                raise BrokerAway(
+                    f"{left} record(s) to topic '{self.topic}' not delivered within {TIMEOUT_S:g} s"
+                )
+            if waited >= SAY_WAITING_S:
+                self.waiting = (
+                    f"waiting for Kafka at {self._where()}: {left} record(s) to topic '{self.topic}' not "
+                    f"delivered for {waited:.0f} s"
+                )
+
+    def _commit(self, producer: Any) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            err: Any = exc.args[0] if exc.args else exc
+            if hasattr(err, "retriable") and (err.retriable() or err.code() in UNREACHABLE):
+                raise BrokerAway(
+                    f"the commit of the batch's transaction got no answer ({err.str()})"
+                ) from None
+            raise
 
     def _records(self, table: pa.Table) -> list[Record]:
         from pitstop.connectors.sinks import _json_value, _naive_utc
@@ -343,9 +430,7 @@ class KafkaSink:
         try:
             return {str(p): high for p, (_low, high) in _watermarks(consumer, self.topic).items()}
         except BrokerUnavailable as exc:
-            raise RuntimeError(
-                f"Kafka mapping '{self.mapping.name}': {exc} (a sink writes to an existing topic)"
-            ) from None
+            raise BrokerAway(f"{exc} (a sink writes to an existing topic)") from None
         finally:
             consumer.close()
 
@@ -355,7 +440,7 @@ class KafkaSink:
         each partition's end."""
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from pitstop.connectors.kafka import _watermarks
+        from pitstop.connectors.kafka import BrokerUnavailable, _watermarks
 
         want = {
             "pitstop.run": self.run_id.encode(),
@@ -365,14 +450,17 @@ class KafkaSink:
         consumer = self._consumer()
         found: set[int] = set()
         try:
-            partitions = sorted(_watermarks(consumer, self.topic))
+            try:
+                partitions = sorted(_watermarks(consumer, self.topic))
+            except BrokerUnavailable as exc:
+                raise BrokerAway(f"cannot read topic '{self.topic}' back: {exc}") from None
             open_ = {p for p in partitions}
             consumer.assign([TopicPartition(self.topic, p, start.get(str(p), 0)) for p in partitions])
             deadline = time.monotonic() + TIMEOUT_S
             while open_:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"Kafka mapping '{self.mapping.name}': reading topic '{self.topic}' back took over "
+                    raise BrokerAway(
+                        f"reading topic '{self.topic}' back took over "
                         f"{TIMEOUT_S:g} s (partitions {sorted(open_)} not at their end)"
                     )
                 for m in consumer.consume(num_messages=1000, timeout=1.0):
@@ -381,6 +469,8 @@ class KafkaSink:
                         if error.code() == KafkaError._PARTITION_EOF:
                             open_.discard(m.partition())
                             continue
+                        if error.code() in UNREACHABLE:
+                            raise BrokerAway(f"reading topic '{self.topic}' back: {error.str()}")
                         raise KafkaException(error)
                     headers = dict(m.headers() or [])
                     if all(headers.get(k) == v for k, v in want.items()):
@@ -396,8 +486,16 @@ def _unreachable_codes() -> frozenset[int]:
     return frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 
 
+def _msg_timed_out() -> int:
+    from confluent_kafka import KafkaError
+
+    return int(KafkaError._MSG_TIMED_OUT)
+
+
 UNREACHABLE = _unreachable_codes()
 """librdkafka's codes for a broker that does not answer (not for one that refuses)."""
+MSG_TIMED_OUT = _msg_timed_out()
+"""librdkafka's code for a record it gave up delivering (``message.timeout.ms`` passed)."""
 
 CONSUMER_ONLY = frozenset(
     {

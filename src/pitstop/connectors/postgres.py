@@ -10,8 +10,12 @@ Write protocol of one micro-batch (:meth:`PostgresSink.write`), in one PostgreSQ
 2. the rows, by ``COPY`` into a temporary table, then appended by ``INSERT ... SELECT``, which also
    records each row's hash (``md5`` of the row's text as the table holds it) in
    ``pitstop_sink_rows`` beside the bookkeeping: what rolls the sink back to a snapshot's cut finds
-   the rows of the batches after it by these (:meth:`PostgresSink.roll_back`). With key columns:
-   ``INSERT ... ON CONFLICT (keys) DO UPDATE``, an upsert (no row hashes: an upsert overwrites);
+   the rows of the batches after it by these (:meth:`PostgresSink.roll_back`). A running
+   aggregate's rows are upserted by its group keys
+   (the table's primary key): ``COPY`` into a temporary table; the before-image of each row the
+   batch changes into the history table ``<schema>."<table>__before"`` (the same columns and
+   meaning as the DuckDB sink's, :mod:`pitstop.connectors.upsert`); the rows the query no longer
+   keeps deleted; ``INSERT ... ON CONFLICT (keys) DO UPDATE`` for the rest;
 3. commit. A process killed before the commit leaves nothing (PostgreSQL rolls the transaction
    back when the connection drops); killed after it, the replayed batch is skipped in step 1.
 
@@ -44,6 +48,7 @@ import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
 from pitstop.connectors import dsn
+from pitstop.connectors.upsert import HISTORY_COLUMNS, HISTORY_SUFFIX, KEEP
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.sql.names import check_name
@@ -186,6 +191,7 @@ class PostgresSink:
         self.ref = table_ref(mapping.name, mapping.options.get("table", mapping.name))
         self.schema_name: str | None = None  # resolved at the first connection
         self.columns: list[tuple[str, str]] = []
+        self.table_columns: list[str] = []  # an upsert's table, every column (before-images hold them)
         self.checked = False
         self.waiting: str | None = None  # why a batch is waiting for the server, while it is
         self._conn: psycopg.Connection[Any] | None = None
@@ -311,7 +317,42 @@ class PostgresSink:
                     sql.Identifier(f"{ROW_HASHES}_batch"), sql.Identifier(schema, ROW_HASHES)
                 )
             )
+            if self.keys:
+                self._check_history(conn, target)
         self.checked = True
+
+    def _check_history(self, conn: psycopg.Connection[Any], target: Any) -> None:
+        """Create the table's history of before-images if missing (an upsert's; see the module's
+        protocol), and learn the table's columns, which a before-image holds."""
+        from psycopg import sql
+
+        assert self.schema_name is not None
+        meta = sql.SQL(", ").join(sql.SQL(f"NULL::{t} AS {n}") for n, t in HISTORY_COLUMNS)
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} AS SELECT {}, t.* FROM {} t WITH NO DATA").format(
+                sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX), meta, target
+            )
+        )
+        history = sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX)
+
+        def columns(table: Any) -> list[tuple[str, str]]:
+            rows = conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+                "%s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                [table.as_string(conn)],
+            ).fetchall()
+            return [(str(n), str(t)) for n, t in rows]
+
+        table = columns(target)
+        kept = {n for n, _ in columns(history)}
+        for name, kind in table:  # a column the table gained since the history was made
+            if name not in kept:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                        history, sql.Identifier(name), sql.SQL(kind)
+                    )
+                )
+        self.table_columns = [n for n, _ in table]
 
     def _check_columns(self, conn: psycopg.Connection[Any], regclass: str) -> None:
         rows = conn.execute(
@@ -324,6 +365,19 @@ class PostgresSink:
         }
         where = f"{self._about()}: the existing table"
         for name, kind in self.columns:
+            if name not in existing and self.keys:  # a running aggregate's table gains the column
+                from psycopg import sql
+
+                assert self.schema_name is not None
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                        sql.Identifier(self.schema_name, self.ref.name),
+                        sql.Identifier(name),
+                        sql.SQL(pg_type(kind) or ""),
+                    )
+                )
+                log.info("%s: column '%s' added (NULL in the rows written before)", self._about(), name)
+                existing[name] = (pg_type(kind) or "", False, False)
             if name not in existing:
                 raise PlanError(
                     f"{where} has no column '{name}' (it has {', '.join(existing) or 'none'}); alias the "
@@ -425,8 +479,7 @@ class PostgresSink:
             self._check_table()
         assert self.schema_name is not None
         target = sql.Identifier(self.schema_name, self.ref.name)
-        names = [n for n, _ in self.columns] or list(batch.column_names)
-        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        names = [n for n, _ in self.columns] or [n for n in batch.column_names if n != KEEP]
         with conn.transaction():
             # Step 1. The bookkeeping row; none inserted: the batch is already written.
             fresh = conn.execute(
@@ -442,44 +495,10 @@ class PostgresSink:
                 )
                 return
             # Step 2. The rows, by COPY (into a temporary table first for an upsert).
-            if batch.num_rows:
-                values = [batch.column(n).to_pylist() for n in names]
-                into = sql.Identifier("pitstop_batch")
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TEMP TABLE pitstop_batch ON COMMIT DROP AS SELECT {} FROM {} LIMIT 0"
-                    ).format(cols, target)
-                )
-                with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(into, cols)) as copy:
-                    for row in zip(*values, strict=True):
-                        copy.write_row(row)
-                if not self.keys:
-                    conn.execute(
-                        sql.SQL(
-                            "WITH ins AS (INSERT INTO {} ({}) SELECT {} FROM pitstop_batch RETURNING *) "
-                            "INSERT INTO {} SELECT %s, %s, %s, " + ROW_HASH.format("ins") + " FROM ins"
-                        ).format(target, cols, cols, sql.Identifier(self.schema_name, ROW_HASHES)),
-                        [self.run_id, self.branch, batch_id],
-                    )
-                else:
-                    rest = [n for n in names if n not in self.keys]
-                    update = (
-                        sql.SQL("DO UPDATE SET {}").format(
-                            sql.SQL(", ").join(
-                                sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(n), sql.Identifier(n))
-                                for n in rest
-                            )
-                        )
-                        if rest
-                        else sql.SQL("DO NOTHING")
-                    )
-                    conn.execute(
-                        sql.SQL(
-                            "INSERT INTO {} ({}) SELECT {} FROM pitstop_batch ON CONFLICT ({}) {}"
-                        ).format(
-                            target, cols, cols, sql.SQL(", ").join(map(sql.Identifier, self.keys)), update
-                        )
-                    )
+            if batch.num_rows and not self.keys:
+                self._append(conn, target, names, batch, batch_id)
+            elif batch.num_rows:
+                self._upsert(conn, target, names, batch, batch_id)
             crash_point("sink.before_commit")
         # Step 3. Committed (leaving the block).
         crash_point("sink.after_commit")
@@ -584,6 +603,114 @@ class PostgresSink:
             row = conn.execute("SELECT current_schema()").fetchone()
             schema = None if row is None else row[0]
         return str(schema)
+
+    def _append(
+        self, conn: psycopg.Connection[Any], target: Any, names: list[str], batch: pa.Table, batch_id: int
+    ) -> None:
+        """Step 2 of an append: the batch into a temporary table, then into the table, each row's
+        hash beside it (what a rollback to a snapshot's cut finds the rows by)."""
+        from psycopg import sql
+
+        assert self.schema_name is not None
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        conn.execute(
+            sql.SQL("CREATE TEMP TABLE pitstop_batch ON COMMIT DROP AS SELECT {} FROM {} LIMIT 0").format(
+                cols, target
+            )
+        )
+        self._copy(conn, sql.Identifier("pitstop_batch"), names, batch)
+        conn.execute(
+            sql.SQL(
+                "WITH ins AS (INSERT INTO {} ({}) SELECT {} FROM pitstop_batch RETURNING *) "
+                "INSERT INTO {} SELECT %s, %s, %s, " + ROW_HASH.format("ins") + " FROM ins"
+            ).format(target, cols, cols, sql.Identifier(self.schema_name, ROW_HASHES)),
+            [self.run_id, self.branch, batch_id],
+        )
+
+    def _copy(self, conn: psycopg.Connection[Any], into: Any, names: list[str], batch: pa.Table) -> None:
+        from psycopg import sql
+
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        values = [batch.column(n).to_pylist() for n in names]
+        with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(into, cols)) as copy:
+            for row in zip(*values, strict=True):
+                copy.write_row(row)
+
+    def _upsert(
+        self, conn: psycopg.Connection[Any], target: Any, names: list[str], batch: pa.Table, batch_id: int
+    ) -> None:
+        """Step 2 of an upsert: the batch into a temporary table, each changed row's before-image
+        into the history table, rows no longer kept deleted, the kept ones upserted by key."""
+        from psycopg import sql
+
+        if KEEP not in batch.column_names:
+            batch = batch.append_column(KEEP, pa.array([True] * batch.num_rows, pa.bool_()))
+        for key in self.keys:
+            if batch.column(key).null_count:
+                raise PitstopError(
+                    f"{self._about()}: group key '{key}' is NULL in {batch.column(key).null_count} row(s) "
+                    f"of batch {batch_id}, and a key of the sink's rows cannot be NULL; nothing of the "
+                    f"batch was written. Group by COALESCE({key}, ...) AS {key} instead"
+                )
+        assert self.schema_name is not None
+        temp = sql.Identifier("pitstop_batch")
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        conn.execute(
+            sql.SQL("CREATE TEMP TABLE pitstop_batch ON COMMIT DROP AS SELECT {} FROM {} LIMIT 0").format(
+                cols, target
+            )
+        )
+        conn.execute(sql.SQL("ALTER TABLE pitstop_batch ADD COLUMN {} boolean").format(sql.Identifier(KEEP)))
+        self._copy(conn, temp, [*names, KEEP], batch)
+        keep = sql.SQL("b.{}").format(sql.Identifier(KEEP))
+        on = sql.SQL(" AND ").join(
+            sql.SQL("t.{} = b.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in self.keys
+        )
+        first = sql.Identifier(self.keys[0])
+        image = [
+            sql.SQL("{}.{}").format(sql.Identifier("b" if c in self.keys else "t"), sql.Identifier(c))
+            for c in self.table_columns
+        ]
+        history = sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX)
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} ({}) SELECT %s, %s, %s, %s, t.{} IS NULL, {} FROM pitstop_batch b "
+                "LEFT JOIN {} t ON {} WHERE {} OR t.{} IS NOT NULL"
+            ).format(
+                history,
+                sql.SQL(", ").join(map(sql.Identifier, [n for n, _ in HISTORY_COLUMNS] + self.table_columns)),
+                first,
+                sql.SQL(", ").join(image),
+                target,
+                on,
+                keep,
+                first,
+            ),
+            [self.job, self.run_id, self.branch, batch_id],
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {} t USING pitstop_batch b WHERE {} AND NOT {}").format(target, on, keep)
+        )
+        rest = [n for n in names if n not in self.keys]
+        update = (
+            sql.SQL("DO UPDATE SET {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in rest
+                )
+            )
+            if rest
+            else sql.SQL("DO NOTHING")
+        )
+        conn.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT {} FROM pitstop_batch WHERE {} ON CONFLICT ({}) {}").format(
+                target,
+                cols,
+                cols,
+                sql.Identifier(KEEP),
+                sql.SQL(", ").join(map(sql.Identifier, self.keys)),
+                update,
+            )
+        )
 
     def interrupt(self) -> None:
         """The run is stopping: a batch waiting for the server stops waiting (it is written when

@@ -86,7 +86,7 @@ class DuckDBSink:
         self.job = job
         self.run_id = run_id
         self.branch = branch
-        self._columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
+        self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         quoted = '"' + self.table.replace('"', '""') + '"'
@@ -128,9 +128,9 @@ class DuckDBSink:
                 try:
                     tx.execute(f"INSERT INTO main.{quoted} BY NAME SELECT * FROM __pitstop_batch")
                     # What rolls the sink back to a snapshot's cut finds these rows by this hash.
-                    if self._columns is None:
-                        self._columns = table_columns(tx, self.table)
-                    hashed = row_hash(self._columns, set(batch.column_names))
+                    if self._hash_columns is None:
+                        self._hash_columns = table_columns(tx, self.table)
+                    hashed = row_hash(self._hash_columns, set(batch.column_names))
                     tx.execute(
                         f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
                         [self.run_id, self.branch, batch_id],
@@ -200,6 +200,8 @@ class ConsoleSink:
             return
         rows = _naive_utc(table).to_pylist()
         out = [f"-- {self.label}, batch {batch_id}: {len(rows)} row(s)"]
-        out += ["  " + ", ".join(f"{k}={v}" for k, v in r.items()) for r in rows]
+        for r in rows:  # a running aggregate's rows: a group no longer kept is shown as removed
+            removed = r.pop("__pitstop_keep", True) is False
+            out.append(("  removed: " if removed else "  ") + ", ".join(f"{k}={v}" for k, v in r.items()))
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()

@@ -2,6 +2,9 @@
 
     source -> pre-layers (views, subqueries) -> [WHERE] -> stateful stages -> projections -> sink
 
+After a stage whose rows are updated (a running aggregate), the projections' filters mark rows
+(``__pitstop_keep``) rather than drop them, so that the sink removes a group no longer kept.
+
 Each stateful stage is run by its kind (:meth:`pitstop.stages.base.StageKind.frame`), which is
 also where a restored stage's seed rows go in and where late live events are dropped.
 """
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry
+from pitstop.connectors.upsert import KEEP
 from pitstop.planner.plan import Branch
 from pitstop.planner.types import spark_type
 from pitstop.stages import registry as kinds
@@ -81,8 +85,25 @@ def branch_frame(
         df = df.filter(F.expr(branch.where_sql))
     for stage in branch.stages:
         df = kinds.kind_of(stage).frame(spark, df, stage, seeds.get(stage.name))
+    if branch.upsert_keys:
+        return _updated_rows(df, branch)
     for layer in branch.layers:
         if layer.where_sql:
             df = df.filter(F.expr(layer.where_sql))
         df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
+    return df
+
+
+def _updated_rows(df: DataFrame, branch: Branch) -> DataFrame:
+    """The layers after an updating stage, whose filters mark rows instead of dropping them: a
+    group that a filter (HAVING) no longer keeps must be removed from the sink, so its row goes
+    on with ``__pitstop_keep`` false (:mod:`pitstop.connectors.upsert`)."""
+    from pyspark.sql import functions as F
+
+    df = df.withColumn(KEEP, F.lit(True))
+    for layer in branch.layers:
+        keep = F.col(KEEP)
+        if layer.where_sql:
+            keep = keep & F.coalesce(F.expr(layer.where_sql), F.lit(False))
+        df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns], keep.alias(KEEP))
     return df

@@ -484,6 +484,21 @@ class Manager:
                 elif restarted:
                     self.catalog.set_job_status(run.job, RUNNING, "; ".join(restarted))
 
+    def sinks_waiting(self) -> dict[str, str]:
+        """Per job (lower-case name), what its sinks wait for now (``waiting for PostgreSQL at
+        host:port: ...``), for SHOW JOBS and DESCRIBE JOB. Reads what the sinks already hold: no
+        lock, no Spark call (many clients list jobs at once)."""
+        out: dict[str, str] = {}
+        for key, run in list(self.runs.items()):
+            said = [
+                f"sink '{bq.branch.sink}' {waiting}"
+                for bq in list(run.branches)
+                if (waiting := getattr(bq.sink, "waiting", None))
+            ]
+            if said:
+                out[key] = "; ".join(said)
+        return out
+
     def live_status(self) -> list[tuple[str, str, float]]:
         """``(job, status, input rows per second)`` of every job in the catalog, for toolbars.
 

@@ -23,6 +23,7 @@ from pitstop.catalog.store import Catalog
 from pitstop.connectors import positions, registry
 from pitstop.connectors.base import Positions
 from pitstop.connectors.sinks import Sink
+from pitstop.connectors.upsert import KEEP
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import (
@@ -120,11 +121,11 @@ class ActiveRun:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
             sink = registry.connector(mapping.type).make_sink(
-                catalog, mapping, self.job, self.run.run_id, branch.index
+                catalog, mapping, self.job, self.run.run_id, branch.index, branch.upsert_keys
             )
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             df = self._frame(branch)
-            sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields])
+            sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != KEEP])
             self.branches.append(bq)
             bq.query = self._start_query(df, bq, trigger_ms)
 
@@ -166,7 +167,7 @@ class ActiveRun:
             df.writeStream.queryName(f"{self.job}#{bq.branch.index}@{self.run.run_id}")
             .foreachBatch(write_batch)
             .option("checkpointLocation", str(bq.checkpoint))
-            .outputMode("append")
+            .outputMode(output_mode(bq.branch))
             .trigger(processingTime=f"{trigger_ms} milliseconds")
             .start()
         )
@@ -402,6 +403,15 @@ class ActiveRun:
         cut = self.drain_to_cut(timeout_s, cancelled)
         self.stop()
         return self._cut(cut.positions)
+
+
+def output_mode(branch: Branch) -> str:
+    """Spark's output mode of a branch. ``update`` where its stage's rows change as input arrives
+    (a running aggregate): each batch hands the sink the groups it changed, which the sink
+    replaces by key. Spark refuses ``append`` for an aggregation without a watermark, and
+    ``complete`` would hand every group to every batch (see :mod:`pitstop.stages.running`).
+    Otherwise ``append``: a window's row once, when it closes."""
+    return "update" if branch.upsert_keys else "append"
 
 
 def full_text(exc: Any) -> str:

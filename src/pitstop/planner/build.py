@@ -1,7 +1,9 @@
 """Turn a ``CREATE JOB`` body into a :class:`JobPlan` of named stages.
 
 Each ``INSERT`` is one branch: ``source -> [filter] -> [stateful stage] -> projections -> sink``.
-The stateful stage is planned by its kind (:mod:`pitstop.stages`), which the SELECT's FROM names.
+The stateful stage is planned by its kind (:mod:`pitstop.stages`): an aggregation's by the
+SELECT's FROM (a window function, or none: a running aggregate), deduplication's by ``SELECT
+DISTINCT`` or Flink's ``ROW_NUMBER() OVER (...) ... WHERE rn = 1`` pattern.
 Anything that a streaming job cannot run is refused here, before anything starts, with a message
 that says what to write instead.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -24,6 +27,7 @@ from pitstop.sql.intervals import interval_micros
 from pitstop.sql.names import check_name
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
+from pitstop.stages import dedup
 from pitstop.stages import registry as kinds
 
 MappingLookup = Callable[[str], Mapping | None]
@@ -89,7 +93,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
     chain: list[tuple[exp.Select, str | None]] = [(query, None)]
     while True:
         select, _ = chain[-1]
-        from_table = _from_of(select, sink_name)
+        from_table = _from_of(select, sink_name, dedup_ok=True)
         if isinstance(from_table, exp.Table) and from_table.name.lower() in ctes:
             name = from_table.name.lower()
             if any(n is not None and n.lower() == name for _, n in chain):
@@ -99,25 +103,57 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         break
     core, core_cte = chain[-1]
     outer = [s for s, _ in reversed(chain[:-1])]
-    from_node = _from_of(core, sink_name)
+    from_node = _from_of(core, sink_name, dedup_ok=True)
+    plain_ctes = {k: v[1] for k, v in ctes.items()}
+
+    # Deduplication: DISTINCT in the SELECT that reads the source, or Flink's ROW_NUMBER() pattern
+    # (the numbered SELECT as a subquery or a CTE, filtered WHERE rn = 1 by the SELECT above it).
+    numbered: exp.Select | None = None
+    if isinstance(from_node, exp.Subquery) and isinstance(from_node.this, exp.Select):
+        if dedup.row_number_of(from_node.this) is not None:
+            numbered, first_outer = from_node.this, core
+    if numbered is None and dedup.row_number_of(core) is not None and outer:
+        numbered, first_outer = core, outer[0]
+        outer = outer[1:]
+    for select in [core, *outer]:
+        if select is core and core.args.get("distinct"):  # DISTINCT here deduplicates; the rest is checked
+            select = select.copy()
+            select.set("distinct", None)
+        if select is not numbered:
+            _refuse_unsupported(select, sink_name)
+    if numbered is not None:
+        return _plan_numbered(
+            index, insert, sink, numbered, first_outer, core, core_cte, outer, plain_ctes, lookup
+        )
 
     tvf = from_node if isinstance(from_node, WindowTvf) else None
-    plain_ctes = {k: v[1] for k, v in ctes.items()}
     src = _resolve_input(tvf.this if tvf is not None else from_node, plain_ctes, lookup, sink_name, set())
     source, src_layer = src.source, src.layer
     where_sql = _where(core, src_layer)
     has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
     stage: AggregateStage | None = None
-    if has_aggregates:
-        if tvf is None:
+    if core.args.get("distinct"):
+        if has_aggregates or tvf is not None:
             raise PlanError(
-                f"INSERT INTO {sink_name}: GROUP BY on a stream needs a window, so that results "
-                "can be emitted when it closes: read FROM TABLE(TUMBLE(TABLE "
-                f"{source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) and GROUP BY window_start, "
-                "window_end, ..."
+                f"INSERT INTO {sink_name}: SELECT DISTINCT with GROUP BY or a window function is not "
+                "supported; GROUP BY the columns instead (each group is one row)"
+            )
+        stage, layer, first = dedup.KIND.plan(
+            core, None, src, _stage_name(core, core_cte, sink.name, "dedup")
+        )
+    elif has_aggregates:
+        kind = kinds.for_tvf(None if tvf is None else str(tvf.args["kind"]))
+        if kind.updates and not registry.connector(sink.type).upserts:
+            raise PlanError(
+                f"INSERT INTO {sink_name}: GROUP BY on a stream without a window is a running "
+                "aggregate, whose rows change as input arrives, and mapping "
+                f"'{sink.name}' is of type {registry.display_name(sink.type)}, which only appends: "
+                "write it to a sink that replaces rows by key (a TYPE DuckDB or TYPE Postgres "
+                "mapping), or aggregate per window so that each row is final when it is written: "
+                f"FROM TABLE(TUMBLE(TABLE {source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+                "... GROUP BY window_start, window_end, ..."
             )
         stage_name = _stage_name(core, core_cte, sink.name)
-        kind = kinds.for_tvf(str(tvf.args["kind"]))
         stage, layer, first = kind.plan(core, tvf, src, stage_name)
     else:
         if tvf is not None:
@@ -126,13 +162,31 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
                 "window_end, ... and aggregates"
             )
         first, layer = _projection(core, src_layer, where=None)
-    layers = [first]
+    return _branch(index, insert, sink, src, where_sql, stage, [first], layer, outer)
+
+
+def _branch(
+    index: int,
+    insert: exp.Insert,
+    sink: Mapping,
+    src: Input,
+    where_sql: str | None,
+    stage: AggregateStage | None,
+    layers: list[Projection],
+    layer: Layer,
+    outer: list[exp.Select],
+) -> Branch:
+    """The branch, with the stateless SELECTs above the stage as its last layers."""
+    sink_name = sink.name
+    source = src.source
     for select in outer:
         if _aggregates_in(select) or select.args.get("group") is not None:
             raise PlanError("only one aggregation per INSERT is supported; aggregate in one SELECT")
         projection, layer = _projection(select, layer, where=_where(select, layer))
         layers.append(projection)
+    updates = stage is not None and kinds.kind_of(stage).updates
     return Branch(
+        upsert_keys=_upsert_keys(stage, layers, sink_name) if stage is not None and updates else (),
         index=index,
         sink=sink.name,
         source=source.name,
@@ -142,6 +196,89 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         pre_layers=src.pre_layers,
         sql=insert.sql(dialect=PitstopDialect),
     )
+
+
+def _plan_numbered(
+    index: int,
+    insert: exp.Insert,
+    sink: Mapping,
+    numbered: exp.Select,
+    above: exp.Select,
+    core: exp.Select,
+    core_cte: str | None,
+    outer: list[exp.Select],
+    ctes: dict[str, exp.Select],
+    lookup: _Lookups,
+) -> Branch:
+    """Flink's deduplication: ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k
+    ORDER BY ts) AS rn FROM t) WHERE rn = 1``. The numbered SELECT's other columns are projected
+    before the stage; ``above`` is the SELECT that keeps ``rn = 1``."""
+    alias = dedup.row_number_of(numbered)
+    assert alias is not None
+    rn = alias.alias
+    rest: list[exp.Expression] = []
+    kept_first = False
+    where = above.args.get("where")
+    for cond in (
+        where.this.flatten()
+        if where is not None and isinstance(where.this, exp.And)
+        else ([where.this] if where is not None else [])
+    ):
+        if (
+            isinstance(cond, (exp.EQ, exp.LTE))
+            and isinstance(cond.this, exp.Column)
+            and cond.this.name.lower() == rn.lower()
+            and cond.expression.sql() == "1"
+        ):
+            kept_first = True
+        else:
+            rest.append(cast(exp.Expression, cond))
+    if not kept_first:
+        raise PlanError(
+            f"INSERT INTO {sink.name}: ROW_NUMBER() OVER (...) AS {rn} deduplicates only as Flink's "
+            f"pattern: keep the first row of each key with WHERE {rn} = 1 in the SELECT that reads it"
+        )
+    inner = numbered.copy()
+    inner.set("expressions", [e for e in inner.expressions if e.alias_or_name != rn])
+    src = _input_of_select(inner, "the ROW_NUMBER() subquery", ctes, lookup, sink.name, set())
+    hint_from = numbered if stage_hint(numbered) is not None else core
+    cte = core_cte if numbered is core else None
+    stage, layer, first = dedup.KIND.plan(
+        numbered, None, src, _stage_name(hint_from, cte, sink.name, "dedup")
+    )
+    filtered = above.copy()
+    filtered.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    for col in filtered.find_all(exp.Column):
+        if col.name.lower() == rn.lower():
+            raise PlanError(
+                f"INSERT INTO {sink.name}: {rn} is 1 in every row that is kept; leave it out of the SELECT"
+            )
+    _refuse_unsupported(filtered, sink.name)
+    projection, layer = _projection(filtered, layer, where=_where(filtered, layer))
+    return _branch(index, insert, sink, src, None, stage, [first, projection], layer, outer)
+
+
+def _upsert_keys(stage: AggregateStage, layers: list[Projection], sink: str) -> tuple[str, ...]:
+    """The sink columns that hold the stage's group keys, followed through the projections after
+    the stage; PlanError when the SELECT does not write one of them as it is (the sink replaces
+    rows by them)."""
+    out: list[str] = []
+    for key in stage.keys:
+        name = key.name
+        for layer in layers:
+            ref = f"`{name}`".lower()
+            found = next((c.name for c in layer.columns if c.sql.lower() in (ref, name.lower())), None)
+            if found is None:
+                shown = key.sql if key.name.startswith("__k") else key.name
+                raise PlanError(
+                    f"INSERT INTO {sink}: a running aggregate replaces its groups' rows in the sink by "
+                    f"their keys, so the SELECT must write each group key as a column of its own; "
+                    f"{shown} is not written as it is: add it to the SELECT (AS a name, if it is an "
+                    "expression)"
+                )
+            name = found
+        out.append(name)
+    return tuple(out)
 
 
 def _resolve_input(
@@ -225,15 +362,17 @@ def _aggregates_in(select: exp.Select) -> bool:
     return any(call.find_ancestor(exp.Select) is select for call in select.find_all(exp.AggFunc))
 
 
-def _from_of(select: exp.Select, sink: str) -> exp.Expression:
-    _refuse_unsupported(select, sink)
+def _from_of(select: exp.Select, sink: str, dedup_ok: bool = False) -> exp.Expression:
+    """The FROM of a SELECT, after refusing what a job cannot run (``dedup_ok``: not yet DISTINCT
+    and window functions, which the caller checks where deduplication may stand)."""
+    _refuse_unsupported(select, sink, dedup_ok)
     from_ = select.args.get("from_")
     if from_ is None:
         raise PlanError(f"INSERT INTO {sink}: the SELECT needs a FROM clause naming a source")
     return from_.this
 
 
-def _refuse_unsupported(select: exp.Select, sink: str) -> None:
+def _refuse_unsupported(select: exp.Select, sink: str, dedup_ok: bool = False) -> None:
     if select.args.get("joins"):
         raise PlanError(
             f"INSERT INTO {sink}: JOIN is not supported in a streaming job yet; read one source "
@@ -245,14 +384,19 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
                 f"INSERT INTO {sink}: {what} is not supported in a streaming job; a stream has no "
                 "end to sort or limit at. Remove it, or query the sink table afterwards."
             )
-    if select.args.get("distinct"):
+    if dedup_ok:
+        pass
+    elif select.args.get("distinct"):
         raise PlanError(
-            f"INSERT INTO {sink}: SELECT DISTINCT is not supported in a streaming job; remove it, "
-            "or GROUP BY window_start, window_end and the columns to keep one row per window"
+            f"INSERT INTO {sink}: SELECT DISTINCT deduplicates only in the SELECT that reads the "
+            "source; move it there, or GROUP BY window_start, window_end and the columns to keep one "
+            "row per window"
         )
-    if select.find(exp.Window):
+    elif any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window)):
         raise PlanError(
-            f"INSERT INTO {sink}: OVER (...) window functions are not supported; use TUMBLE with GROUP BY"
+            f"INSERT INTO {sink}: OVER (...) window functions are not supported, except Flink's "
+            "deduplication (SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) "
+            "AS rn FROM t) WHERE rn = 1); use TUMBLE with GROUP BY"
         )
     for sub in select.find_all(exp.Subquery):
         if isinstance(sub.parent, (WindowTvf, exp.From)):
@@ -262,16 +406,16 @@ def _refuse_unsupported(select: exp.Select, sink: str) -> None:
         )
 
 
-def _stage_name(select: exp.Select, cte: str | None, sink: str) -> str:
-    """A hint's name, else the CTE alias, else ``<sink>.aggregate``; every one checked as a name
-    (it becomes a folder of snapshots and runs), the derived one too."""
+def _stage_name(select: exp.Select, cte: str | None, sink: str, suffix: str = "aggregate") -> str:
+    """A hint's name, else the CTE alias, else ``<sink>.<suffix>`` (``aggregate``, ``dedup``);
+    every one checked as a name (it becomes a folder of snapshots and runs), the derived one too."""
     name = stage_hint(select)
     if name is not None:
         return check_name("stage", name)
     if cte is not None:
         return check_name("stage", cte)
     try:
-        return check_name("stage", f"{sink}.aggregate")
+        return check_name("stage", f"{sink}.{suffix}")
     except BadNameError as err:
         raise BadNameError(
             f"{err.message}. Name the stage of INSERT INTO {sink} with a CTE alias or /*+ STAGE(name) */"

@@ -44,19 +44,31 @@ class WindowSpec:
 
 @dataclass(frozen=True)
 class AggregateStage:
-    """A stateful window-aggregate stage."""
+    """A stateful aggregating stage: per window and key (a window kind), or per key with no
+    window (``window`` None: a running aggregate, whose kind is ``stage_kind``)."""
 
     name: str
-    window: WindowSpec
+    window: WindowSpec | None
     keys: tuple[KeyColumn, ...]
     accumulators: tuple[Accumulator, ...]
     functions: tuple[str, ...]  # the aggregate calls as written, e.g. ("SUM(amount)", "COUNT(*)")
     watermark_delay_micros: int
+    stage_kind: str | None = None  # the kind of a stage without a window (e.g. "running")
+    time_column: str | None = None  # dedup: the event-time column whose watermark bounds the state
 
     @property
     def kind(self) -> str:
         """The stage's kind: the name of its module in :mod:`pitstop.stages`."""
-        return self.window.kind
+        if self.window is not None:
+            return self.window.kind
+        assert self.stage_kind is not None, self.name
+        return self.stage_kind
+
+    @property
+    def spec(self) -> WindowSpec:
+        """The stage's window (a window kind's stages always have one)."""
+        assert self.window is not None, f"stage '{self.name}' has no window"
+        return self.window
 
     @property
     def accumulator_schema(self) -> tuple[str, ...]:
@@ -88,6 +100,10 @@ class Branch:
     layers: tuple[Projection, ...]  # over the stage's output (or the filtered source rows)
     sql: str  # the INSERT as written
     pre_layers: tuple[Projection, ...] = ()  # views and subqueries between the source and the rest
+    upsert_keys: tuple[str, ...] = ()
+    """The sink's columns that identify a row when the branch's stage updates its rows (a running
+    aggregate's group keys, as the SELECT names them): Spark's update output mode, and a sink that
+    replaces rows by these columns. Empty: rows are appended (windows are emitted once)."""
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
@@ -129,11 +145,13 @@ class JobPlan:
 def stage_from_json(s: dict[str, Any]) -> AggregateStage:
     return AggregateStage(
         name=s["name"],
-        window=WindowSpec(**s["window"]),
+        window=None if s["window"] is None else WindowSpec(**s["window"]),
         keys=tuple(KeyColumn(**k) for k in s["keys"]),
         accumulators=tuple(Accumulator(**a) for a in s["accumulators"]),
         functions=tuple(s["functions"]),
         watermark_delay_micros=int(s["watermark_delay_micros"]),
+        stage_kind=s.get("stage_kind"),
+        time_column=s.get("time_column"),
     )
 
 
@@ -151,4 +169,5 @@ def _branch(b: dict[str, Any]) -> Branch:
         layers=tuple(_projection(p) for p in b["layers"]),
         sql=b["sql"],
         pre_layers=tuple(_projection(p) for p in b.get("pre_layers", [])),
+        upsert_keys=tuple(b.get("upsert_keys", ())),
     )

@@ -219,8 +219,27 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
         (checkpoint / ".metadata.crc").unlink(missing_ok=True)
         (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
         if copy.seeded:
+            _forget_seed_files(checkpoint)
             empty = safe_path(folder / "seeds", "stage", stage)
             empty.mkdir(parents=True, exist_ok=True)
             # Watermark 0: no late-event filter (Spark applies the checkpoint's watermark).
             seeds[stage] = StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)
     return replace(restore, seeds=seeds)
+
+
+def _forget_seed_files(checkpoint: Path) -> None:
+    """Empty the file log of a copied checkpoint's seed source (``sources/<n>/``: pitstop's own
+    sources are Python data sources, which keep no such log; only the seed stream of a seeded
+    run does). On a restart Spark asks each such source for the files of the last committed
+    batch; when that batch is the old run's seed batch, they lie in a folder other than the new
+    run's (empty) seed folder, and Spark refuses them ("Wrong basePath"). Their rows are in the
+    state already. New files replace the hard links, which the snapshot shares."""
+    sources = checkpoint / "sources"
+    if not sources.is_dir():
+        return
+    for log in sources.glob("*/*"):
+        if log.name.startswith("."):  # a checksum: without one, the file is read unchecked
+            log.unlink()
+        else:
+            log.unlink()
+            log.write_text("v1")

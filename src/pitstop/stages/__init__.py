@@ -3,5 +3,8 @@
 
 - :mod:`~pitstop.stages.tumble`, :mod:`~pitstop.stages.hop`, :mod:`~pitstop.stages.session`:
   windowed aggregations (their shared part in :mod:`~pitstop.stages.windowed`), planned in
-  accumulator form (:mod:`~pitstop.stages.accumulators`).
+  accumulator form (:mod:`~pitstop.stages.accumulators`);
+- :mod:`~pitstop.stages.running`: a running aggregate (GROUP BY without a window), in the same
+  accumulator form, whose rows are updated in an upsert sink;
+- :mod:`~pitstop.stages.dedup`: deduplication (``SELECT DISTINCT``, ``ROW_NUMBER() ... = 1``).
 """

@@ -24,29 +24,45 @@ SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
 
 
 def plan_aggregate(
-    select: exp.Select, window: WindowSpec, input_: Input, stage_name: str
+    select: exp.Select,
+    window: WindowSpec | None,
+    input_: Input,
+    stage_name: str,
+    stage_kind: str | None = None,
 ) -> tuple[AggregateStage, Layer, Projection]:
-    """A windowed aggregation in accumulator form: keys, accumulators, and the projection that
-    finishes them into the SELECT's columns (and its HAVING as the projection's filter)."""
+    """An aggregation in accumulator form: keys, accumulators, and the projection that finishes
+    them into the SELECT's columns (and its HAVING as the projection's filter). Per window and
+    key when ``window`` is given; else per key alone (a running aggregate of ``stage_kind``)."""
     src = input_.layer
     group = select.args.get("group")
     if group is None:
+        if window is not None:
+            raise PlanError(
+                f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, window_end, ..."
+            )
         raise PlanError(
-            f"stage '{stage_name}': a windowed aggregation needs GROUP BY window_start, window_end, ..."
+            f"stage '{stage_name}': a running aggregate needs GROUP BY at least one column: its rows "
+            "are replaced in the sink by their group keys"
         )
+    windowed = window is not None
     keys: list[KeyColumn] = []
     key_nodes: dict[str, str] = {}  # sql of the group expression -> key column name
     window_cols: set[str] = set()
     for i, g in enumerate(group.expressions):
-        if isinstance(g, exp.Column) and g.name.lower() in WINDOW_COLUMNS:
+        if windowed and isinstance(g, exp.Column) and g.name.lower() in WINDOW_COLUMNS:
             window_cols.add(g.name.lower())
             continue
         check_columns(g, src)
         name = g.name if isinstance(g, exp.Column) else f"__k{i}"
         keys.append(KeyColumn(name, g.sql(SPARK), infer(g, src.table, src.columns)))
         key_nodes[g.sql(SPARK)] = name
-    if window_cols != set(WINDOW_COLUMNS):
+    if windowed and window_cols != set(WINDOW_COLUMNS):
         raise PlanError(f"stage '{stage_name}': GROUP BY must include both window_start and window_end")
+    if not windowed and not keys:
+        raise PlanError(
+            f"stage '{stage_name}': a running aggregate needs GROUP BY at least one column: its rows "
+            "are replaced in the sink by their group keys"
+        )
 
     accumulators: list[Accumulator] = []
     finishes: dict[str, str] = {}  # sql of the aggregate call -> finish expression
@@ -64,7 +80,7 @@ def plan_aggregate(
         functions.append(text)
         finishes[text] = accumulate(call, src, add)
 
-    agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"}
+    agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"} if windowed else {}
     agg_columns.update({k.name: k.type for k in keys})
     agg_columns.update({a.name: a.type for a in accumulators})
     agg_layer = Layer(stage_name.replace(".", "_"), agg_columns)
@@ -83,7 +99,7 @@ def plan_aggregate(
         body = proj.this if isinstance(proj, exp.Alias) else proj
         rewritten = body.copy().transform(rewrite)
         for col in rewritten.find_all(exp.Column):
-            if col.name not in agg_columns and col.name.lower() not in WINDOW_COLUMNS:
+            if col.name not in agg_columns and not (windowed and col.name.lower() in WINDOW_COLUMNS):
                 raise PlanError(
                     f"stage '{stage_name}': column '{col.name}' must be in GROUP BY or inside an aggregate"
                 )
@@ -105,7 +121,8 @@ def plan_aggregate(
         keys=tuple(keys),
         accumulators=tuple(accumulators),
         functions=tuple(functions),
-        watermark_delay_micros=input_.watermark.delay_micros if input_.watermark else 0,
+        watermark_delay_micros=input_.watermark.delay_micros if input_.watermark and windowed else 0,
+        stage_kind=None if windowed else stage_kind,
     )
     out_layer = Layer(agg_layer.table, {c.name: c.type for c in columns})
     return stage, out_layer, Projection(having_sql, tuple(columns))

@@ -83,6 +83,11 @@ class StageKind(ABC):
     title: ClassVar[str]  # as SQL writes it, e.g. "TUMBLE"
     family: ClassVar[str]  # kinds of one family name each other in messages, e.g. "window"
     tvf: ClassVar[str | None] = None  # the table-valued function that plans it, e.g. "TUMBLE"
+    # (None: the kind an aggregation plans when its FROM is no window function)
+    updates: ClassVar[bool] = False
+    """Its output rows change as input arrives (a running aggregate): the branch runs in Spark's
+    update mode and its sink replaces rows by the stage's keys; otherwise each row is emitted
+    once, final (a window, when it closes), and appended."""
     format_version: ClassVar[int] = 1  # of the rows and manifest entry this pitstop writes
     reads_formats: ClassVar[frozenset[int]] = frozenset({1})  # every version it can restore
     operators: ClassVar[int] = 1  # Spark stateful operators the stage runs as

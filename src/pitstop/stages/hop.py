@@ -47,12 +47,12 @@ class Hop(WindowKind):
     def seed_stamp(self, stage: AggregateStage) -> Column:
         from pyspark.sql import functions as F
 
-        return F.expr(f"timestamp_micros(unix_micros(window_end) - {stage.window.size_micros})")
+        return F.expr(f"timestamp_micros(unix_micros(window_end) - {stage.spec.size_micros})")
 
     def assign(self, stage: AggregateStage) -> Column:
         from pyspark.sql import functions as F
 
-        window = stage.window
+        window = stage.spec
         return F.window("__ts", duration(window.size_micros), duration(window.slide_micros or 0))
 
     def keep_assigned(self, rows: DataFrame, seed: StageSeed) -> DataFrame:

@@ -8,12 +8,14 @@ from typing import Any
 
 from pitstop.errors import CompatibilityError, PlanError
 from pitstop.planner.plan import AggregateStage, Branch, stage_from_json
-from pitstop.stages import hop, session, tumble
+from pitstop.stages import dedup, hop, running, session, tumble
 from pitstop.stages.base import StageKind
 
-KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND)
+KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND, running.KIND, dedup.KIND)
 _BY_NAME = {k.name: k for k in KINDS}
-_BY_TVF = {k.tvf: k for k in KINDS if k.tvf is not None}
+# The kinds an aggregation plans, by the FROM's table-valued function (None: no window function);
+# deduplication is planned from DISTINCT and ROW_NUMBER() (pitstop.planner.build).
+_BY_TVF = {k.tvf: k for k in (tumble.KIND, hop.KIND, session.KIND, running.KIND)}
 
 
 def kind_named(name: str) -> StageKind:
@@ -32,11 +34,13 @@ def kind_of(stage: AggregateStage) -> StageKind:
     return kind_named(stage.kind)
 
 
-def for_tvf(function: str) -> StageKind:
-    """The kind a table-valued function in FROM plans (``TUMBLE``, ``HOP``, ``SESSION``)."""
-    found = _BY_TVF.get(function.upper())
+def for_tvf(function: str | None) -> StageKind:
+    """The kind an aggregation plans: the one its FROM's table-valued function names (``TUMBLE``,
+    ``HOP``, ``SESSION``), or with no such function (None) a running aggregate."""
+    found = _BY_TVF.get(None if function is None else function.upper())
     if found is None:
-        raise PlanError(f"{function.upper()}(...) plans no stage; known: {', '.join(_BY_TVF)}")
+        known = ", ".join(str(k) for k in _BY_TVF if k is not None)
+        raise PlanError(f"{str(function).upper()}(...) plans no stage; known: {known}")
     return found
 
 

@@ -54,7 +54,7 @@ class Session(WindowKind):
         from pyspark.sql import functions as F
 
         keys = key_columns(stage)
-        gap = stage.window.gap_micros or stage.window.size_micros
+        gap = stage.spec.gap_micros or stage.spec.size_micros
         pre = live_rows(live, stage).withColumn("__gap", F.lit(gap).cast("bigint"))
         if seed is not None:
             old_gap = seed.old_gap_micros or gap

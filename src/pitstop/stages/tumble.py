@@ -53,7 +53,7 @@ class Tumble(WindowKind):
     def assign(self, stage: AggregateStage) -> Column:
         from pyspark.sql import functions as F
 
-        return F.window("__ts", duration(stage.window.size_micros))
+        return F.window("__ts", duration(stage.spec.size_micros))
 
     def compare_window(self, old: WindowSpec, new: WindowSpec) -> Change:
         old_size, new_size = old.size_micros, new.size_micros

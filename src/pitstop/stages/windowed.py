@@ -112,8 +112,8 @@ class WindowKind(StageKind):
                 f"({', '.join(t for _, t in expected)}); the snapshot was not written"
             )
         flat = state.select(
-            F.col("key").cast(_renamed(key_t, key_names)).alias("k"),
-            F.col("value").cast(_renamed(value_t, value_names)).alias("v"),
+            F.col("key").cast(renamed(key_t, key_names)).alias("k"),
+            F.col("value").cast(renamed(value_t, value_names)).alias("v"),
         )
         columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
         columns += [
@@ -129,9 +129,9 @@ class WindowKind(StageKind):
         evolved = not evolution.identity
         return StageSeed(
             path=path,
-            old_size_micros=old.window.size_micros,
+            old_size_micros=old.spec.size_micros,
             old_watermark_ms=watermark_ms,
-            old_gap_micros=old.window.gap_micros,
+            old_gap_micros=old.spec.gap_micros,
             schema=self.state_schema(old) if evolved else None,
             columns=evolution.seed_columns if evolved else None,
         )
@@ -190,22 +190,16 @@ class WindowKind(StageKind):
 
     # -- compatibility ---------------------------------------------------------------------------
     def compare(self, old: AggregateStage, new: AggregateStage) -> Change:
-        old_keys = [_key(k) for k in old.keys]
-        new_keys = [_key(k) for k in new.keys]
-        if old_keys != new_keys:
-            return Change(
-                True,
-                f"group-by keys changed from {_cols(old_keys)} to "
-                f"{_cols(new_keys)}; keep the keys or give the stage a new name (state is kept per "
-                "group, and a group of other keys cannot be split or merged out of it)",
-            )
+        keys = keys_changed(old, new)
+        if keys is not None:
+            return keys
         evolution = evolve(old, new)
         if evolution.refused is not None:
             return Change(True, evolution.refused)
-        change = self.compare_window(old.window, new.window)
+        change = self.compare_window(old.spec, new.spec)
         if change.refused:
             return change
-        return _evolved(change, evolution, old, new)
+        return evolved(change, evolution, old, new)
 
     def compare_window(self, old: WindowSpec, new: WindowSpec) -> Change:
         """The verdict on the window alone (keys and accumulators are the same)."""
@@ -215,7 +209,7 @@ class WindowKind(StageKind):
     def describe(self, stage: AggregateStage) -> StageText:
         accs = ", ".join(f"{a.kind} {a.type}" for a in stage.accumulators)
         return StageText(
-            self.window_text(stage.window),
+            self.window_text(stage.spec),
             ", ".join(f"{k.name} {k.type}" for k in stage.keys) or "(none)",
             f"{accs} for {', '.join(stage.functions)}",
         )
@@ -278,7 +272,7 @@ def live_rows(live: DataFrame, stage: AggregateStage) -> DataFrame:
 
     return live.select(
         *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
-        F.col(f"`{stage.window.time_column}`").alias("__ts"),
+        F.col(f"`{stage.spec.time_column}`").alias("__ts"),
         *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
         F.lit(False).alias("__seed"),
     )
@@ -330,7 +324,7 @@ def expected_buffer(stage: AggregateStage) -> list[tuple[str, str]]:
     return fields
 
 
-def _renamed(struct: Any, names: list[str]) -> Any:
+def renamed(struct: Any, names: list[str]) -> Any:
     """``struct`` with its fields renamed positionally (a struct cast in Spark is positional)."""
     from pyspark.sql.types import StructField, StructType
 
@@ -338,15 +332,26 @@ def _renamed(struct: Any, names: list[str]) -> Any:
 
 
 # -- compatibility ---------------------------------------------------------------------------------
-def _evolved(window: Change, evolution: Evolution, old: AggregateStage, new: AggregateStage) -> Change:
-    """The window's verdict with what becomes of the accumulators (DESIGN.md section 4)."""
+def evolved(
+    window: Change,
+    evolution: Evolution,
+    old: AggregateStage,
+    new: AggregateStage,
+    same: str = "same window and keys",
+    in_flight: str = "the windows in flight at the cut",
+    identical: str = SAME,
+) -> Change:
+    """The window's verdict (:data:`SAME` when nothing but the accumulators may differ: then
+    ``identical`` or ``same`` stands for it) with what becomes of the accumulators (DESIGN.md
+    section 4); an added accumulator starts empty for ``in_flight``."""
     changed = (
         f"aggregates changed from {', '.join(old.functions)} to {', '.join(new.functions)} with "
         "the same accumulator types; restored state was accumulated by the old functions"
     )
     if evolution.identity:  # the same accumulators, where a function may have changed in place
-        return Change(False, window.reason, window.warnings + ((changed,) if evolution.changed else ()))
-    reason = "same window and keys" if window.reason == SAME else window.reason
+        reason = identical if window.reason == SAME else window.reason
+        return Change(False, reason, window.warnings + ((changed,) if evolution.changed else ()))
+    reason = same if window.reason == SAME else window.reason
     if evolution.widened:
         reason += f"; widened, cast on restore: {', '.join(evolution.widened)}"
     if evolution.removed:
@@ -359,17 +364,31 @@ def _evolved(window: Change, evolution: Evolution, old: AggregateStage, new: Agg
     if evolution.added:
         verb = "starts" if len(evolution.added) == 1 else "start"
         warnings.append(
-            f"{', '.join(evolution.added)} {verb} empty for the windows in flight at the cut: in their "
-            "rows, it holds only the events after the cut"
+            f"{', '.join(evolution.added)} {verb} empty for {in_flight}: in their rows, it holds "
+            "only the events after the cut"
         )
     return Change(False, reason, tuple(warnings))
 
 
-def _key(key: KeyColumn) -> tuple[str, str]:
+def keys_changed(old: AggregateStage, new: AggregateStage) -> Change | None:
+    """The refusal when the group-by keys changed (state is kept per group), else None."""
+    old_keys = [key_identity(k) for k in old.keys]
+    new_keys = [key_identity(k) for k in new.keys]
+    if old_keys == new_keys:
+        return None
+    return Change(
+        True,
+        f"group-by keys changed from {cols_text(old_keys)} to "
+        f"{cols_text(new_keys)}; keep the keys or give the stage a new name (state is kept per "
+        "group, and a group of other keys cannot be split or merged out of it)",
+    )
+
+
+def key_identity(key: KeyColumn) -> tuple[str, str]:
     """What identifies a group-by key: its column name, or for a computed key (``__k<i>``, named
     by position) its expression, so that ``upper(region)`` -> ``lower(region)`` is a change."""
     return (key.sql if key.name.startswith("__k") else key.name, key.type)
 
 
-def _cols(cols: list[tuple[str, str]]) -> str:
+def cols_text(cols: list[tuple[str, str]]) -> str:
     return "(" + ", ".join(f"{n} {t}" for n, t in cols) + ")"

@@ -17,8 +17,17 @@ class ConsoleConnector(Connector):
     type_name = "Console"
     summary = "prints each batch (for demos)"
     sink = True
+    upserts = True  # prints a running aggregate's changed rows (and the removed ones, so marked)
 
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
         from pitstop.connectors.sinks import ConsoleSink
 
         return ConsoleSink(mapping, job)

@@ -106,7 +106,15 @@ class FileConnector(Connector):
             text = inside(snapshot_dir, entry["files"]).read_text()
             positions.write_log(positions.source_dir(run_dir, source), [n for n in text.split("\n") if n])
 
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
         from pitstop.connectors.sinks import FileSink
 
         return FileSink(mapping, run_id, branch)

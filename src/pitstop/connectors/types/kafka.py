@@ -210,7 +210,15 @@ class KafkaConnector(Connector):
             ),
         )
 
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
         from pitstop.connectors.kafka_sink import KafkaSink
 
         return KafkaSink(

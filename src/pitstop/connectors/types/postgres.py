@@ -33,6 +33,7 @@ class PostgresConnector(Connector):
     type_name = "Postgres"
     summary = "a table in a PostgreSQL database, exactly once (rows by COPY, one transaction per batch)"
     sink = True
+    upserts = True
     options = (
         Option(
             "dsn",
@@ -49,10 +50,18 @@ class PostgresConnector(Connector):
         parse_dsn(mapping, options["dsn"])
         table_ref(mapping, options.get("table", mapping))
 
-    def make_sink(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> Sink:
+    def make_sink(
+        self,
+        catalog: Catalog,
+        mapping: Mapping,
+        job: str,
+        run_id: str,
+        branch: int,
+        keys: tuple[str, ...] = (),
+    ) -> Sink:
         from pitstop.connectors.postgres import PostgresSink
 
-        return PostgresSink(catalog, mapping, job, run_id, branch)
+        return PostgresSink(catalog, mapping, job, run_id, branch, keys)
 
     def rollback_plan(
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
