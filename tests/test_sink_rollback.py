@@ -328,3 +328,55 @@ def test_rows_written_without_row_hashes_refuse_the_rollback_naming_the_sink(man
         "what was written after the cut"
     )
     assert manager.catalog.query("SELECT count(*) FROM old_sink")[1] == [(3,)]
+
+
+@pytest.mark.spark
+def test_rollback_restores_a_running_aggregates_keys_to_their_values_at_the_cut(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """An upsert sink (running aggregate): each key written after the cut gets its value at the cut
+    back from the table's before-images, and a key first written after the cut goes. The fixed
+    query no longer counts regions 'mars' and 'eu' after the cut: without the rollback, 'mars'
+    would stay and 'eu' would keep the old run's later total; with it, 'eu' is back at its value
+    at the cut and 'mars' is gone."""
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 300, files=1)
+    totals = "SELECT region, COUNT(*) AS n, SUM(amount) AS total FROM orders {where} GROUP BY region"
+    old, new = totals.format(where=""), totals.format(where="WHERE region NOT IN ('mars', 'eu')")
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""
+        CREATE MAPPING totals TYPE DuckDB;
+        CREATE JOB r AS INSERT INTO totals {old};
+        AWAIT JOB r;
+        CREATE SNAPSHOT s1 FOR JOB r;
+    """,
+    )
+    table = "SELECT region, n, total FROM totals ORDER BY region"
+    at_cut = manager.catalog.query(table)[1]
+    assert [r[0] for r in at_cut] == ["apac", "eu", "us"]
+    make_orders.write_orders(data, 300, 600, files=1)
+    mars = [{**make_orders.order(i), "region": "mars"} for i in range(600, 603)]
+    (data / "mars.json").write_text("".join(json.dumps(o) + "\n" for o in mars))
+    run(manager, "AWAIT JOB r; DROP JOB r;")
+    assert [r[0] for r in manager.catalog.query(table)[1]] == ["apac", "eu", "mars", "us"]
+
+    create = f"CREATE JOB r FROM SNAPSHOT s1 OPTIONS ('sinkRollback'='true') AS INSERT INTO totals {new};"
+    [restores] = explained(manager, create)[("totals", "rollback")]
+    assert restores.startswith(
+        "restores 4 key(s) written after snapshot 's1' to their value at the cut, from the table's "
+        "before-images (run r-"
+    )
+    started = run(manager, create + " AWAIT JOB r;")[0].message
+    assert "sink 'totals' rolled back to the cut: 4 key(s) restored to their value at the cut" in started
+    orders = [make_orders.order(i) for i in range(600)] + mars
+    expected: dict[str, tuple[int, Decimal]] = {}
+    for i, o in enumerate(orders):
+        if i >= 300 and o["region"] in ("mars", "eu"):
+            continue
+        n, total = expected.get(str(o["region"]), (0, Decimal("0")))
+        expected[str(o["region"])] = (n + 1, total + Decimal(str(o["amount"])).quantize(Decimal("0.01")))
+    got = {region: (int(n), Decimal(total)) for region, n, total in manager.catalog.query(table)[1]}
+    assert got == expected  # no 'mars': it had no row at the cut, and the fixed query drops it
+    assert got["eu"] == {r[0]: (int(r[1]), Decimal(r[2])) for r in at_cut}["eu"]  # its value at the cut

@@ -73,6 +73,15 @@ def rollback_rows(
                     f"back: {p.note}",
                 )
             )
+        elif enabled and p.restores:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "rollback",
+                    f"restores {what} written after snapshot '{snapshot}' to their value at the cut, "
+                    f"from the table's before-images ({p.from_runs()})",
+                )
+            )
         elif enabled and p.anything:
             verb = "moves to the trash" if p.files else "removes"
             tail = "" if again else "; the new job does not write this sink, so they are not written again"
@@ -118,6 +127,8 @@ def rollback_rows(
 def rollback_done(p: SinkRollback) -> str:
     """What CREATE JOB says it rolled back in one sink."""
     verb = "moved to the trash" if p.files else "removed"
+    if p.restores and not p.rows:
+        verb = "restored to their value at the cut"
     return f"{p.what()} {verb} ({p.from_runs()})"
 
 

@@ -99,12 +99,12 @@ class SinkRollback:
 
     def what(self) -> str:
         """``12 windows`` / ``40 rows`` / ``3 files (40 rows)``."""
+        if self.restores and not self.rows:
+            return f"{self.restores:,} key(s)"
         unit = "window" if self.windowed else "row"
         count = f"{self.rows:,} {unit}{'' if self.rows == 1 else 's'}"
         if self.files:
             count = f"{len(self.files):,} file{'' if len(self.files) == 1 else 's'} ({count})"
-        if self.restores:
-            count += f", {self.restores:,} key(s) restored to their value at the cut"
         return count
 
     def from_runs(self) -> str:

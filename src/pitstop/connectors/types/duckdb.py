@@ -46,13 +46,12 @@ class DuckDBConnector(Connector):
             return UpsertSink(catalog, mapping, job, run_id, branch, keys)
         return DuckDBSink(catalog, mapping, job, run_id, branch)
 
-    # -- rollback: the rows of the spans' batches, found by their hashes (pitstop.sink_rows) ------
-    # An appending sink only. A sink that upserts (running aggregates) overwrites rows, so a row
-    # hash of what a batch wrote says nothing of the value before it: such a sink keeps the
-    # before-image of each key per (run, batch) instead, and its rollback_plan counts the keys to
-    # restore (SinkRollback.restores) and its rollback_in_catalog writes each key's value at the
-    # cut back, in the same transaction. Until then its batches have no row hashes here, so a
-    # rollback of it is refused ("cannot be found"), never done wrong.
+    # -- rollback -----------------------------------------------------------------------------------
+    # An appending sink: the rows of the spans' batches, found by their hashes (pitstop.sink_rows).
+    # An upserting sink (a running aggregate, pitstop.connectors.upsert) overwrites rows, so it
+    # keeps the before-image of each key per (run, batch) in its history table instead: each key
+    # the spans wrote gets its value at the cut back (the before-image of the first batch after the
+    # cut that wrote it; a key that had no row then is deleted), counted as ``restores``.
     def rollback_plan(
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
     ) -> SinkRollback:
@@ -72,9 +71,21 @@ class DuckDBConnector(Connector):
         runs = tuple(RunShare(str(r), int(n), int(rows or 0)) for r, n, rows in per_run)
         total = sum(r.rows for r in runs)
         table = table_name(mapping)
-        plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs)
         others = _other_jobs(catalog, table, job)
-        plan = _with(plan, others=others)
+        keys = _upsert_keys(cur, table)
+        if keys:
+            from pitstop.connectors.upsert import history_table, quote
+
+            history = history_table(table)
+            restores = cur.execute(
+                f"SELECT count(*) FROM (SELECT DISTINCT {', '.join('x.' + quote(k) for k in keys)} "
+                f"FROM {history} x JOIN {within} s ON {_ON})",
+                params,
+            ).fetchall()
+            return SinkRollback(
+                mapping.name, self.type_name, spans, restores=int(restores[0][0]), runs=runs, others=others
+            )
+        plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs, others=others)
         missing = total - int(hashed[0][0] if hashed else 0)
         if missing:
             return _with(
@@ -98,6 +109,10 @@ class DuckDBConnector(Connector):
         table = table_name(mapping)
         quoted = '"' + table.replace('"', '""') + '"'
         within, params = _spans(plan.spans)
+        keys = _upsert_keys(tx, table)
+        if keys:
+            _restore_keys(tx, mapping, table, keys, plan, within, params)
+            return
         removed = 0
         if plan.rows:
             hashed = row_hash(table_columns(tx, table))
@@ -124,10 +139,77 @@ class DuckDBConnector(Connector):
 
 
 def _spans(spans: tuple[Span, ...]) -> tuple[str, list[Any]]:
-    """The spans as an inline table ``(run_id, branch, after)`` and its parameters."""
-    values = ", ".join("(?::VARCHAR, ?::INTEGER, ?::BIGINT)" for _ in spans) or "(NULL, NULL, NULL)"
-    params = [v for s in spans for v in (s.run_id, s.branch, s.after)]
-    return f"(SELECT * FROM (VALUES {values}) v(run_id, branch, after))", params
+    """The spans as an inline table ``(run_id, branch, after, ord)`` and its parameters; ``ord``
+    is the span's place in the job's history (the snapshot's run first, then later runs)."""
+    values = ", ".join("(?::VARCHAR, ?::INTEGER, ?::BIGINT, ?::INTEGER)" for _ in spans)
+    params = [v for i, s in enumerate(spans) for v in (s.run_id, s.branch, s.after, i)]
+    return (
+        f"(SELECT * FROM (VALUES {values or '(NULL, NULL, NULL, NULL)'}) v(run_id, branch, after, ord))",
+        params,
+    )
+
+
+def _upsert_keys(cur: Any, table: str) -> tuple[str, ...]:
+    """The primary key of an upsert sink's table (one that has a history table), else ()."""
+    from pitstop.connectors.upsert import HISTORY_SUFFIX
+
+    found = cur.execute(
+        "SELECT 1 FROM information_schema.tables "
+        "WHERE table_schema = 'pitstop' AND lower(table_name) = lower(?)",
+        [table + HISTORY_SUFFIX],
+    ).fetchall()
+    if not found:
+        return ()
+    keyed = cur.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
+        "AND lower(table_name) = lower(?) AND constraint_type = 'PRIMARY KEY'",
+        [table],
+    ).fetchall()
+    return tuple(str(c) for c in keyed[0][0]) if keyed else ()
+
+
+def _restore_keys(
+    tx: Any,
+    mapping: Mapping,
+    table: str,
+    keys: tuple[str, ...],
+    plan: SinkRollback,
+    within: str,
+    params: list[Any],
+) -> None:
+    """An upsert sink back at the cut: each key the spans wrote gets its before-image from the
+    first batch after the cut that wrote it (deleted if it had no row then); the spans' history
+    and bookkeeping rows go. PitstopError if the history holds another number of keys than the
+    plan counted (the transaction, and the job, are rolled back)."""
+    from pitstop.connectors.sinks import table_columns
+    from pitstop.connectors.upsert import history_table, quote
+
+    target, history = f"main.{quote(table)}", history_table(table)
+    cols = [n for n, _ in table_columns(tx, table)]
+    by_key = ", ".join(f"x.{quote(k)}" for k in keys)
+    tx.execute(
+        f"CREATE OR REPLACE TEMP TABLE __pitstop_at_cut AS SELECT x.* "
+        f"FROM {history} x JOIN {within} s ON {_ON} "
+        f"QUALIFY row_number() OVER (PARTITION BY {by_key} ORDER BY s.ord, x.batch_id) = 1",
+        params,
+    ).fetchall()
+    try:
+        found = tx.execute("SELECT count(*) FROM __pitstop_at_cut").fetchall()
+        if int(found[0][0]) != plan.restores:
+            raise PitstopError(
+                f"sink '{mapping.name}' (table {table}): its history holds {found[0][0]:,} keys written "
+                f"after the cut, not the {plan.restores:,} counted; nothing was rolled back, no job started"
+            )
+        on = " AND ".join(f"t.{quote(k)} = f.{quote(k)}" for k in keys)
+        tx.execute(f"DELETE FROM {target} t USING __pitstop_at_cut f WHERE {on}").fetchall()
+        names = ", ".join(quote(c) for c in cols)
+        tx.execute(
+            f"INSERT INTO {target} ({names}) SELECT {names} FROM __pitstop_at_cut WHERE NOT absent"
+        ).fetchall()
+        tx.execute(f"DELETE FROM {history} x USING {within} s WHERE {_ON}", params).fetchall()
+        tx.execute(f"DELETE FROM pitstop.sink_batches x USING {within} s WHERE {_ON}", params).fetchall()
+    finally:
+        tx.execute("DROP TABLE IF EXISTS __pitstop_at_cut").fetchall()
 
 
 def _other_jobs(catalog: Catalog, table: str, job: str) -> tuple[tuple[str, int], ...]:
