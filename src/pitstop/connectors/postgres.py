@@ -504,6 +504,15 @@ class PostgresSink:
         crash_point("sink.after_commit")
 
     # -- rollback to a snapshot's cut (pitstop.connectors.rollback) -------------------------------
+    def upserts(self) -> bool:
+        """Whether the table is a running aggregate's (it has a history of before-images)."""
+        from psycopg import sql
+
+        with self._connect() as conn:
+            history = sql.Identifier(self._schema(conn), self.ref.name + HISTORY_SUFFIX)
+            found = conn.execute("SELECT to_regclass(%s)", [history.as_string(conn)]).fetchone()
+        return found not in (None, (None,))
+
     def rollback_counts(
         self, spans: list[tuple[str, int, int]]
     ) -> tuple[list[tuple[str, int, int]], int, list[tuple[str, int]]]:
