@@ -149,8 +149,9 @@ def cut_batches(manifest: dict[str, Any]) -> tuple[dict[int, int | None], tuple[
     unknown = []
     for b in plan.branches:
         entries = [manifest.get("stages", {}).get(s.name) for s in b.stages]
-        if entries and all(e is not None for e in entries):
-            batch = entries[0].get("batch_id")  # type: ignore[union-attr]
+        found = [e for e in entries if e is not None]
+        if entries and len(found) == len(entries):
+            batch = found[0].get("batch_id")
             known[b.index] = None if batch is None else int(batch)
         else:
             unknown.append(b.index)
@@ -244,7 +245,8 @@ def refuse_if_blocked(snapshot: str, plans: tuple[SinkRollback, ...], running: s
 def finish(catalog: Catalog, home: Path, run: Run) -> None:
     """Step 3. What a run's sink rollback does outside the catalog, if it is not done yet (a
     marker in the run folder says it is). Idempotent: each connector skips what is already done."""
-    pending = (run.restore or {}).get("rollback")
+    restore = run.restore or {}
+    pending = restore.get("rollback")
     folder = Path(run.folder)
     if not pending or (folder / DONE).exists():
         return
@@ -258,7 +260,7 @@ def finish(catalog: Catalog, home: Path, run: Run) -> None:
         registry.connector(mapping.type).rollback_outside(catalog, home, mapping, plan, trash)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / DONE).write_text("the sink rollback of this run is done\n")
-    log.info("job '%s': the sinks are rolled back to snapshot '%s'", run.job, run.restore.get("snapshot"))  # type: ignore[union-attr]
+    log.info("job '%s': the sinks are rolled back to snapshot '%s'", run.job, restore.get("snapshot"))
 
 
 def trash_folder(home: Path, run: Run) -> Path:
