@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test lint clean bi-demo
+.PHONY: quickstart test lint clean bi-demo cluster-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ lint: $(STAMP)
 test: lint
 	bash tests/tools/install.sh
 	$(VENV)/bin/pytest -q
+
+# A Spark standalone master and two workers on 127.0.0.1 (ports 17077-17118; PITSTOP_CLUSTER_PORT
+# moves them), the pit stop and a lost worker on them; the cluster is torn down by PID.
+cluster-test: $(STAMP)
+	PITSTOP_CLUSTER_TEST=1 $(VENV)/bin/pytest -q -m cluster tests/test_cluster.py
 
 bi-demo: $(STAMP)
 	bash examples/bi/demo.sh

@@ -101,6 +101,12 @@ def test_suspend_resume_and_restart_keep_the_job_exact(manager: Manager, tmp_pat
         and "processingGuarantee=exactlyOnce" in described["options"]
     )
     assert described["branch 1"].startswith("orders -> stage 'daily' TUMBLE(ts, INTERVAL '1' DAY) by region")
+    # Where it runs: in local mode, inside this process, without Spark's web UI.
+    assert described["runs on"] == "local[2]"
+    assert described["executors"] == "none: tasks run in the pitstop process"
+    assert described["Spark UI"].startswith("off")
+    [job] = run(manager, "SHOW JOBS;")[0].rows
+    assert job[7:] == ("local[2] (in the pitstop process, 2 cores)", None)
 
     # EXPLAIN an update against a real snapshot: per stage, what would happen; nothing starts.
     run(manager, "DROP JOB revenue WITH SNAPSHOT v1;")

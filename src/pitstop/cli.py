@@ -253,12 +253,30 @@ def shell(
     type=click.Path(dir_okay=False, exists=True),
     help="PEM private key of --tls-cert (when not in the same file)",
 )
+@click.option(
+    "--master",
+    metavar="URL",
+    help="Spark master URL, e.g. spark://host:7077 (same as pitstop --master; default local[*]); "
+    "on a cluster the server connects and checks it before it listens",
+)
 @click.pass_obj
-def serve(settings: Settings, host: str, port: int, tls_cert: str | None, tls_key: str | None) -> None:
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    master: str | None = None,
+) -> None:
     """Run the manager as a server: jobs run until it stops; BI tools, psql and
     `pitstop --connect` reach it over the PostgreSQL protocol. SIGTERM or Ctrl-C stops every job at
     a batch boundary (they resume at the next start) and exits 0."""
+    from dataclasses import replace
+
     from pitstop.server.main import serve as run_server
+
+    if master:
+        settings = replace(settings, master=master.strip())
 
     try:
         code = run_server(settings, host, port, tls_cert, tls_key, announce=click.echo)

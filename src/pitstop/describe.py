@@ -9,6 +9,7 @@ from typing import Any
 from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import OPTION, SinkRollback
+from pitstop.engine.cluster import Placement
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.stages import registry as kinds
@@ -217,7 +218,9 @@ def describe_job(
     rejects: list[RejectSummary] | None = None,
     lags: list[tuple[str, str]] | None = None,
     waiting: str | None = None,
+    placement: Placement | None = None,
 ) -> tuple[tuple[str, str], ...]:
+    """``placement``: where the job runs, when it runs in this process."""
     detail = detail_text(job.detail, waiting)
     rows: list[tuple[str, str]] = [
         ("name", job.name),
@@ -227,6 +230,14 @@ def describe_job(
         ("run", f"{run.run_id} in {run.folder}"),
         ("options", ", ".join(f"{k}={v}" for k, v in sorted(job.options.items())) or "-"),
     ]
+    if placement is not None:
+        rows += [
+            ("runs on", placement.master),
+            ("executors", placement.executor_text()),
+            ("Spark UI", placement.ui_text()),
+        ]
+    else:
+        rows.append(("runs on", "- (not running in this process)"))
     for b in plan.branches:
         flow = f"{b.source} -> "
         for stage in b.stages:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from pitstop import describe
-from pitstop.catalog.rows import ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
+from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
 from pitstop.connectors.rollback import (
@@ -45,6 +45,7 @@ from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
+    from pitstop.engine.cluster import Placement
     from pitstop.engine.manager import Manager
 
 log = logging.getLogger(__name__)
@@ -452,7 +453,7 @@ class Executor:
 
     def _plan_restore(self, snap: Snapshot, plan: JobPlan, options: dict[str, str]) -> Restore:
         strict = options.get("strictRestore", "false").lower() == "true"
-        partitions = self.manager.settings.shuffle_partitions if self.manager is not None else None
+        partitions = self.manager.shuffle_partitions if self.manager is not None else None
         fmt = options.get("restoreFormat", "auto").lower()
         return plan_restore(snap, plan, strict, partitions, fmt, self._lookup)
 
@@ -510,21 +511,39 @@ class Executor:
         # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
         # over a hundred jobs stays a few milliseconds without Kafka).
         lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
+        jobs = self.catalog.jobs() if self.catalog is not None else []
         waiting = self.manager.sinks_waiting() if self.manager is not None else {}
+        # Where jobs run: asked of Spark (on a cluster, its monitoring API) only when one runs here.
+        place = self._placement() if any(self._runs_here(j) for j in jobs) else None
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
             + (
                 describe.detail_text(j.detail, waiting.get(j.name.lower())),
                 describe.lag_text(self._lags(j)) if lags else None,
             )
-            for j in (self.catalog.jobs() if self.catalog is not None else [])
+            + ((place.where(), place.ui) if place is not None and self._runs_here(j) else (None, None))
+            for j in jobs
         )
-        columns = ("name", "status", "from_snapshot", "created", "rejects", "detail", "lag")
+        columns: tuple[str, ...] = ("name", "status", "from_snapshot", "created", "rejects", "detail")
+        columns += ("lag", "runs_on", "spark_ui")
         message = f"{len(rows)} job(s)"
         problem = self.manager.supervisor_problem if self.manager is not None else None
         if problem:
             message += f"\nWARNING: {problem}; see the log in <home>/logs"
         return Result(message, columns, rows)
+
+    def _placement(self) -> Placement | None:
+        """Where this process's jobs run (None before Spark starts, or with no manager)."""
+        if self.manager is None:
+            return None
+        try:
+            return self.manager.placement()
+        except Exception:  # noqa: BLE001 - a listing shows what it can
+            log.warning("cannot tell where jobs run", exc_info=True)
+            return None
+
+    def _runs_here(self, job: Job) -> bool:
+        return self.manager is not None and job.status == RUNNING and job.name.lower() in self.manager.runs
 
     def _lags(self, job: Job) -> list[tuple[str, str]]:
         """Each source's lag, for SHOW JOBS and DESCRIBE JOB (from the run's folder; a run that
@@ -653,9 +672,10 @@ class Executor:
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
+        place = self._placement() if self._runs_here(job) else None
         waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
         rows = describe.describe_job(
-            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), waiting
+            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), waiting, place
         )
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 

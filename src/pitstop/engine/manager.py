@@ -11,8 +11,10 @@ they already hold).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -27,6 +29,8 @@ from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
 from pitstop.connectors import rollback as sink_rollback
 from pitstop.connectors.rollback import SinkRollback
+from pitstop.engine import cluster
+from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 600.0
 SUPERVISE_S = 1.0
+PLACEMENT_S = 2.0
 
 
 class Manager:
@@ -55,6 +60,7 @@ class Manager:
         self.runs: dict[str, ActiveRun] = {}
         self._spark: SparkSession | None = None
         self._lock = threading.RLock()
+        self._placement: tuple[float, Placement] | None = None
         self._closed = threading.Event()
         self.supervisor_problem: str | None = None  # the supervisor's last failure, until it recovers
         self.names = NameLocks()
@@ -89,6 +95,32 @@ class Manager:
                 self._resume_jobs()
                 threading.Thread(target=self._supervise, name="pitstop-supervisor", daemon=True).start()
             return self._spark
+
+    @property
+    def shuffle_partitions(self) -> int:
+        """Spark's shuffle partitions for new runs (also the sources' read parallelism):
+        ``PITSTOP_SHUFFLE_PARTITIONS``, else the cores; a cluster's are known once Spark has
+        connected to it (this starts Spark)."""
+        if self.settings.shuffle_partitions is not None:
+            return self.settings.shuffle_partitions
+        if self.settings.local:
+            return os.cpu_count() or 2
+        return int(self.spark().conf.get("spark.sql.shuffle.partitions") or 2)
+
+    def placement(self) -> Placement | None:
+        """Where this process's jobs run (master, executors, Spark's UI); None before Spark starts.
+
+        Kept for PLACEMENT_S: SHOW JOBS shows it, and a server's clients may list jobs hundreds of
+        times a second, while asking costs JVM calls (and, on a cluster, Spark's monitoring API)."""
+        spark = self._spark
+        if spark is None:
+            return None
+        kept = self._placement
+        if kept is not None and time.monotonic() - kept[0] < PLACEMENT_S:
+            return kept[1]
+        place = cluster.placement(spark, self.settings)
+        self._placement = (time.monotonic(), place)
+        return place
 
     def _supervise(self) -> None:
         """Restart failed branches (and record jobs that keep failing) even when nobody waits."""
@@ -135,8 +167,15 @@ class Manager:
         active = ActiveRun(job, run, plan, self._mappings_of(plan), Path(run.folder), start, seeds)
         sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
+        if not self.settings.local:
+            folders = {
+                m.name: Path(m.options["path"])
+                for name in plan.sources
+                if (m := active.mappings[name]).type == "file" and "path" in m.options
+            }
+            cluster.check_folders(spark, self.settings, job, folders)
         try:
-            active.start(spark, self.catalog, self.settings.trigger_ms, self.settings.shuffle_partitions)
+            active.start(spark, self.catalog, self.settings.trigger_ms, self.shuffle_partitions)
         except BaseException:
             active.stop()
             raise
@@ -171,7 +210,11 @@ class Manager:
         if restored is not None and rolled:
             restored["rollback"] = [r.to_json() for r in rolled]
         run = Run(run_id, name, str(folder), plan.to_json(), restored, now())
-        self.spark()
+        try:
+            self.spark()  # on a cluster, its checks may refuse it (engine/cluster.py)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         with self._lock:
             # The job's row first, then its queries: a process killed once a first batch has
             # written leaves a job that resumes from its checkpoint (its sink knows the run's

@@ -38,9 +38,12 @@ def spark_session(settings: Settings) -> SparkSession:
 
         log.info("starting Spark (%s)", settings.master)
         conf = SparkConf().setAppName("pitstop").setMaster(with_task_retries(settings.master))
+        # On a cluster, shuffle partitions follow the executors' cores once they register
+        # (cluster.connect); until then, and in local mode, this machine's.
+        partitions = settings.shuffle_partitions or os.cpu_count() or 2
         conf.setAll(
             [
-                ("spark.sql.shuffle.partitions", str(settings.shuffle_partitions)),
+                ("spark.sql.shuffle.partitions", str(partitions)),
                 ("spark.sql.session.timeZone", "UTC"),
                 (
                     "spark.sql.streaming.stateStore.providerClass",
@@ -50,13 +53,15 @@ def spark_session(settings: Settings) -> SparkSession:
                 # rows for a metric; without that read, a restore seeds 1M keys ~1/3 faster
                 # (bench/RESULTS.md).
                 ("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false"),
-                ("spark.ui.enabled", "false"),
+                ("spark.ui.enabled", "true" if settings.ui else "false"),
                 ("spark.ui.showConsoleProgress", "false"),
                 ("spark.sql.streaming.metricsEnabled", "false"),
                 ("spark.sql.warehouse.dir", str(settings.home / "spark-warehouse")),
                 ("spark.driver.memory", os.environ.get("PITSTOP_DRIVER_MEMORY", "2g")),
             ]
         )
+        if not settings.local:
+            conf.set("spark.executor.memory", settings.executor_memory)
         # The JVM (and the Python workers it starts) write their logs to the home, not over the
         # shell's prompt or a script's output: <home>/logs/spark.log.
         logs = settings.home / "logs"
@@ -71,6 +76,14 @@ def spark_session(settings: Settings) -> SparkSession:
         for connector in registry.CONNECTORS:
             if connector.source:
                 session.dataSource.register(connector.stream_source())
+        if not settings.local:
+            from pitstop.engine import cluster
+
+            try:
+                cluster.connect(session, settings)
+            except BaseException:
+                session.stop()  # the next statement that needs Spark tries again
+                raise
         _session = session
         return session
 
@@ -105,8 +118,7 @@ def worker_python(settings: Settings) -> str:
 
     own = Path(pyspark.__file__).resolve().parent
     spark_home = os.environ.get("SPARK_HOME")
-    local = settings.master.strip().startswith("local")
-    if os.name != "posix" or not local or (spark_home and Path(spark_home).resolve() != own):
+    if os.name != "posix" or not settings.local or (spark_home and Path(spark_home).resolve() != own):
         return sys.executable
     script = settings.home / "bin" / "python-worker"
     script.parent.mkdir(parents=True, exist_ok=True)

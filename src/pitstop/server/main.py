@@ -42,6 +42,7 @@ def serve(
 ) -> int:
     """Run the server until SIGTERM or SIGINT; the exit status (0 after a clean stop)."""
     from pitstop.engine.manager import Manager
+    from pitstop.engine.session import spark_session
     from pitstop.server.app import Server, tls_context
 
     stop = threading.Event()
@@ -57,6 +58,11 @@ def serve(
     logfile = log_to_home(settings.home)
     server = Server(manager, host, port, context)
     try:
+        if not settings.local:
+            # A cluster that cannot run the jobs (no executor, pitstop missing on the workers, a
+            # home they cannot see) stops the server here, before any client or job relies on it.
+            announce(f"pitstop serve: connecting to {settings.master}")
+            spark_session(settings)
         address = server.listen()
     except BaseException:
         manager.close()

@@ -1,0 +1,302 @@
+"""The pit stop on a real Spark standalone cluster: a master and two workers (1 core each) as
+processes of their own on 127.0.0.1, pitstop's drivers as processes beside them.
+
+Run with ``make cluster-test`` (these tests are skipped unless ``PITSTOP_CLUSTER_TEST=1``; they
+start a cluster and several Spark drivers, minutes on 2 cores). ``PITSTOP_CLUSTER_PORT`` moves
+the cluster's ports (default 17077: the master; see tests/tools/spark_cluster.py for the rest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import DELAY, EPOCH, ROOT, Window, batch_windows, closed, make_orders, revenue_select
+
+sys.path.insert(0, str(ROOT / "tests" / "tools"))
+from spark_cluster import SparkCluster, can_hide  # noqa: E402
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(
+        os.environ.get("PITSTOP_CLUSTER_TEST") != "1",
+        reason="starts a Spark standalone cluster: run `make cluster-test` (PITSTOP_CLUSTER_TEST=1)",
+    ),
+]
+
+DAY, HOUR, STEP = timedelta(hours=24), timedelta(hours=1), 90
+PORT = int(os.environ.get("PITSTOP_CLUSTER_PORT", "17077"))
+UI_PORT, PG_PORT = PORT + 40, PORT + 41  # the driver's web UI, pitstop serve
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """The cluster; its workers see ``hidden/`` empty where this machine allows it (can_hide)."""
+    base = tmp_path_factory.mktemp("cluster")
+    hide = base / "hidden" if can_hide() else None
+    with SparkCluster(base, PORT, workers=2, cores=1, memory="1g", hide=hide) as c:
+        yield c
+
+
+def orders(first: int, last: int) -> list[dict[str, object]]:
+    return [make_orders.order(i, STEP) for i in range(first, last)]
+
+
+def watermark(last_id: int) -> datetime:
+    return EPOCH + timedelta(seconds=(last_id - 1) * STEP) - DELAY
+
+
+def driver_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PITSTOP_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PITSTOP_EXECUTOR_MEMORY="512m",
+        PITSTOP_TRIGGER_MS="200",
+        PYSPARK_SUBMIT_ARGS=(
+            f'--driver-java-options "-XX:TieredStopAtLevel=1" --conf spark.ui.port={UI_PORT} pyspark-shell'
+        ),
+    )
+    env.pop("PITSTOP_SPARK_MASTER", None)
+    env.update(extra)
+    return env
+
+
+def pitstop(env: dict[str, str], *args: str, script: str | None = None) -> list[dict[str, Any]]:
+    """Run ``pitstop ... run`` as its own process; its JSON rows and messages, in order."""
+    cmd = [sys.executable, "-m", "pitstop.cli", *args, "run", "-", "--format", "json"]
+    done = subprocess.run(cmd, input=script, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    return [json.loads(line) if line.startswith("{") else {"message": line} for line in lines]
+
+
+def windows(rows: list[dict[str, Any]], table: str) -> dict[Window, tuple[Decimal, int]]:
+    out: dict[Window, tuple[Decimal, int]] = {}
+    for r in rows:
+        if r.get("sink") != table:
+            continue
+        key = (datetime.fromisoformat(r["window_start"]), r["region"])
+        assert key not in out, f"window {key} written twice to {table}"
+        out[key] = (Decimal(r["revenue"]).quantize(Decimal("0.01")), int(r["orders"]))
+    return out
+
+
+def select_sinks(*tables: str) -> str:
+    return "".join(
+        f"SELECT '{t}' AS sink, CAST(window_start AS VARCHAR) AS window_start, region, "
+        f"CAST(revenue AS VARCHAR) AS revenue, orders FROM {t};\n"
+        for t in tables
+    )
+
+
+def messages(out: list[dict[str, Any]]) -> str:
+    return "\n".join(str(r.get("message", "")) for r in out)
+
+
+def test_pit_stop_and_a_lost_worker_on_a_standalone_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
+    home, data = tmp_path / "home", tmp_path / "orders"
+    master = cluster.master_url
+    make_orders.write_orders(data, 0, 2000, files=4)
+
+    # 1. The windowed job on the cluster (--master), a snapshot while it runs, SUSPEND / RESUME,
+    #    and DROP JOB ... WITH SNAPSHOT; SHOW JOBS and DESCRIBE JOB say where it runs.
+    out = pitstop(
+        driver_env(home),
+        "--master",
+        master,
+        script=f"""
+        CREATE MAPPING orders (order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+            WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{data}');
+        CREATE MAPPING daily_revenue TYPE DuckDB;
+        CREATE JOB revenue AS INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
+        AWAIT JOB revenue;
+        CREATE SNAPSHOT while_running FOR JOB revenue;
+        ALTER JOB revenue SUSPEND;
+        ALTER JOB revenue RESUME;
+        AWAIT JOB revenue;
+        SHOW JOBS;
+        DESCRIBE JOB revenue;
+        DROP JOB revenue WITH SNAPSHOT revenue_v1;
+        SHOW SNAPSHOTS;
+        """,
+    )
+    (job,) = [r for r in out if r.get("name") == "revenue" and "runs_on" in r]
+    assert job["runs_on"] == f"{master} (2 executor(s), 2 cores)"
+    assert job["spark_ui"].endswith(f":{UI_PORT}")
+    described = {r["property"]: r["value"] for r in out if "property" in r}
+    assert described["runs on"] == master
+    assert described["executors"].count("127.0.0.1:") == 2
+    assert described["Spark UI"] == job["spark_ui"]
+    assert {r["snapshot_name"] for r in out if "snapshot_name" in r} == {"while_running", "revenue_v1"}
+
+    # 2. More input; the updated job (an hourly window more) FROM SNAPSHOT, natively, and a second
+    #    job from the same snapshot's rows (canonical), under PITSTOP_SPARK_MASTER. The process
+    #    exits with both running: they stop at a batch boundary (lossless restart, step 3).
+    make_orders.write_orders(data, 2000, 4000, files=4, prefix="b")
+    # The same stage, written into another sink: named after the snapshot's stage to restore it.
+    hint = "SELECT /*+ STAGE(daily_revenue.aggregate) */"
+    rows_select = revenue_select("'24' HOUR").replace("SELECT", hint, 1)
+    out = pitstop(
+        driver_env(home, PITSTOP_SPARK_MASTER=master),
+        script=f"""
+        CREATE MAPPING hourly_revenue TYPE DuckDB;
+        CREATE MAPPING daily_rows TYPE DuckDB;
+        CREATE JOB revenue FROM SNAPSHOT revenue_v1 AS BEGIN
+            INSERT INTO daily_revenue {revenue_select("'24' HOUR")};
+            INSERT INTO hourly_revenue {revenue_select("'1' HOUR")};
+        END;
+        CREATE JOB revenue_rows OPTIONS ('restoreFormat'='canonical') FROM SNAPSHOT revenue_v1 AS
+            INSERT INTO daily_rows {rows_select};
+        AWAIT JOB revenue;
+        AWAIT JOB revenue_rows;
+        {select_sinks("daily_revenue", "hourly_revenue", "daily_rows")}
+        """,
+    )
+    text = messages(out)
+    assert "stage 'daily_revenue.aggregate': restored" in text and "(native)" in text, text
+    assert "starts empty" in text, text  # the hourly stage
+    assert "from the snapshot's rows" in text and "'restoreFormat' is 'canonical'" in text, text
+    check_sinks(out, last=4000)
+
+    # 3. pitstop serve --master resumes both jobs. Input arrives in steps; one worker is SIGKILLed
+    #    while one of its tasks runs; the jobs go on on the other one with every row exactly once.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "serve", "--master", master, "--port", str(PG_PORT)],
+        env=driver_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"pitstop serve: connecting to {master}"), line + proc.stderr.read()
+        line = proc.stdout.readline()
+        assert "listening on postgresql://127.0.0.1" in line, line + proc.stderr.read()
+        url = f"postgresql://ops@127.0.0.1:{PG_PORT}/pitstop"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("AWAIT JOB revenue")  # resumed from its checkpoints
+            # Small files arrive one after another until a task runs on worker 0's executor.
+            executor = worker_executor(cluster, 0)
+            last = 4000
+            while not running_tasks(executor):
+                assert last < 8000, "no task ran on worker 0's executor for 4,000 orders"
+                make_orders.write_orders(data, last, last + 100, files=1, prefix="c")
+                last += 100
+                wait_for(lambda: running_tasks(executor), "a task on worker 0", timeout_s=1, fail=False)
+            cluster.kill_worker(0)
+            make_orders.write_orders(data, last, last + 1000, files=2, prefix="d")
+            last += 1000
+            conn.execute("AWAIT JOB revenue TIMEOUT INTERVAL '600' SECOND")
+            conn.execute("AWAIT JOB revenue_rows TIMEOUT INTERVAL '600' SECOND")
+            jobs = conn.execute("SHOW JOBS").fetchall()
+            rows = []
+            for statement in select_sinks("daily_revenue", "hourly_revenue", "daily_rows").split(";\n"):
+                if statement.strip():
+                    cur = conn.execute(statement)
+                    names = [d.name for d in cur.description or []]
+                    rows += [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        assert {j[0]: j[1] for j in jobs} == {"revenue": "RUNNING", "revenue_rows": "RUNNING"}
+        assert all(j[7] == f"{master} (1 executor(s), 1 core)" for j in jobs), jobs
+        check_sinks(rows, last=last)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def check_sinks(rows: list[dict[str, Any]], last: int) -> None:
+    """Every sink against a batch computation over the orders read so far (0..last-1)."""
+    final = watermark(last)
+    cut = watermark(2000)
+    all_days = batch_windows(orders(0, last), DAY)
+    assert windows(rows, "daily_revenue") == closed(all_days, DAY, final)
+    # The hourly stage started empty at the cut (order 2000 opens an hour): whole hours after it.
+    assert windows(rows, "hourly_revenue") == closed(batch_windows(orders(2000, last), HOUR), HOUR, final)
+    # The canonical restore emits the windows that closed after the cut.
+    after_cut = {k: v for k, v in closed(all_days, DAY, final).items() if k[0] + DAY > cut}
+    assert windows(rows, "daily_rows") == after_cut
+    assert after_cut, "the test must close windows after the cut"
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.load(resp)
+
+
+def worker_executor(cluster: SparkCluster, i: int) -> str:
+    """The id of the executor pitstop's driver has on worker ``i`` (the worker's status page)."""
+    (executor,) = get_json(f"http://127.0.0.1:{cluster.port + 20 + i}/json/")["executors"]
+    return str(executor["id"])
+
+
+def running_tasks(executor: str) -> int:
+    """Tasks running now on ``executor``, as the driver's monitoring API tells."""
+    ui = f"http://127.0.0.1:{UI_PORT}/api/v1/applications"
+    (app,) = get_json(ui)
+    listed = get_json(f"{ui}/{app['id']}/executors")
+    return sum(int(e["activeTasks"]) for e in listed if e["id"] == executor)
+
+
+def wait_for(ready: Any, what: str, timeout_s: float = 300, fail: bool = True) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            assert not fail, f"{what} did not happen within {timeout_s:.0f} s"
+            return
+        time.sleep(0.02)  # the driver's task list raises no event a test can wait on
+
+
+def test_a_cluster_whose_workers_lack_pitstop_is_refused_at_start(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    # Python without site-packages: what a worker without pitstop installed runs.
+    bare = tmp_path / "python-without-site"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    env = driver_env(tmp_path / "home", PYSPARK_PYTHON=str(bare))
+    cmd = [sys.executable, "-m", "pitstop.cli", "serve", "--master", cluster.master_url, "--port", "0"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert "the executors cannot import 'pitstop'" in done.stderr, done.stderr
+    assert "install pitstop" in done.stderr
+    assert "listening" not in done.stdout
+
+
+def test_a_home_the_workers_cannot_see_is_refused_at_start(cluster: SparkCluster, tmp_path: Path) -> None:
+    if cluster.hide is None:
+        pytest.skip("this machine does not let the workers run in a mount namespace of their own")
+    home = cluster.hide / "home"  # the driver's folder; the workers see an empty tmpfs there
+    out = subprocess.run(
+        [sys.executable, "-m", "pitstop.cli", "--master", cluster.master_url, "run", "-"],
+        input=f"""
+        CREATE MAPPING orders (order_id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{tmp_path}');
+        CREATE MAPPING n TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO n SELECT order_id, ts FROM orders;
+        """,
+        env=driver_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1
+    assert f"the home {home} is not the same folder on the executor on" in out.stderr, out.stderr
+    assert "put the home on a mount every worker sees at the same path" in out.stderr
+    assert "job 'j' started" not in out.stdout
+    assert not list((home / "runs").glob("*")), "nothing of the job may be left in the home"
