@@ -591,3 +591,49 @@ def test_kill_9_after_a_batch_commits_in_postgres_then_every_row_exactly_once(
     assert SECRET not in first.stderr + second.stdout + second.stderr
     batches = [b for (b,) in postgres.query(db, f"SELECT batch_id FROM {BOOKKEEPING} ORDER BY 1")]
     assert batches == list(range(len(batches)))  # one bookkeeping row per batch
+
+
+def test_rollback_removes_exactly_the_rows_of_the_batches_after_the_cut(
+    manager: Manager,
+    postgres: Postgres,  # noqa: F811
+) -> None:
+    """The Postgres sink's rollback (CREATE JOB ... FROM SNAPSHOT with 'sinkRollback'): the rows of
+    run j-0's batches after batch 1 go, found by their hashes, identical rows of other batches
+    and of another job stay; a second try deletes nothing (it is idempotent)."""
+    from pitstop.connectors.rollback import Span
+    from pitstop.connectors.types.postgres import CONNECTOR
+
+    db = postgres.database()
+    out = sink(manager, postgres, db)
+    out.prepare(SCHEMA)
+    out.write(rows((0, "eu", "1.00", 1), (0, "us", "2.00", 1)), 0)
+    out.write(rows((1, "eu", "3.00", 1)), 1)
+    out.write(rows((1, "eu", "3.00", 1), (2, "us", "4.00", 2)), 2)  # after the cut; one row twice
+    out.write(rows((3, "eu", "5.00", 1)), 3)  # after the cut
+    other = PostgresSink(manager.catalog, out.mapping, "k", "k-0", 0)
+    other.prepare(SCHEMA)
+    other.write(rows((2, "us", "4.00", 2)), 0)  # the same row as one of j's after the cut
+    spans = (Span("j-0", 0, 1),)
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, out.mapping, spans, "j")
+    assert plan.note == ""
+    assert (plan.possible, plan.rows, [(r.run_id, r.batches, r.rows) for r in plan.runs]) == (
+        True,
+        3,
+        [("j-0", 2, 3)],
+    )
+    assert plan.others == (("k", 1),)
+    CONNECTOR.rollback_outside(manager.catalog, manager.home, out.mapping, plan, manager.home / "trash")
+    table = "SELECT window_start, region, revenue, orders FROM rev ORDER BY 1, 2"
+    assert postgres.query(db, table) == [
+        (EPOCH, "eu", Decimal("1.00"), 1),
+        (EPOCH, "us", Decimal("2.00"), 1),
+        (EPOCH + timedelta(hours=1), "eu", Decimal("3.00"), 1),
+        (EPOCH + timedelta(hours=2), "us", Decimal("4.00"), 2),  # job k's
+    ]
+    book = f"SELECT run_id, batch_id FROM {BOOKKEEPING} ORDER BY 1, 2"
+    assert postgres.query(db, book) == [("j-0", 0), ("j-0", 1), ("k-0", 0)]
+    CONNECTOR.rollback_outside(manager.catalog, manager.home, out.mapping, plan, manager.home / "trash")
+    assert len(postgres.query(db, table)) == 4  # again: nothing more
+    assert CONNECTOR.rollback_plan(manager.catalog, manager.home, out.mapping, spans, "j").rows == 0
+    out.interrupt()
+    other.interrupt()

@@ -8,6 +8,7 @@ from typing import Any
 
 from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
+from pitstop.connectors.rollback import OPTION, SinkRollback
 from pitstop.engine.cluster import Placement
 from pitstop.planner import compat
 from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
@@ -25,6 +26,111 @@ def stage_text(stage: AggregateStage) -> StageText:
 def source_rows(notes: tuple[tuple[str, str], ...]) -> tuple[tuple[Any, ...], ...]:
     """EXPLAIN's rows for what a restored job reads of each source (outcome ``source``)."""
     return tuple((None, src, None, None, None, None, None, "source", note) for src, note in notes)
+
+
+def _sink_row(sink: str, outcome: str, reason: str) -> tuple[Any, ...]:
+    return (None, None, sink, None, None, None, None, outcome, reason)
+
+
+def rollback_rows(
+    snapshot: str,
+    plans: tuple[SinkRollback, ...],
+    enabled: bool,
+    new: JobPlan,
+    running: str | None,
+    past: int | None = None,
+) -> tuple[tuple[Any, ...], ...]:
+    """EXPLAIN's rows about each sink the snapshot's job wrote after the cut: what
+    ``'sinkRollback'='true'`` removes (outcome ``rollback``), or, without it, that the restored job
+    writes it again (outcome ``warning``); sinks that cannot be rolled back, and other jobs'
+    rows, which are never touched."""
+    rows: list[tuple[Any, ...]] = []
+    writes = {b.sink.lower() for b in new.branches}
+    if enabled and running is not None:
+        still = (
+            f"job '{running}', which snapshot '{snapshot}' was taken of, still runs; DROP JOB {running} first"
+        )
+        rows.append(_sink_row("", "refused", still))
+    for p in plans:
+        again = p.mapping.lower() in writes
+        what = p.what()
+        if p.unknown:  # what it holds after the cut cannot be told: said when it would block
+            if enabled:
+                rows.append(_sink_row(p.mapping, "refused", p.note))
+            continue
+        if not p.possible and not p.anything:
+            # A sink that cannot tell what it holds (Kafka): said when it matters, i.e. with the
+            # option, or when the job ran past the snapshot (``past`` batches).
+            if p.note and p.type_name != "Console" and (enabled or (past or 0) > 0):
+                ran = f"job ran {past:,} batch(es) past snapshot '{snapshot}'; " if past else ""
+                rows.append(_sink_row(p.mapping, "no rollback" if enabled else "warning", ran + p.note))
+            continue
+        if not p.possible:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "refused" if enabled else "warning",
+                    f"{what} of {p.mapping} were written after snapshot '{snapshot}' and cannot be rolled "
+                    f"back: {p.note}",
+                )
+            )
+        elif enabled and p.restores:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "rollback",
+                    f"restores {what} written after snapshot '{snapshot}' to their value at the cut, "
+                    f"from the table's before-images ({p.from_runs()})",
+                )
+            )
+        elif enabled and p.anything:
+            verb = "moves to the trash" if p.files else "removes"
+            tail = "" if again else "; the new job does not write this sink, so they are not written again"
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "rollback",
+                    f"{verb} {what} written after snapshot '{snapshot}' ({p.from_runs()}){tail}",
+                )
+            )
+        elif enabled:
+            rows.append(_sink_row(p.mapping, "rollback", f"nothing written after snapshot '{snapshot}'"))
+        elif p.anything and again:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "warning",
+                    f"{what} of {p.mapping} were written after snapshot '{snapshot}'; they will be written "
+                    f"again: add '{OPTION}'='true' to replace them ({p.from_runs()})",
+                )
+            )
+        elif p.anything:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "warning",
+                    f"{what} of {p.mapping} were written after snapshot '{snapshot}'; the new job does not "
+                    f"write {p.mapping}, so they stay (add '{OPTION}'='true' to remove them)",
+                )
+            )
+        for job, count in p.others:
+            rows.append(
+                _sink_row(
+                    p.mapping,
+                    "shared",
+                    f"job '{job}' also writes {p.mapping} ({count:,} row(s)): a rollback touches only the "
+                    "rows of this job's runs, never these",
+                )
+            )
+    return tuple(rows)
+
+
+def rollback_done(p: SinkRollback) -> str:
+    """What CREATE JOB says it rolled back in one sink."""
+    verb = "moved to the trash" if p.files else "removed"
+    if p.restores and not p.rows:
+        verb = "restored to their value at the cut"
+    return f"{p.what()} {verb} ({p.from_runs()})"
 
 
 def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> tuple[tuple[Any, ...], ...]:

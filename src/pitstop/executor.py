@@ -15,6 +15,14 @@ from pitstop import describe
 from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
+from pitstop.connectors.rollback import (
+    SinkRollback,
+    batches_past,
+    cut_of,
+    cut_text,
+    plan_rollback,
+    refuse_if_blocked,
+)
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
@@ -48,6 +56,9 @@ JOB_OPTIONS = {
     "strictRestore": "refuse to start if a snapshot stage has no stage in the new job",
     "restoreFormat": "'auto' (default): an unchanged stage starts on Spark's own state files from the "
     "snapshot, others from its rows; 'canonical': every stage from the rows",
+    "sinkRollback": "'true' with FROM SNAPSHOT: before the job starts, remove what the job's earlier runs "
+    "wrote to its sinks after the snapshot's cut (DuckDB and PostgreSQL rows, File sink files moved to "
+    "the trash), so that the restored job's output replaces it instead of doubling it",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -57,7 +68,7 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
-ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat")
+ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat", "sinkRollback")
 DEFAULT_AWAIT_S = 600.0
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
@@ -356,7 +367,14 @@ class Executor:
                 f"use one of: {', '.join(RESTORE_FORMATS)}"
             )
         snapshot_name = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
+        rolls = options.get("sinkRollback", "false").lower()
+        if rolls not in ("true", "false"):
+            raise PlanError(f"'sinkRollback'='{options['sinkRollback']}': write 'true' or 'false'")
         initial = options.get("initialSnapshotName")
+        if rolls == "true" and not (snapshot_name or initial):
+            raise PlanError(
+                "'sinkRollback'='true' rolls the sinks back to a snapshot's cut: add FROM SNAPSHOT name"
+            )
         if initial and snapshot_name and initial.lower() != snapshot_name.lower():
             raise PlanError(
                 f"FROM SNAPSHOT {snapshot_name} and 'initialSnapshotName'='{initial}' disagree; give one"
@@ -397,15 +415,41 @@ class Executor:
             self._overlay_jobs[name.lower()] = plan
             self._dropped.pop(("job", name.lower()), None)
             return Result("OK")
-        self.manager.create_job(name, stmt.text, plan, restore, options)
+        rollback: tuple[SinkRollback, ...] = ()
+        if restore is not None and options.get("sinkRollback", "false").lower() == "true":
+            snap = self._find_snapshot(restore.snapshot)
+            assert isinstance(snap, Snapshot)
+            rollback = self._rollback_plan(snap)
+            refuse_if_blocked(snap.name, rollback, self._still_running(snap))
+        self.manager.create_job(name, stmt.text, plan, restore, options, rollback)
         lines = [f"job '{name}' started"]
         if restore is not None:
             lines[0] += f" from snapshot '{restore.snapshot}'"
             lines += ["  " + v.text() for v in restore.verdicts]
+        for r in rollback:
+            if r.anything:
+                lines.append(f"  sink '{r.mapping}' rolled back to the cut: {describe.rollback_done(r)}")
+            elif not r.possible and r.note and r.type_name != "Console":
+                lines.append(f"  sink '{r.mapping}' not rolled back: {r.note}")
         for key in options:
             if key not in ACTED_ON_OPTIONS:
                 lines.append(f"  option '{key}': {JOB_OPTIONS[key]}")
         return Result("\n".join(lines))
+
+    def _rollback_plan(self, snap: Snapshot) -> tuple[SinkRollback, ...]:
+        assert self.catalog is not None and self.manager is not None
+        return plan_rollback(self.catalog, self.manager.home, snap)
+
+    def _still_running(self, snap: Snapshot) -> str | None:
+        """The snapshot's job, if it still exists and runs the snapshot's run or a later one."""
+        assert self.catalog is not None
+        job = self.catalog.get_job(snap.job)
+        if job is None:
+            return None
+        cut = cut_of(self.catalog, snap)
+        if job.run_id == cut.run_id or job.run_id in {r.run_id for r in cut.later}:
+            return job.name
+        return None
 
     def _plan_restore(self, snap: Snapshot, plan: JobPlan, options: dict[str, str]) -> Restore:
         strict = options.get("strictRestore", "false").lower() == "true"
@@ -529,16 +573,29 @@ class Executor:
     # -- snapshots ---------------------------------------------------------------------------------
     def _show_snapshots(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
         rows = tuple(
-            (created.replace(microsecond=0), size, job, name, count)
+            (created.replace(microsecond=0), size, job, name, count, self._cut_text(name))
             for created, size, job, name, count in (
                 self.catalog.snapshot_listing() if self.catalog is not None else []
             )
         )
         return Result(
             f"{len(rows)} snapshot(s)",
-            ("time", "size_bytes", "job_name", "snapshot_name", "state_rows"),
+            ("time", "size_bytes", "job_name", "snapshot_name", "state_rows", "cut"),
             rows,
         )
+
+    def _cut_text(self, name: str) -> str | None:
+        """Whether a snapshot is its job's latest cut (read where a manager owns the home)."""
+        if self.manager is None or self.catalog is None:
+            return None
+        catalog = self.catalog
+
+        def read() -> str | None:
+            snap = catalog.get_snapshot(name)
+            return None if snap is None else cut_text(catalog, snap)
+
+        # Many clients may list the snapshots at once (a server): read once a second at most.
+        return str(catalog.cached_for(f"cut:{name.lower()}", read, 1.0) or "") or None
 
     def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -594,7 +651,11 @@ class Executor:
         if isinstance(snap, CheckedSnapshot):
             rows = (("name", snap.name), ("job", snap.job), ("state", "taken earlier in the checked files"))
             return Result(f"snapshot '{snap.name}'", ("property", "value"), rows)
-        return Result(f"snapshot '{snap.name}'", ("property", "value"), describe.describe_snapshot(snap))
+        described = describe.describe_snapshot(snap)
+        cut = self._cut_text(snap.name)
+        if cut is not None:
+            described += (("cut", cut),)
+        return Result(f"snapshot '{snap.name}'", ("property", "value"), described)
 
     def _describe_job(self, node: nodes.DescribeJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
@@ -643,6 +704,7 @@ class Executor:
         plan, snapshot_name, options = self._plan_create(inner)
         verdicts = None
         notes: tuple[tuple[str, str], ...] = ()
+        sinks: tuple[tuple[Any, ...], ...] = ()
         if snapshot_name is not None:
             strict = options.get("strictRestore", "false").lower() == "true"
             old = self._snapshot_stages(snapshot_name)
@@ -651,7 +713,14 @@ class Executor:
             if isinstance(snap, Snapshot) and not compat.refused(verdicts):
                 restore = self._plan_restore(snap, plan, options)
                 verdicts, notes = list(restore.verdicts), restore.source_notes  # how each is restored
-        rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes)
+            if isinstance(snap, Snapshot) and self.manager is not None:
+                rolls = options.get("sinkRollback", "false").lower() == "true"
+                running = self._still_running(snap) if rolls else None
+                past = batches_past(self.catalog, snap) if self.catalog is not None else None
+                sinks = describe.rollback_rows(
+                    snap.name, self._rollback_plan(snap), rolls, plan, running, past
+                )
+        rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes) + sinks
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""
         if refused:

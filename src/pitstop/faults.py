@@ -41,6 +41,11 @@ Catalog (:mod:`pitstop.engine.manager`)
                                  still fenced, and a replaced snapshot's old folder not removed yet
     ``restore.prepared``         ``CREATE JOB ... FROM SNAPSHOT``: the run folder is prepared from
                                  the snapshot; no query started, no catalog row
+    ``rollback.deleted``         ``... OPTIONS ('sinkRollback'='true')``: the DuckDB sinks' rows after
+                                 the cut are deleted in the transaction that adds the job; not
+                                 committed (:mod:`pitstop.connectors.rollback`)
+    ``rollback.committed``       that transaction is committed; the File sinks' files after the cut
+                                 are not moved to the trash yet, no query started
     ``suspend.recorded``         ``ALTER JOB ... SUSPEND``: the catalog says SUSPENDED; the
                                  queries are not stopped yet
 """
@@ -70,6 +75,8 @@ STEPS = (
     "drop.recorded",
     "snapshot.recorded",
     "restore.prepared",
+    "rollback.deleted",
+    "rollback.committed",
     "suspend.recorded",
 )
 

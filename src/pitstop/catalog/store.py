@@ -24,7 +24,7 @@ from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -89,6 +89,20 @@ _MIGRATIONS: dict[int, list[str]] = {
         "'the record''s text, its first 4 KB; NULL for a mapping with onError = skip'",
         "COMMENT ON COLUMN pitstop.rejects.raw_bytes IS 'the record''s full length in bytes'",
         "COMMENT ON COLUMN pitstop.rejects.run_id IS 'the run that read the record (pitstop.runs)'",
+    ],
+    5: [
+        # What each batch of a DuckDB sink wrote, row by row (a hash of the row as the table holds
+        # it), in the batch's own transaction: what rolls the sink back to a snapshot's cut
+        # (pitstop.connectors.rollback) finds and removes exactly the rows of the batches after it.
+        """CREATE TABLE IF NOT EXISTS pitstop.sink_rows (
+            run_id VARCHAR NOT NULL, branch INTEGER NOT NULL, batch_id BIGINT NOT NULL,
+            row_hash UBIGINT NOT NULL)""",
+        # The last batch each branch of a run committed, recorded when its folder (and checkpoints)
+        # goes: how far a job ran past a snapshot (SHOW SNAPSHOTS) whatever its sinks are.
+        """CREATE TABLE IF NOT EXISTS pitstop.run_ends (
+            run_id VARCHAR PRIMARY KEY, batches JSON NOT NULL, ended TIMESTAMP NOT NULL)""",
+        "COMMENT ON TABLE pitstop.sink_rows IS 'per row a DuckDB sink wrote: its run, branch, batch and "
+        "hash(columns in table order); rows of batches written before pitstop kept them are absent'",
     ],
 }
 
@@ -208,6 +222,19 @@ class Catalog:
             return hit[1]
         value = read()
         self._reads[key] = (generation, value)
+        return value
+
+    def cached_for(self, key: str, read: Callable[[], Any], max_age_s: float) -> Any:
+        """``read()``, kept until the next commit and at most ``max_age_s`` seconds: for what also
+        depends on files the catalog does not see change (a running job's checkpoints)."""
+        import time
+
+        generation, clock = self._generation, time.monotonic()
+        hit = self._reads.get(key)
+        if hit is not None and hit[0] == generation and clock - hit[1][0] <= max_age_s:
+            return hit[1][1]
+        value = read()
+        self._reads[key] = (generation, (clock, value))
         return value
 
     def close(self) -> None:
@@ -340,7 +367,10 @@ class Catalog:
         )
         return tuple(_job(r) for r in rows)
 
-    def create_job(self, job: Job, run: Run) -> None:
+    def create_job(
+        self, job: Job, run: Run, also: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    ) -> None:
+        """Record a job and its run in one transaction, with ``also`` (a sink rollback) in it."""
         with self.transaction() as tx:
             tx.execute(
                 "INSERT INTO pitstop.runs VALUES (?, ?, ?, ?, ?, ?)",
@@ -367,6 +397,8 @@ class Catalog:
                     dumps(job.options),
                 ],
             )
+            if also is not None:
+                also(tx)
 
     def set_job_status(self, name: str, status: str, detail: str = "") -> None:
         with self.transaction() as tx:
@@ -403,6 +435,51 @@ class Catalog:
         return Run(
             row[0], row[1], row[2], json.loads(row[3]), None if row[4] is None else json.loads(row[4]), row[5]
         )
+
+    def runs_after(self, job: str, run_id: str) -> list[Run]:
+        """The runs of ``job`` (any case) started after run ``run_id``, oldest first."""
+        rows = (
+            self.cursor()
+            .execute(
+                "SELECT run_id, job, folder, plan, restore, started FROM pitstop.runs "
+                "WHERE lower(job) = lower(?) AND run_id <> ? "
+                "AND started > (SELECT started FROM pitstop.runs WHERE run_id = ?) ORDER BY started",
+                [job, run_id, run_id],
+            )
+            .fetchall()
+        )
+        return [
+            Run(r[0], r[1], r[2], json.loads(r[3]), None if r[4] is None else json.loads(r[4]), r[5])
+            for r in rows
+        ]
+
+    def end_run(self, run_id: str, batches: dict[int, int | None], tx: duckdb.DuckDBPyConnection) -> None:
+        """Record the last batch each branch of a run committed (its folder is about to go)."""
+        tx.execute(
+            "INSERT OR REPLACE INTO pitstop.run_ends VALUES (?, ?, ?)",
+            [run_id, dumps({str(k): v for k, v in batches.items()}), _now()],
+        )
+
+    def run_end(self, run_id: str) -> dict[int, int | None] | None:
+        """What :meth:`end_run` recorded for a run, or None."""
+        row = (
+            self.cursor()
+            .execute("SELECT batches FROM pitstop.run_ends WHERE run_id = ?", [run_id])
+            .fetchall()
+        )
+        if not row:
+            return None
+        return {int(k): (None if v is None else int(v)) for k, v in json.loads(row[0][0]).items()}
+
+    def runs_writing(self, sink: str) -> list[tuple[str, str, int]]:
+        """``(job, run_id, branch)`` of every run's branch whose plan writes the sink mapping."""
+        rows = self.cursor().execute("SELECT job, run_id, plan FROM pitstop.runs").fetchall()
+        out = []
+        for job, run_id, plan in rows:
+            for b in json.loads(plan).get("branches", []):
+                if str(b.get("sink", "")).lower() == sink.lower():
+                    out.append((str(job), str(run_id), int(b["index"])))
+        return out
 
     # -- views -----------------------------------------------------------------------------------
     def get_view(self, name: str) -> View | None:

@@ -13,7 +13,8 @@ A mapping type (``TYPE File``, ``TYPE Generator``, ...) is one module under
   a run restored from it. Positions are opaque to the rest of pitstop: a :class:`Positions`
   object says how two of a connector's positions compare and combine (the fence of ``DROP JOB
   ... WITH SNAPSHOT`` and the progress checks only use that);
-- for a sink: how a branch's micro-batches are written, exactly once.
+- for a sink: how a branch's micro-batches are written, exactly once; and how what a job's runs
+  wrote after a snapshot's cut is found and rolled back (:mod:`pitstop.connectors.rollback`).
 
 Modules keep their heavy imports (pyspark, pyarrow) inside the methods that need them, so that
 the catalog, the dialect and the shell can read declarations without starting anything.
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.rollback import SinkRollback, Span
     from pitstop.connectors.sinks import Sink
 
 OPTION_KINDS = ("text", "path", "choice", "boolean", "positive", "count", "timestamp")
@@ -273,3 +275,37 @@ class Connector:
         """The writer of one branch; ``keys`` non-empty (only where :attr:`upserts`): it replaces
         rows by these columns, and removes the rows a batch marks as no longer kept."""
         raise NotImplementedError(f"TYPE {self.type_name} is not a sink")
+
+    # -- rolling a sink back to a snapshot's cut (pitstop.connectors.rollback) -------------------
+    def rollback_plan(
+        self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
+    ) -> SinkRollback:
+        """What ``job``'s runs wrote to this sink in ``spans`` (the batches after a snapshot's cut),
+        and what rolling it back takes: rows to remove, files to move aside, and for a sink that
+        upserts (running aggregates, whose sink keeps before-images per run and batch) the keys
+        whose value at the cut is written back (``restores``). Also what other jobs wrote to the
+        same sink, which is never touched. Reads only; EXPLAIN shows it.
+
+        This default: a type that keeps no record of what each batch wrote cannot be rolled back."""
+        from pitstop.connectors.rollback import SinkRollback
+
+        return SinkRollback(
+            mapping.name,
+            self.type_name,
+            spans,
+            possible=False,
+            note=f"TYPE {self.type_name} keeps no record of what each batch wrote; it is not rolled back",
+        )
+
+    def rollback_in_catalog(self, catalog: Catalog, mapping: Mapping, plan: SinkRollback, tx: Any) -> None:
+        """Roll the sink back inside the catalog transaction ``tx`` that creates the restored job
+        (a DuckDB sink: its rows and bookkeeping of the plan's spans, checked against the plan's
+        counts; an upsert sink restores each key's value at the cut here). PitstopError if the
+        sink no longer holds what the plan counted: the transaction, and the job, are rolled back."""
+
+    def rollback_outside(
+        self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
+    ) -> None:
+        """Roll the sink back outside the catalog, after the transaction that created the restored
+        job and before its queries start (a File sink: files to ``trash``). Must be idempotent: a
+        process killed half way leaves it to the next one, which calls it again."""

@@ -7,7 +7,11 @@ Write protocol of one micro-batch (:meth:`PostgresSink.write`), in one PostgreSQ
    row inserted means the batch is already there (Spark replayed it after a crash, a restart or
    a failed commit) and nothing more is written. Two writers of one batch meet on the primary key:
    the second waits for the first and then finds its row;
-2. the rows, by ``COPY`` (appended). A running aggregate's rows are upserted by its group keys
+2. the rows, by ``COPY`` into a temporary table, then appended by ``INSERT ... SELECT``, which also
+   records each row's hash (``md5`` of the row's text as the table holds it) in
+   ``pitstop_sink_rows`` beside the bookkeeping: what rolls the sink back to a snapshot's cut finds
+   the rows of the batches after it by these (:meth:`PostgresSink.roll_back`). A running
+   aggregate's rows are upserted by its group keys
    (the table's primary key): ``COPY`` into a temporary table; the before-image of each row the
    batch changes into the history table ``<schema>."<table>__before"`` (the same columns and
    meaning as the DuckDB sink's, :mod:`pitstop.connectors.upsert`); the rows the query no longer
@@ -55,6 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BOOKKEEPING = "pitstop_sink_batches"
+ROW_HASHES = "pitstop_sink_rows"
+ROW_HASH = "md5(ROW({0}.*)::text)"
+"""A row's hash as the table holds it (every column, in the table's order); ``{0}`` its alias."""
 CONNECT_TIMEOUT_S = 5
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0
 
@@ -299,6 +306,17 @@ class PostgresSink:
                     "PRIMARY KEY (run_id, branch, batch_id))"
                 ).format(sql.Identifier(schema, BOOKKEEPING))
             )
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id text NOT NULL, branch integer NOT NULL, "
+                    "batch_id bigint NOT NULL, row_hash text NOT NULL)"
+                ).format(sql.Identifier(schema, ROW_HASHES))
+            )
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run_id, branch, batch_id)").format(
+                    sql.Identifier(f"{ROW_HASHES}_batch"), sql.Identifier(schema, ROW_HASHES)
+                )
+            )
             if self.keys:
                 self._check_history(conn, target)
         self.checked = True
@@ -478,12 +496,145 @@ class PostgresSink:
                 return
             # Step 2. The rows, by COPY (into a temporary table first for an upsert).
             if batch.num_rows and not self.keys:
-                self._copy(conn, target, names, batch)
+                self._append(conn, target, names, batch, batch_id)
             elif batch.num_rows:
                 self._upsert(conn, target, names, batch, batch_id)
             crash_point("sink.before_commit")
         # Step 3. Committed (leaving the block).
         crash_point("sink.after_commit")
+
+    # -- rollback to a snapshot's cut (pitstop.connectors.rollback) -------------------------------
+    def upserts(self) -> bool:
+        """Whether the table is a running aggregate's (it has a history of before-images)."""
+        from psycopg import sql
+
+        with self._connect() as conn:
+            history = sql.Identifier(self._schema(conn), self.ref.name + HISTORY_SUFFIX)
+            found = conn.execute("SELECT to_regclass(%s)", [history.as_string(conn)]).fetchone()
+        return found not in (None, (None,))
+
+    def rollback_counts(
+        self, spans: list[tuple[str, int, int]]
+    ) -> tuple[list[tuple[str, int, int]], int, list[tuple[str, int]]]:
+        """``(run_id, batches, rows)`` written in the spans ``(run_id, branch, after)``, oldest first;
+        how many of those rows have a hash (rows written before pitstop kept them have none); and
+        ``(job, rows)`` of the other jobs that wrote the table (never touched)."""
+        from psycopg import sql
+
+        with self._connect() as conn:
+            schema = self._schema(conn)
+            within, params = _spans(spans)
+            book = sql.Identifier(schema, BOOKKEEPING)
+            if conn.execute("SELECT to_regclass(%s)", [book.as_string(conn)]).fetchone() in (None, (None,)):
+                return [], 0, []
+            others = conn.execute(
+                sql.SQL(
+                    "SELECT job, sum(rows) FROM {} WHERE sink_table = %s AND lower(job) <> lower(%s) "
+                    "GROUP BY job ORDER BY job"
+                ).format(book),
+                [self.ref.text(), self.job],
+            ).fetchall()
+            per_run = conn.execute(
+                sql.SQL(
+                    "SELECT x.run_id, count(*), sum(x.rows) FROM {} x JOIN {} ON " + _ON + " "
+                    "WHERE x.sink_table = %s GROUP BY x.run_id ORDER BY min(x.committed)"
+                ).format(book, within),
+                [*params, self.ref.text()],
+            ).fetchall()
+            hashes = sql.Identifier(schema, ROW_HASHES)
+            hashed = 0
+            if conn.execute("SELECT to_regclass(%s)", [hashes.as_string(conn)]).fetchone() not in (
+                None,
+                (None,),
+            ):
+                found = conn.execute(
+                    sql.SQL("SELECT count(*) FROM {} x JOIN {} ON " + _ON).format(hashes, within), params
+                ).fetchone()
+                hashed = int(found[0]) if found else 0
+        return (
+            [(str(r), int(n), int(rows or 0)) for r, n, rows in per_run],
+            hashed,
+            [(str(j), int(n or 0)) for j, n in others],
+        )
+
+    def roll_back(self, spans: list[tuple[str, int, int]]) -> int:
+        """Delete the rows the spans wrote (found by hash, as many of each as they wrote), their
+        hashes and bookkeeping rows, in one PostgreSQL transaction; returns the rows deleted.
+        Idempotent: spans already rolled back have no bookkeeping rows left, and nothing is
+        deleted. PitstopError (nothing deleted) if the table holds fewer rows than the
+        bookkeeping counts."""
+        from psycopg import sql
+
+        with self._connect() as conn, conn.transaction():
+            schema = self._schema(conn)
+            within, params = _spans(spans)
+            book, hashes = sql.Identifier(schema, BOOKKEEPING), sql.Identifier(schema, ROW_HASHES)
+            target = sql.Identifier(schema, self.ref.name)
+            found = conn.execute(
+                sql.SQL(
+                    "SELECT coalesce(sum(x.rows), 0) FROM {} x JOIN {} ON " + _ON + " WHERE x.sink_table = %s"
+                ).format(book, within),
+                [*params, self.ref.text()],
+            ).fetchone()
+            expected = int(found[0]) if found else 0
+            if expected == 0:
+                deleted = 0
+            else:
+                cur = conn.execute(
+                    sql.SQL(
+                        "WITH gone AS (SELECT x.row_hash AS h, count(*) AS n FROM {} x JOIN {} ON "
+                        + _ON
+                        + " "
+                        "GROUP BY 1), ranked AS (SELECT t.ctid AS tid, t.h, row_number() OVER "
+                        "(PARTITION BY t.h ORDER BY t.ctid DESC) AS k FROM (SELECT ctid, "
+                        + ROW_HASH.format("t")
+                        + " AS h "
+                        "FROM {} t) t "
+                        "WHERE t.h IN (SELECT h FROM gone)) "
+                        "DELETE FROM {} WHERE ctid IN (SELECT r.tid FROM ranked r JOIN gone g ON r.h = g.h "
+                        "WHERE r.k <= g.n)"
+                    ).format(hashes, within, target, target),
+                    params,
+                )
+                deleted = cur.rowcount
+                if deleted != expected:
+                    raise PitstopError(
+                        f"{self._about()}: the table holds {deleted:,} of the {expected:,} rows its "
+                        "bookkeeping says the job wrote after the cut; nothing was rolled back there"
+                    )
+            for table in (hashes, book):
+                conn.execute(sql.SQL("DELETE FROM {} x USING {} WHERE " + _ON).format(table, within), params)
+        return deleted
+
+    def _schema(self, conn: psycopg.Connection[Any]) -> str:
+        schema = self.schema_name or self.ref.schema
+        if schema is None:
+            row = conn.execute("SELECT current_schema()").fetchone()
+            schema = None if row is None else row[0]
+        return str(schema)
+
+    def _append(
+        self, conn: psycopg.Connection[Any], target: Any, names: list[str], batch: pa.Table, batch_id: int
+    ) -> None:
+        """Step 2 of an append: the batch into a temporary table, then into the table, each row's
+        hash beside it (what a rollback to a snapshot's cut finds the rows by)."""
+        from psycopg import sql
+
+        assert self.schema_name is not None
+        cols = sql.SQL(", ").join(map(sql.Identifier, names))
+        conn.execute(
+            sql.SQL("CREATE TEMP TABLE pitstop_batch ON COMMIT DROP AS SELECT {} FROM {} LIMIT 0").format(
+                cols, target
+            )
+        )
+        self._copy(conn, sql.Identifier("pitstop_batch"), names, batch)
+        conn.execute(
+            sql.SQL(
+                "WITH ins AS (INSERT INTO {} ({}) SELECT {} FROM pitstop_batch RETURNING *) "
+                "INSERT INTO {} SELECT %s, %s, %s, " + ROW_HASH.format("ins") + " FROM ins"
+            ).format(target, cols, cols, sql.Identifier(self.schema_name, ROW_HASHES)),
+            [self.run_id, self.branch, batch_id],
+        )
 
     def _copy(self, conn: psycopg.Connection[Any], into: Any, names: list[str], batch: pa.Table) -> None:
         from psycopg import sql
@@ -579,3 +730,14 @@ class PostgresSink:
                 self._drop_connection()
             finally:
                 self._lock.release()
+
+
+_ON = "x.run_id = s.run_id AND x.branch = s.branch AND x.batch_id > s.after"
+
+
+def _spans(spans: list[tuple[str, int, int]]) -> tuple[Any, list[Any]]:
+    """The spans ``(run_id, branch, after)`` as an inline table, and its parameters."""
+    from psycopg import sql
+
+    rows = ", ".join("(%s::text, %s::integer, %s::bigint)" for _ in spans) or "(NULL, NULL, NULL)"
+    return sql.SQL(f"(VALUES {rows}) AS s(run_id, branch, after)"), [v for span in spans for v in span]

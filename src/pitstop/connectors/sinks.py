@@ -56,6 +56,28 @@ def table_name(mapping: Mapping) -> str:
     return check_name("sink table", mapping.options.get("table", mapping.name))
 
 
+def table_columns(tx: Any, table: str) -> list[tuple[str, str]]:
+    """``(name, DuckDB type)`` of a sink table's columns, in the table's order."""
+    rows = tx.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
+        [table],
+    ).fetchall()
+    return [(str(n), str(t)) for n, t in rows]
+
+
+def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> str:
+    """The SQL of a row's hash as the table holds it: ``hash()`` of every column in table order,
+    each cast to the table's type (a column the batch does not give is NULL, as ``INSERT BY
+    NAME`` leaves it). ``given`` None: over the table's own columns."""
+    parts = []
+    for name, kind in columns:
+        quoted = '"' + name.replace('"', '""') + '"'
+        have = given is None or name in given or name.lower() in {g.lower() for g in given}
+        parts.append(f"CAST({quoted if have else 'NULL'} AS {kind})")
+    return f"hash({', '.join(parts)})"
+
+
 class DuckDBSink:
     def __init__(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> None:
         self.catalog = catalog
@@ -64,6 +86,7 @@ class DuckDBSink:
         self.job = job
         self.run_id = run_id
         self.branch = branch
+        self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         quoted = '"' + self.table.replace('"', '""') + '"'
@@ -104,6 +127,14 @@ class DuckDBSink:
                 tx.register("__pitstop_batch", batch)
                 try:
                     tx.execute(f"INSERT INTO main.{quoted} BY NAME SELECT * FROM __pitstop_batch")
+                    # What rolls the sink back to a snapshot's cut finds these rows by this hash.
+                    if self._hash_columns is None:
+                        self._hash_columns = table_columns(tx, self.table)
+                    hashed = row_hash(self._hash_columns, set(batch.column_names))
+                    tx.execute(
+                        f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
+                        [self.run_id, self.branch, batch_id],
+                    )
                 finally:
                     tx.unregister("__pitstop_batch")
             tx.execute(

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,9 @@ from pyspark.errors import PySparkException
 
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
-from pitstop.connectors import rejects
+from pitstop.connectors import registry, rejects
+from pitstop.connectors import rollback as sink_rollback
+from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine import cluster
 from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
@@ -71,6 +74,13 @@ class Manager:
             empty_trash(self.home, settings.trash_days)
         except Exception:  # noqa: BLE001 - an untidy home still opens; the log says what is left
             log.exception("could not tidy the home %s after an earlier process", self.home)
+        # A sink rollback committed by a process that died before it moved the files: finish it
+        # now, so that nobody sees the sinks half rolled back (connectors.rollback, step 3).
+        for job in self.catalog.jobs():
+            try:
+                sink_rollback.finish(self.catalog, self.home, self.catalog.get_run(job.run_id))
+            except Exception:  # noqa: BLE001 - tried again before the job's queries start
+                log.exception("job '%s': its sink rollback could not be finished yet", job.name)
 
     # -- Spark -----------------------------------------------------------------------------------
     @property
@@ -155,6 +165,7 @@ class Manager:
         plan = JobPlan.from_json(run.plan)
         start, seeds = seeds_from_json(run.restore)
         active = ActiveRun(job, run, plan, self._mappings_of(plan), Path(run.folder), start, seeds)
+        sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
         if not self.settings.local:
             folders = {
@@ -178,7 +189,11 @@ class Manager:
         plan: JobPlan,
         restore: Restore | None,
         options: dict[str, str] | None = None,
+        rollback: tuple[SinkRollback, ...] = (),
     ) -> ActiveRun:
+        """Start a job; from a snapshot with ``rollback``, its sinks are first rolled back to the
+        snapshot's cut (:mod:`pitstop.connectors.rollback`: the DuckDB sinks in the transaction
+        that adds the job, the others before its queries start)."""
         # The run folder holds the branches' checkpoints, and pyspark 4.3's state reader finds no
         # committed batch in a checkpoint whose path holds a space (STDS_COMMITTED_BATCH_UNAVAILABLE):
         # spell a job's spaces as '_' there. The random suffix keeps run ids unique.
@@ -190,7 +205,11 @@ class Manager:
         if restore is not None:
             restore = prepare_run_folder(folder, restore)
             crash_point("restore.prepared")
-        run = Run(run_id, name, str(folder), plan.to_json(), self._restore_json(restore), now())
+        restored = self._restore_json(restore)
+        rolled = [r for r in rollback if r.anything and r.possible]
+        if restored is not None and rolled:
+            restored["rollback"] = [r.to_json() for r in rolled]
+        run = Run(run_id, name, str(folder), plan.to_json(), restored, now())
         try:
             self.spark()  # on a cluster, its checks may refuse it (engine/cluster.py)
         except BaseException:
@@ -203,18 +222,40 @@ class Manager:
             from_snapshot = None if restore is None else restore.snapshot
             job = Job(name, sql, RUNNING, "", run_id, from_snapshot, now(), now(), dict(options or {}))
             try:
-                self.catalog.create_job(job, run)
+                self.catalog.create_job(job, run, partial(self._roll_back, rolled) if rolled else None)
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
+            if rolled:
+                crash_point("rollback.committed")
+            # Step 3 of a sink rollback (files, PostgreSQL) runs in _start, before any query.
             try:
                 return self._start(name, run)
             except BaseException as exc:
+                if rolled:  # the sinks are rolled back: the job stays, to be resumed (nothing lost)
+                    self.catalog.set_job_status(
+                        name,
+                        FAILED,
+                        f"its sinks were rolled back to snapshot '{from_snapshot}', then it could not start: "
+                        f"{exc}; ALTER JOB {name} RESUME tries again",
+                    )
+                    raise
                 self.catalog.delete_job(name)
                 shutil.rmtree(folder, ignore_errors=True)
                 if isinstance(exc, PySparkException):
                     raise PlanError(f"Spark refused job '{name}': {spark_reason(exc)}") from exc
                 raise
+
+    def _roll_back(self, plans: list[SinkRollback], tx: duckdb.DuckDBPyConnection) -> None:
+        """Step 2 of the sink rollback (:mod:`pitstop.connectors.rollback`), in the transaction
+        that adds the job."""
+        # Step 2. Each sink's rows and bookkeeping after the cut, checked against the plan.
+        for plan in plans:
+            mapping = self.catalog.get_mapping(plan.mapping)
+            if mapping is None:
+                raise CatalogError(f"mapping '{plan.mapping}' no longer exists; nothing was rolled back")
+            registry.connector(mapping.type).rollback_in_catalog(self.catalog, mapping, plan, tx)
+        crash_point("rollback.deleted")
 
     def _restore_json(self, restore: Restore | None) -> dict[str, Any] | None:
         """What a run restored, with the run the snapshot was taken of (``from_run``): the job's
@@ -308,7 +349,9 @@ class Manager:
                     run.stop()
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
-            self.catalog.delete_job(job.name)
+            with self.catalog.transaction() as tx:
+                self.catalog.end_run(old.run_id, _last_batches(old), tx)
+                self.catalog.delete_job(job.name, tx)
             self._remove(old.folder, "runs", f"job '{job.name}'")
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
@@ -329,6 +372,7 @@ class Manager:
 
             def record(tx: duckdb.DuckDBPyConnection) -> None:
                 self.catalog.add_snapshot(snap, tx)
+                self.catalog.end_run(run.run.run_id, dict(cut.batches), tx)
                 self.catalog.delete_job(job.name, tx)
 
             self._record_snapshot(snap, record)
@@ -543,6 +587,16 @@ class Manager:
                     list(pool.map(stop, runs))
             self.runs.clear()
             self.catalog.close()
+
+
+def _last_batches(run: Run) -> dict[int, int | None]:
+    """The last batch each branch of a run committed, from its checkpoints."""
+    from pitstop.engine.checkpoint import latest_commit
+
+    return {
+        b.index: latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
+        for b in JobPlan.from_json(run.plan).branches
+    }
 
 
 def _said(exc: BaseException, snapshot: str, job: str) -> str:

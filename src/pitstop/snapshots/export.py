@@ -117,6 +117,9 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             "snapshot": name,
             "job": run.job,
             "run_id": run.run.run_id,
+            # The cut per branch: the last batch the run had committed (None: none yet). A restore
+            # with 'sinkRollback' removes what the job's runs wrote after it.
+            "cut": {"batches": {str(i): b for i, b in sorted(cut.batches.items())}},
             "created": now().isoformat(),
             "sources": sources,
             "stages": stages,

@@ -5,11 +5,16 @@ log (:mod:`pitstop.connectors.positions`). A snapshot keeps the names of the fil
 cut (``sources/<source>.files``); a run restored from it starts with that log, so files that
 arrive after the cut, and files whose names sort before ones already read, are read exactly once.
 
-Sink: one file per ``(run, branch, batch)``, written to a hidden temp file and renamed.
+Sink: one file per ``(run, branch, batch)``, written to a hidden temp file and renamed. Rolled
+back to a snapshot's cut (``'sinkRollback'``) by moving the files of the batches after it into the
+home's trash (never deleted here; the trash is emptied after ``PITSTOP_TRASH_DAYS``).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +27,12 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.rollback import SinkRollback, Span
     from pitstop.connectors.sinks import Sink
 
+log = logging.getLogger(__name__)
 FORMATS = ("json", "csv", "parquet")
+_PART = re.compile(r"^part-(?P<run>.+)-(?P<branch>\d+)-(?P<batch>\d{6,})\.(?P<ext>json|csv|parquet)$")
 
 
 class FileConnector(Connector):
@@ -110,6 +118,91 @@ class FileConnector(Connector):
         from pitstop.connectors.sinks import FileSink
 
         return FileSink(mapping, run_id, branch)
+
+    # -- rollback: the files of the spans' batches, moved to the trash -----------------------------
+    def rollback_plan(
+        self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
+    ) -> SinkRollback:
+        from pitstop.connectors.rollback import RunShare, SinkRollback
+
+        folder = Path(mapping.options["path"])
+        parts = _parts(folder)
+        files: list[str] = []
+        shares: dict[str, list[int]] = {}
+        for span in spans:
+            for (run, branch, batch), name in sorted(parts.items()):
+                if run == span.run_id and branch == span.branch and batch > span.after:
+                    files.append(name)
+                    share = shares.setdefault(run, [0, 0])
+                    share[0] += 1
+                    share[1] += _rows(folder / name)
+        ours = {s.run_id for s in spans}
+        others: dict[str, int] = {}
+        for other, run_id, _ in _writers(catalog, folder):
+            if other.lower() != job.lower() and run_id not in ours:
+                count = sum(_rows(folder / n) for (r, _, _), n in parts.items() if r == run_id)
+                others[other] = others.get(other, 0) + count
+        runs = tuple(RunShare(r, n, rows) for r, (n, rows) in shares.items())
+        return SinkRollback(
+            mapping.name,
+            self.type_name,
+            spans,
+            rows=sum(r.rows for r in runs),
+            runs=runs,
+            files=tuple(files),
+            others=tuple(sorted(others.items())),
+        )
+
+    def rollback_outside(
+        self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
+    ) -> None:
+        folder = Path(mapping.options["path"])
+        into = trash / mapping.name
+        for name in plan.files:
+            source = folder / name
+            if not source.exists():
+                continue  # moved by an earlier try, or gone
+            into.mkdir(parents=True, exist_ok=True)
+            os.replace(source, into / name)
+            log.warning("sink '%s' rolled back: moved %s to %s", mapping.name, source, into / name)
+
+
+def _parts(folder: Path) -> dict[tuple[str, int, int], str]:
+    """The sink's files by ``(run, branch, batch)``."""
+    out: dict[tuple[str, int, int], str] = {}
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return out
+    for name in names:
+        m = _PART.match(name)
+        if m:
+            out[(m.group("run"), int(m.group("branch")), int(m.group("batch")))] = name
+    return out
+
+
+def _rows(path: Path) -> int:
+    """Rows in one of the sink's files (json: lines; csv: lines less the header; parquet: its
+    metadata)."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        with open(path, "rb") as handle:
+            lines = sum(1 for line in handle if line.strip())
+        return max(0, lines - 1) if path.suffix == ".csv" else lines
+    except OSError:
+        return 0
+
+
+def _writers(catalog: Catalog, folder: Path) -> list[tuple[str, str, int]]:
+    """``(job, run_id, branch)`` of every run writing a File mapping of this folder."""
+    out = []
+    for m in catalog.mappings():
+        if m.type == "file" and Path(m.options.get("path", "")) == folder:
+            out += catalog.runs_writing(m.name)
+    return out
 
 
 CONNECTOR = FileConnector()

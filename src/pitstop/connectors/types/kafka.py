@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.rollback import SinkRollback, Span
     from pitstop.connectors.sinks import Sink
 
 KEY, PARTITION, OFFSET, TIMESTAMP = "__key", "__partition", "__offset", "__timestamp"
@@ -186,6 +187,28 @@ class KafkaConnector(Connector):
                     + (f" with 'keyFormat'='{key_format}'" if column.name.lower() == KEY else "")
                 )
         client_properties(options, {k: v for k, v in options.items() if "." in k}, check=True, where=mapping)
+
+    def rollback_plan(
+        self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
+    ) -> SinkRollback:
+        """A topic is never rolled back: Kafka has no way to delete chosen records (only whole
+        segments by age or offset, which would take other records with them). EXPLAIN says what
+        a consumer then sees."""
+        from pitstop.connectors.rollback import SinkRollback
+
+        runs = ", ".join(dict.fromkeys(s.run_id for s in spans))
+        return SinkRollback(
+            mapping.name,
+            self.type_name,
+            spans,
+            possible=False,
+            note=(
+                f"a Kafka topic cannot be rolled back (its records cannot be deleted): what run(s) {runs} "
+                "wrote after the cut stays in the topic, and the restored job writes those windows again, "
+                "so a consumer reads them twice; the headers pitstop.run and pitstop.batch tell the copies "
+                "apart (keep the latest run's record per key)"
+            ),
+        )
 
     def make_sink(
         self,

@@ -5,6 +5,11 @@ The writer is :mod:`pitstop.connectors.postgres`, over psycopg 3: each micro-bat
 the table, in its schema) commit in one PostgreSQL transaction, so a batch that Spark replays after
 a crash, a restart or a restore is found there and skipped.
 
+Rolled back to a snapshot's cut (``'sinkRollback'``) by deleting the rows of the batches after it
+(found by the row hashes kept in ``pitstop_sink_rows``) with their bookkeeping rows, in one
+PostgreSQL transaction, after the catalog has recorded the restored job and before its queries
+start; an interrupted rollback is finished by the next process (it is idempotent).
+
 The table is created at ``CREATE JOB`` if it is missing, with PostgreSQL types mapped from the
 job's columns; an existing table must have a column of a fitting type for each of them. The
 password of the ``dsn`` is never shown (:mod:`pitstop.connectors.dsn`).
@@ -12,6 +17,7 @@ password of the ``dsn`` is never shown (:mod:`pitstop.connectors.dsn`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitstop.connectors.base import Connector, Option
@@ -19,6 +25,7 @@ from pitstop.connectors.base import Connector, Option
 if TYPE_CHECKING:
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.rollback import SinkRollback, Span
     from pitstop.connectors.sinks import Sink
 
 
@@ -55,6 +62,63 @@ class PostgresConnector(Connector):
         from pitstop.connectors.postgres import PostgresSink
 
         return PostgresSink(catalog, mapping, job, run_id, branch, keys)
+
+    def rollback_plan(
+        self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
+    ) -> SinkRollback:
+        from pitstop.connectors import dsn
+        from pitstop.connectors.postgres import PostgresSink
+        from pitstop.connectors.rollback import RunShare, SinkRollback
+
+        sink = PostgresSink(catalog, mapping, job, "", 0)
+        try:
+            per_run, hashed, others = sink.rollback_counts([(s.run_id, s.branch, s.after) for s in spans])
+            upserts = bool(per_run) and sink.upserts()
+        except Exception as exc:  # noqa: BLE001 - psycopg's errors, said without the password
+            said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            return SinkRollback(
+                mapping.name,
+                self.type_name,
+                spans,
+                possible=False,
+                unknown=True,
+                note=f"cannot read its bookkeeping in PostgreSQL at {sink.where} ({said})",
+            )
+        runs = tuple(RunShare(r, n, rows) for r, n, rows in per_run)
+        total = sum(r.rows for r in runs)
+        plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs, others=tuple(others))
+        if upserts:
+            from dataclasses import replace
+
+            return replace(
+                plan,
+                possible=False,
+                note=(
+                    "a running aggregate's PostgreSQL upsert sink is not rolled back yet (its before-images "
+                    "are kept, but restoring each key's value at the cut is only done for DuckDB sinks)"
+                ),
+            )
+        if hashed < total:
+            from dataclasses import replace
+
+            return replace(
+                plan,
+                possible=False,
+                note=(
+                    f"{total - hashed:,} of the rows written after the cut were written by a pitstop that "
+                    "kept no row hashes (pitstop_sink_rows), so they cannot be found"
+                ),
+            )
+        return plan
+
+    def rollback_outside(
+        self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
+    ) -> None:
+        from pitstop.connectors.postgres import PostgresSink
+
+        PostgresSink(catalog, mapping, "", "", 0).roll_back(
+            [(s.run_id, s.branch, s.after) for s in plan.spans]
+        )
 
 
 CONNECTOR = PostgresConnector()
