@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -156,3 +156,21 @@ def state_arrow(kind: StageKind, stage: AggregateStage) -> pa.Schema:
     target = _parse_datatype_string(kind.state_schema(stage))
     assert isinstance(target, StructType)
     return arrow_schema(target)
+
+
+def load_state(
+    spark: SparkSession, checkpoint: Path, batch: int, operator: int
+) -> tuple[DataFrame, Any, Any]:
+    """One stateful operator's state at one batch, through Spark's state data source, with the
+    types of its key and value (both structs)."""
+    from pyspark.sql.types import StructType
+
+    state: DataFrame = (
+        spark.read.format("statestore")
+        .option("batchId", batch)
+        .option("operatorId", operator)
+        .load(str(checkpoint))
+    )
+    key_t, value_t = state.schema["key"].dataType, state.schema["value"].dataType
+    assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+    return state, key_t, value_t

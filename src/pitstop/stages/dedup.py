@@ -44,7 +44,7 @@ from pitstop.planner.plan import AggregateStage, KeyColumn, OutputColumn, Projec
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.planner.types import SPARK, infer
 from pitstop.sql.intervals import format_interval
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
 from pitstop.stages.windowed import duration, keys_changed, renamed
 
 if TYPE_CHECKING:
@@ -162,17 +162,8 @@ class Dedup(StageKind):
         job: str,
     ) -> pa.Table:
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StructType
 
-        state: DataFrame = (
-            spark.read.format("statestore")
-            .option("batchId", batch)
-            .option("operatorId", operator)
-            .load(str(checkpoint))
-        )
-        key_t = state.schema["key"].dataType
-        value_t = state.schema["value"].dataType
-        assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+        state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
         expected = ["bigint"] if stage.time_column else ["void"]
         got = [f.dataType.simpleString() for f in value_t.fields]
         if len(key_t.fields) != len(stage.keys) or got != expected:

@@ -42,7 +42,7 @@ from pitstop.errors import PitstopError
 from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, Projection
 from pitstop.planner.scope import Input, Layer
 from pitstop.stages.accumulators import evolve, plan_aggregate
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
 from pitstop.stages.windowed import SAME, evolved, expected_buffer, key_columns, keys_changed, renamed
 
 if TYPE_CHECKING:
@@ -79,17 +79,8 @@ class Running(StageKind):
         job: str,
     ) -> pa.Table:
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StructType
 
-        state: DataFrame = (
-            spark.read.format("statestore")
-            .option("batchId", batch)
-            .option("operatorId", operator)
-            .load(str(checkpoint))
-        )
-        key_t = state.schema["key"].dataType
-        value_t = state.schema["value"].dataType
-        assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+        state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
         # Check the shape: the key holds the group keys, the value the buffers.
         expected = expected_buffer(stage)
         got = [f.dataType.simpleString() for f in value_t.fields]

@@ -38,7 +38,7 @@ from pitstop.planner.scope import Input, Layer
 from pitstop.planner.types import decimal_parts
 from pitstop.sql.intervals import format_interval
 from pitstop.stages.accumulators import Evolution, evolve, plan_aggregate
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -89,17 +89,8 @@ class WindowKind(StageKind):
         job: str,
     ) -> pa.Table:
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StructType
 
-        state: DataFrame = (
-            spark.read.format("statestore")
-            .option("batchId", batch)
-            .option("operatorId", operator)
-            .load(str(checkpoint))
-        )
-        key_t = state.schema["key"].dataType
-        value_t = state.schema["value"].dataType
-        assert isinstance(key_t, StructType) and isinstance(value_t, StructType)
+        state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
         # Check the shape: the key holds the window and the keys, the value the buffers.
         expected = expected_buffer(stage)
         accs = [n for n, _ in expected]
