@@ -13,8 +13,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from pitstop.connectors.sinks import Sink
 from pitstop.engine.manager import Manager
 from pitstop.executor import Executor, Result
 from pitstop.settings import Settings
@@ -137,3 +139,12 @@ def wait_until_gone(pgid: int, timeout_s: float = 60) -> None:
                 os.kill(pid, signal.SIGKILL)
             raise AssertionError(f"processes {left} outlived their pitstop process by {timeout_s} s")
         time.sleep(0.2)
+
+
+def write_outcome(sink: Sink, table: pa.Table, batch_id: int) -> BaseException | None:
+    """``sink.write(table, batch_id)``'s exception, or None: what a writer thread hands its test."""
+    try:
+        sink.write(table, batch_id)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        return exc
+    return None

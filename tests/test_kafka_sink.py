@@ -22,7 +22,16 @@ from typing import Any
 
 import pytest
 
-from conftest import DELAY, batch_windows, closed, make_orders, orders_mapping, revenue_select, run
+from conftest import (
+    DELAY,
+    batch_windows,
+    closed,
+    make_orders,
+    orders_mapping,
+    revenue_select,
+    run,
+    write_outcome,
+)
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.connectors.kafka_sink import HEADERS, Ledger, transactional_id
@@ -258,14 +267,6 @@ def test_a_batch_cut_half_way_is_completed_not_doubled(
     assert Ledger.load(tmp_path / "branches" / "0" / "kafka-sink.json").written == 2
 
 
-def _write(sink: Any, first: int, last: int, batch_id: int) -> BaseException | None:
-    try:
-        sink.write(_batch(first, last), batch_id)
-    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-        return exc
-    return None
-
-
 def test_a_batch_waits_while_the_broker_hangs_and_is_written_once_when_it_answers(
     broker: Broker,  # noqa: F811
     tmp_path: Path,
@@ -275,7 +276,7 @@ def test_a_batch_waits_while_the_broker_hangs_and_is_written_once_when_it_answer
     sink.write(_batch(0, 40), 0)
     broker.pause()  # SIGSTOP: connections stay open, nothing is answered
     done: list[BaseException | None] = []
-    writer = threading.Thread(target=lambda: done.append(_write(sink, 40, 100, 1)))
+    writer = threading.Thread(target=lambda: done.append(write_outcome(sink, _batch(40, 100), 1)))
     try:
         writer.start()
         said = threading.Event()
@@ -292,7 +293,7 @@ def test_a_batch_waits_while_the_broker_hangs_and_is_written_once_when_it_answer
     # sink (same ledger) writes it once.
     broker.pause()
     try:
-        writer = threading.Thread(target=lambda: done.append(_write(sink, 100, 120, 2)))
+        writer = threading.Thread(target=lambda: done.append(write_outcome(sink, _batch(100, 120), 2)))
         writer.start()
         while sink.waiting is None and writer.is_alive():
             writer.join(0.1)

@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run, wait_until_gone
+from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run, wait_until_gone, write_outcome
 from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.catalog.rows import Mapping
@@ -320,7 +320,7 @@ def test_batch_waits_while_the_server_is_down_and_is_written_once_when_it_is_bac
     out.write(rows((0, "eu", "1.00", 1)), 0)
     postgres.stop()
     done: list[BaseException | None] = []
-    writer = threading.Thread(target=lambda: done.append(_write(out, rows((1, "us", "2.00", 2)), 1)))
+    writer = threading.Thread(target=lambda: done.append(write_outcome(out, rows((1, "us", "2.00", 2)), 1)))
     try:
         writer.start()
         waited = threading.Event()
@@ -338,7 +338,8 @@ def test_batch_waits_while_the_server_is_down_and_is_written_once_when_it_is_bac
     # A run that stops while a batch waits: the batch gives up, unwritten (the job resumes it).
     postgres.stop()
     try:
-        writer = threading.Thread(target=lambda: done.append(_write(out, rows((2, "eu", "3.00", 3)), 2)))
+        batch = rows((2, "eu", "3.00", 3))
+        writer = threading.Thread(target=lambda: done.append(write_outcome(out, batch, 2)))
         writer.start()
         out.interrupt()
         writer.join(30)
@@ -346,14 +347,6 @@ def test_batch_waits_while_the_server_is_down_and_is_written_once_when_it_is_bac
     finally:
         postgres.start()
     assert postgres.query(db, "SELECT count(*) FROM rev") == [(2,)]
-
-
-def _write(out: PostgresSink, table: pa.Table, batch_id: int) -> BaseException | None:
-    try:
-        out.write(table, batch_id)
-    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-        return exc
-    return None
 
 
 # -- with Spark ------------------------------------------------------------------------------------

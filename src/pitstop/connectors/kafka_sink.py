@@ -179,6 +179,7 @@ class KafkaSink:
     def write(self, table: pa.Table, batch_id: int) -> None:
         """Write one micro-batch once; wait for the broker while it does not answer."""
         delay = RETRY_FIRST_S
+        warned = False
         while True:
             if self._stop.is_set():
                 raise PitstopError(
@@ -199,10 +200,11 @@ class KafkaSink:
                         log.warning("%s: the broker answers again; batch %d written", self.topic, batch_id)
                         self.waiting = None
                     return
-            if self.waiting is None or "not delivered" in self.waiting:
+            if not warned:  # once per batch; ``waiting`` says the rest
                 log.warning(
                     "%s: batch %d waits for the broker (%s); the job waits", self.topic, batch_id, said
                 )
+                warned = True
             self.waiting = f"waiting for Kafka at {self._where()}: {said}"
             self._stop.wait(delay)
             delay = min(delay * 2, RETRY_MAX_S)

@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
+import duckdb
 import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
@@ -112,16 +113,29 @@ class DuckDBSink:
         """The last batch this sink holds for its run and branch (from the bookkeeping)."""
         return self.catalog.last_sink_batch(self.run_id, self.branch)
 
+    def _written(self, tx: duckdb.DuckDBPyConnection, batch_id: int) -> bool:
+        """Whether this run's branch wrote ``batch_id`` already (Spark replays a batch whose sink
+        write committed but whose checkpoint did not): the bookkeeping row says so."""
+        done = tx.execute(
+            "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
+            [self.run_id, self.branch, batch_id],
+        ).fetchone()
+        if done:
+            log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
+        return done is not None
+
+    def _record(self, tx: duckdb.DuckDBPyConnection, batch_id: int, rows: int) -> None:
+        """The batch's bookkeeping row, in the transaction that wrote its rows."""
+        tx.execute(
+            "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
+            [self.job, self.run_id, self.branch, batch_id, rows, now()],
+        )
+
     def write(self, table: pa.Table, batch_id: int) -> None:
         quoted = '"' + self.table.replace('"', '""') + '"'
         batch = _naive_utc(table)
         with self.catalog.transaction() as tx:
-            done = tx.execute(
-                "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
-                [self.run_id, self.branch, batch_id],
-            ).fetchone()
-            if done:
-                log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
+            if self._written(tx, batch_id):
                 return
             if batch.num_rows:
                 tx.register("__pitstop_batch", batch)
@@ -137,10 +151,7 @@ class DuckDBSink:
                     )
                 finally:
                     tx.unregister("__pitstop_batch")
-            tx.execute(
-                "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
-                [self.job, self.run_id, self.branch, batch_id, batch.num_rows, now()],
-            )
+            self._record(tx, batch_id, batch.num_rows)
             crash_point("sink.before_commit")
         crash_point("sink.after_commit")
 

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
-from pitstop.catalog.store import Catalog, now
+from pitstop.catalog.store import Catalog
 from pitstop.connectors.sinks import DuckDBSink, _naive_utc, duckdb_type
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
@@ -160,12 +160,7 @@ class UpsertSink(DuckDBSink):
         on = " AND ".join(f"t.{quote(k)} = b.{quote(k)}" for k in self.keys)
         with self.catalog.transaction() as tx:
             # Step 1. Already written?
-            done = tx.execute(
-                "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
-                [self.run_id, self.branch, batch_id],
-            ).fetchone()
-            if done:
-                log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
+            if self._written(tx, batch_id):
                 return
             if batch.num_rows:
                 tx.register("__pitstop_batch", batch)
@@ -196,9 +191,6 @@ class UpsertSink(DuckDBSink):
                 finally:
                     tx.unregister("__pitstop_batch")
             # Step 5. The bookkeeping row.
-            tx.execute(
-                "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
-                [self.job, self.run_id, self.branch, batch_id, kept, now()],
-            )
+            self._record(tx, batch_id, kept)
             crash_point("sink.before_commit")
         crash_point("sink.after_commit")
