@@ -10,8 +10,8 @@ from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import OPTION, SinkRollback
 from pitstop.engine.cluster import Placement
-from pitstop.planner import compat
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
+from pitstop.planner import compat, early
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageText
 
@@ -139,6 +139,16 @@ def rollback_done(p: SinkRollback) -> str:
     return f"{p.what()} {verb} ({p.from_runs()})"
 
 
+def early_text(branch: Branch) -> str:
+    """What EXPLAIN and DESCRIBE say of a branch's early results (:mod:`pitstop.planner.early`)."""
+    if not branch.early_results_ms:
+        return ""
+    return (
+        f" with early results (at most every {branch.early_results_ms} ms; column '{early.EARLY}' true "
+        "until the window closes)"
+    )
+
+
 def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> tuple[tuple[Any, ...], ...]:
     """One row per branch (and per snapshot stage the new job drops), with the restore verdict."""
     by_stage = {v.stage: v for v in verdicts or []}
@@ -155,7 +165,8 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         reason = v.detail() if v is not None else "no snapshot: starts empty"
         text = stage_text(st)
         rows.append(
-            (b.index + 1, b.source, b.sink, st.name, text.shape, text.keys, text.state, outcome, reason)
+            (b.index + 1, b.source, b.sink, st.name, text.shape + early_text(b), text.keys, text.state)
+            + (outcome, reason)
         )
     names = {s.name for s in plan.stages}
     for v in verdicts or []:
@@ -249,6 +260,7 @@ def describe_job(
         for stage in b.stages:
             flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
         upsert = f" (rows replaced by {', '.join(b.upsert_keys)})" if b.upsert_keys else ""
+        upsert += early_text(b)
         rows.append((f"branch {b.index + 1}", flow + b.sink + upsert))
     for src, text in lags or []:
         rows.append((f"lag of {src}", text))

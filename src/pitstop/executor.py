@@ -25,7 +25,7 @@ from pitstop.connectors.rollback import (
     rolled_back_past,
 )
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
-from pitstop.planner import compat
+from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
@@ -63,6 +63,10 @@ JOB_OPTIONS = {
     "acceptSinkGap": "'true' with FROM SNAPSHOT: restore a snapshot taken past a cut that a later "
     "'sinkRollback' rolled the job's sinks back to (refused otherwise: what the job wrote between the two "
     "cuts is gone from the sinks and would not be written again)",
+    "earlyResultsMillis": "n: a TUMBLE or HOP window's row is written to the sink as it changes (at most "
+    "every n ms: micro-batches start no more often), replaced by window and keys, with a column 'early' "
+    "that is true while the window is open and false once it is final (the watermark passed its end); "
+    "DuckDB and PostgreSQL sinks only",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -72,7 +76,14 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
-ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat", "sinkRollback", "acceptSinkGap")
+ACTED_ON_OPTIONS = (
+    "initialSnapshotName",
+    "strictRestore",
+    "restoreFormat",
+    "sinkRollback",
+    "acceptSinkGap",
+    "earlyResultsMillis",
+)
 DEFAULT_AWAIT_S = 600.0
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
@@ -386,6 +397,7 @@ class Executor:
             )
         try:
             plan = plan_job(name, list(node.args["body"]), self._lookup, self._view)
+            plan = early.with_early_results(plan, early.early_millis(options), self._lookup)
         except PlanError as err:
             match = re.match(r"unknown mapping '([^']+)'", err.message)
             if match:
@@ -698,6 +710,12 @@ class Executor:
             if key not in JOB_OPTIONS:
                 raise PlanError(
                     f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
+                )
+            if key == early.OPTION:
+                raise PlanError(
+                    f"'{key}' changes how job '{name}' runs, which ALTER JOB does not: DROP JOB {name} "
+                    f"WITH SNAPSHOT s, then CREATE JOB {name} OPTIONS ('{key}'=...) FROM SNAPSHOT s AS ... "
+                    "(the windows' state is kept)"
                 )
         if self._job_plan(name) is None:
             raise self._unknown("job", name)

@@ -23,7 +23,7 @@ from pitstop.catalog.store import Catalog
 from pitstop.connectors import positions, registry
 from pitstop.connectors.base import Positions
 from pitstop.connectors.sinks import Sink
-from pitstop.connectors.upsert import KEEP
+from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import (
@@ -34,6 +34,7 @@ from pitstop.errors import (
     RejectedRecordError,
 )
 from pitstop.faults import crash_point
+from pitstop.planner import early
 from pitstop.planner.plan import Branch, JobPlan
 
 if TYPE_CHECKING:
@@ -120,9 +121,12 @@ class ActiveRun:
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
+            keys = branch.upsert_keys or finishing_keys(catalog, mapping, branch)
             sink = registry.connector(mapping.type).make_sink(
-                catalog, mapping, self.job, self.run.run_id, branch.index, branch.upsert_keys
+                catalog, mapping, self.job, self.run.run_id, branch.index, keys
             )
+            if keys and branch.stage is not None and branch.stage.window is not None:
+                window_rows(sink, early.end_column(branch), partial(batch_watermark, ckpt))
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             df = self._frame(branch)
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != KEEP])
@@ -168,7 +172,7 @@ class ActiveRun:
             .foreachBatch(write_batch)
             .option("checkpointLocation", str(bq.checkpoint))
             .outputMode(output_mode(bq.branch))
-            .trigger(processingTime=f"{trigger_ms} milliseconds")
+            .trigger(processingTime=f"{max(trigger_ms, bq.branch.early_results_ms)} milliseconds")
             .start()
         )
 
@@ -409,9 +413,17 @@ def output_mode(branch: Branch) -> str:
     """Spark's output mode of a branch. ``update`` where its stage's rows change as input arrives
     (a running aggregate): each batch hands the sink the groups it changed, which the sink
     replaces by key. Spark refuses ``append`` for an aggregation without a watermark, and
-    ``complete`` would hand every group to every batch (see :mod:`pitstop.stages.running`).
-    Otherwise ``append``: a window's row once, when it closes."""
+    ``complete`` would hand every group to every batch (see :mod:`pitstop.stages.running`); and
+    a window branch with early results (:mod:`pitstop.planner.early`): each batch hands the sink
+    the windows it changed. Otherwise ``append``: a window's row once, when it closes."""
     return "update" if branch.upsert_keys else "append"
+
+
+def batch_watermark(checkpoint_dir: Path, batch_id: int) -> int:
+    """The event-time watermark (ms) that batch ``batch_id`` runs with: Spark writes the batch's
+    offsets, with it, before it runs the batch."""
+    offsets = checkpoint.read_offsets(checkpoint_dir, batch_id)
+    return 0 if offsets is None else offsets.watermark_ms
 
 
 def full_text(exc: Any) -> str:

@@ -104,6 +104,10 @@ class Branch:
     """The sink's columns that identify a row when the branch's stage updates its rows (a running
     aggregate's group keys, as the SELECT names them): Spark's update output mode, and a sink that
     replaces rows by these columns. Empty: rows are appended (windows are emitted once)."""
+    early_results_ms: int = 0
+    """A window branch with early results (``'earlyResultsMillis'``, :mod:`pitstop.planner.early`):
+    its micro-batches start at most this often, and ``upsert_keys`` are the window's bounds and
+    keys. 0: none."""
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
@@ -170,4 +174,5 @@ def _branch(b: dict[str, Any]) -> Branch:
         sql=b["sql"],
         pre_layers=tuple(_projection(p) for p in b.get("pre_layers", [])),
         upsert_keys=tuple(b.get("upsert_keys", ())),
+        early_results_ms=int(b.get("early_results_ms", 0)),
     )

@@ -14,7 +14,7 @@ from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.errors import CompatibilityError
-from pitstop.planner import compat
+from pitstop.planner import compat, early
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan
 from pitstop.sql.names import inside, safe_path
 from pitstop.stages import registry as kinds
@@ -122,6 +122,13 @@ def plan_restore(
             against = native_reason(entry, old[v.stage], new, branch, partitions, fmt)
             if against is None and branch.source in elsewhere:
                 against = f"source '{branch.source}' does not go on from the snapshot's position"
+            toggled = early.toggled(manifest.get("plan"), v.stage, branch)
+            if against is None and toggled == "on":
+                against = (
+                    "early results turned on: from Spark's state files, update mode would never write a "
+                    "window in flight at the cut that gets no new event; the rows' first batch writes "
+                    "every one of them"
+                )
             if against is None:
                 copy = entry["native"]
                 path = str(inside(root, copy["path"]))
@@ -135,6 +142,12 @@ def plan_restore(
                     int(entry["watermark_ms"]),
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
+            if toggled == "off":
+                v = replace(
+                    v,
+                    how=f"{v.how}; early results turned off: each window in flight at the cut gets its "
+                    "final row in place of its early one when it closes",
+                )
         annotated.append(v)
     start = {src: entry["pos"] for src, entry in sources.items()}
     return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
