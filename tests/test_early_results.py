@@ -16,14 +16,18 @@ import pyarrow as pa
 import pytest
 
 from conftest import run
+from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.connectors.generator import generate
+from pitstop.connectors.upsert import UpsertSink, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
-from pitstop.executor import JOB_OPTIONS
+from pitstop.executor import JOB_OPTIONS, mapping_from_node
 from pitstop.planner.early import EARLY, with_early_results
 from pitstop.snapshots.restore import NATIVE, ROWS
+from pitstop.sql.parser import parse_statement
 from test_planner import MAPPINGS, plan
+from test_postgres_sink import sink as pg_sink
 from test_running import duck_rows, table_at
 
 Row = tuple[Any, ...]
@@ -117,6 +121,122 @@ def test_early_results_refuse_an_appending_sink_and_alter_job_and_are_documented
         )
     assert not run(manager, "SHOW JOBS")[0].rows
     assert "earlyResultsMillis" in JOB_OPTIONS
+
+
+# -- the DuckDB and PostgreSQL upsert sinks with window rows, no Spark ---------------------------------
+HOUR_MS = 3_600_000
+WATERMARKS = {0: 0, 1: HOUR_MS * 3 // 2, 2: 2 * HOUR_MS}  # batch -> the watermark it ran with
+KEYS = ("window_start", "window_end", "region")
+WINDOW_SCHEMA = [
+    ("window_start", "timestamp"),
+    ("window_end", "timestamp"),
+    ("region", "string"),
+    ("n", "bigint"),
+]
+
+
+def window_batch(*items: tuple[int, str, int]) -> pa.Table:
+    """(hour, region, n) -> one window row of [hour, hour + 1)."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    return pa.table(
+        {
+            "window_start": pa.array(
+                [epoch + timedelta(hours=h) for h, _, _ in items], pa.timestamp("us", "UTC")
+            ),
+            "window_end": pa.array(
+                [epoch + timedelta(hours=h + 1) for h, _, _ in items], pa.timestamp("us", "UTC")
+            ),
+            "region": pa.array([r for _, r, _ in items], pa.string()),
+            "n": pa.array([n for _, _, n in items], pa.int64()),
+        }
+    )
+
+
+def hour(h: int) -> datetime:
+    return datetime(1970, 1, 1) + timedelta(hours=h)
+
+
+def write_windows(out: Any) -> None:
+    """Batch 0 (no watermark yet): two open windows. Batch 1 (watermark 1:30): the second grows;
+    the first, closed, is marked final though the batch has no row of it. Batch 2 (watermark
+    2:00, no rows): the second is final."""
+    window_rows(out, "window_end", WATERMARKS.__getitem__)
+    out.prepare(WINDOW_SCHEMA)
+    out.write(window_batch((0, "eu", 1), (1, "eu", 2)), 0)
+    out.write(window_batch((1, "eu", 5)), 1)
+    out.write(window_batch((1, "eu", 9)), 1)  # replayed: skipped
+    out.write(window_batch(), 2)
+
+
+FINAL = [(hour(0), "eu", 1, False), (hour(1), "eu", 5, False)]
+BEFORE = [  # batch, absent, window_start, n, early
+    (0, True, hour(0), None, None),
+    (0, True, hour(1), None, None),
+    (1, False, hour(0), 1, True),  # marked final by batch 1's watermark
+    (1, False, hour(1), 2, True),
+    (2, False, hour(1), 5, True),  # marked final by batch 2's watermark
+]
+
+
+def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_before_images(
+    manager: Manager,
+) -> None:
+    mapping = mapping_from_node(parse_statement("CREATE MAPPING wins TYPE DuckDB"), "")
+    write_windows(UpsertSink(manager.catalog, mapping, "j", "r1", 0, KEYS))
+    assert duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1") == FINAL
+    assert (
+        duck_rows(
+            manager,
+            f'SELECT batch_id, absent, window_start, n, {EARLY} FROM pitstop."wins__before" ORDER BY 1, 3',
+        )
+        == BEFORE
+    )
+    # A window job without early results writing this table later replaces rows by these keys;
+    # writing a table no early-results job wrote, it appends.
+    body = TUMBLE.format(sink="daily_revenue", fn="TUMBLE", size="INTERVAL '1' HOUR")
+    branch = plan(body).branches[0]
+    assert finishing_keys(manager.catalog, mapping, branch) == KEYS
+    other = mapping_from_node(parse_statement("CREATE MAPPING other TYPE DuckDB"), "")
+    assert finishing_keys(manager.catalog, other, branch) == ()
+
+    # A window table written without early results gets the key and the column (its rows final).
+    with manager.catalog.transaction() as tx:
+        tx.execute(
+            "CREATE TABLE main.flat (window_start TIMESTAMP, window_end TIMESTAMP, region VARCHAR, n BIGINT)"
+        )
+        tx.execute("INSERT INTO main.flat VALUES ('1970-01-01 00:00', '1970-01-01 01:00', 'us', 7)")
+    flat = UpsertSink(
+        manager.catalog,
+        mapping_from_node(parse_statement("CREATE MAPPING flat TYPE DuckDB"), ""),
+        "j",
+        "r2",
+        0,
+        KEYS,
+    )
+    window_rows(flat, "window_end", WATERMARKS.__getitem__)
+    flat.prepare(WINDOW_SCHEMA)
+    flat.write(window_batch((1, "us", 3)), 0)
+    assert duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM flat ORDER BY 1") == [
+        (hour(0), "us", 7, False),
+        (hour(1), "us", 3, True),
+    ]
+
+
+def test_postgres_window_rows_are_early_until_the_watermark_passes_and_keep_their_before_images(
+    manager: Manager,
+    postgres: Postgres,  # noqa: F811
+) -> None:
+    db = postgres.database()
+    out = pg_sink(manager, postgres, db, "wins", keys=KEYS)
+    write_windows(out)
+    out.interrupt()
+    assert postgres.query(db, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1") == FINAL
+    assert (
+        postgres.query(
+            db, f'SELECT batch_id, absent, window_start, n, {EARLY} FROM "wins__before" ORDER BY 1, 3'
+        )
+        == BEFORE
+    )
 
 
 # -- on real Spark ---------------------------------------------------------------------------------------

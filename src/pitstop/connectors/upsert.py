@@ -108,17 +108,28 @@ def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int]) -> None
 
 
 def finishing_keys(catalog: Catalog, mapping: Mapping, branch: Branch) -> tuple[str, ...]:
-    """The window columns of a window branch without early results whose DuckDB sink table an
-    early-results job wrote (a primary key on them and a history table): its final rows must
+    """The window columns of a window branch without early results whose DuckDB or PostgreSQL sink
+    table an early-results job wrote (a primary key on them and a history table): its final rows must
     replace that job's early ones. () otherwise (rows are appended)."""
     from pitstop.connectors.sinks import table_name
     from pitstop.connectors.types.duckdb import _upsert_keys
     from pitstop.planner.early import window_keys
 
     keys = window_keys(branch)
-    if mapping.type != "duckdb" or keys is None:
+    if keys is None or mapping.type not in ("duckdb", "postgres"):
         return ()
-    have = _upsert_keys(catalog.cursor(), table_name(mapping))
+    if mapping.type == "duckdb":
+        have = _upsert_keys(catalog.cursor(), table_name(mapping))
+    else:
+        from pitstop.connectors.postgres import PostgresSink
+
+        probe = PostgresSink(catalog, mapping, branch.sink, "", branch.index)
+        try:
+            with probe._connect() as conn:
+                have = probe.upsert_keys(conn)
+        except Exception:  # noqa: BLE001 - unreachable now: the sink's own check says so
+            log.warning("sink '%s': not reached to learn its keys; rows are appended", mapping.name)
+            return ()
     return keys if sorted(k.lower() for k in have) == sorted(k.lower() for k in keys) else ()
 
 
