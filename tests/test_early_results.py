@@ -17,7 +17,10 @@ import pytest
 
 from conftest import run
 from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
+from pitstop.connectors import registry
 from pitstop.connectors.generator import generate
+from pitstop.connectors.rollback import Span
+from pitstop.connectors.types.duckdb import DuckDBConnector
 from pitstop.connectors.upsert import UpsertSink, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.manager import Manager
@@ -191,6 +194,18 @@ def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_
         )
         == BEFORE
     )
+    # 'sinkRollback' to a cut after batch 0 gives each window its row at the cut back, early flag
+    # included (the before-images of the batches after it).
+    duckdb_type = registry.connector("duckdb")
+    assert isinstance(duckdb_type, DuckDBConnector)
+    spans = (Span("r1", 0, 0),)
+    rollback = duckdb_type.rollback_plan(manager.catalog, manager.home, mapping, spans, "j")
+    assert rollback.possible and rollback.restores == 2
+    with manager.catalog.transaction() as tx:
+        duckdb_type.rollback_in_catalog(manager.catalog, mapping, rollback, tx)
+    at_cut = duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1")
+    assert at_cut == [(hour(0), "eu", 1, True), (hour(1), "eu", 2, True)]
+
     # A window job without early results writing this table later replaces rows by these keys;
     # writing a table no early-results job wrote, it appends.
     body = TUMBLE.format(sink="daily_revenue", fn="TUMBLE", size="INTERVAL '1' HOUR")
