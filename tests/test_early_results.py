@@ -6,6 +6,7 @@ against a batch computation in DuckDB."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -259,7 +260,7 @@ START = datetime(2024, 1, 1)
 START_S = int(START.replace(tzinfo=UTC).timestamp())
 CLICKS = """CREATE OR REPLACE MAPPING clicks (id BIGINT, page VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
 WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) TYPE Generator OPTIONS ('rate'='1000000000000',
-'limit'='{limit}', 'keys'='4', 'step_ms'='1000', 'max_per_batch'='100');
+'limit'='{limit}', 'keys'='4', 'step_ms'='1000', 'max_per_batch'='125');
 """
 WINDOWS = """INSERT INTO wins SELECT /*+ STAGE(per_minute) */ window_start, window_end, page, COUNT(*) AS n,
     SUM(amount) AS total FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
@@ -312,6 +313,14 @@ def batches(manager: Manager) -> tuple[str, dict[int, tuple[int, int]]]:
     return run_id, out
 
 
+def batch_starts(manager: Manager) -> list[int]:
+    """When each batch of the job's current run started (ms; Spark's ``batchTimestampMs``)."""
+    run_id = manager.catalog.get_job("wins_job").run_id  # type: ignore[union-attr]
+    offsets = Path(manager.catalog.get_run(run_id).folder) / "branches" / "0" / "checkpoint" / "offsets"
+    ids = sorted(int(n.name) for n in offsets.iterdir() if n.name.isdigit())
+    return [json.loads((offsets / str(i)).read_text().split("\n")[1])["batchTimestampMs"] for i in ids]
+
+
 @pytest.mark.spark
 def test_early_window_rows_are_partial_then_final_and_survive_turning_the_option_off_and_on(
     manager: Manager,
@@ -321,13 +330,17 @@ def test_early_window_rows_are_partial_then_final_and_survive_turning_the_option
         manager,
         CLICKS.format(limit=250)
         + "CREATE MAPPING wins TYPE DuckDB;"
-        + f"CREATE JOB wins_job {EARLY_ON} AS {WINDOWS}; AWAIT JOB wins_job;",
+        + f"CREATE JOB wins_job OPTIONS ('earlyResultsMillis'='1000') AS {WINDOWS}; AWAIT JOB wins_job;",
     )
     described = dict(run(manager, "DESCRIBE JOB wins_job")[0].rows)
     assert described["branch 1"].endswith(
         "-> wins (rows replaced by window_start, window_end, page) with early results (at most every "
-        "300 ms; column 'early' true until the window closes)"
+        "1000 ms; column 'early' true until the window closes)"
     )
+    # Micro-batches (and so early rows) start at most every 'earlyResultsMillis' (the session's
+    # trigger interval is 200 ms).
+    starts = batch_starts(manager)
+    assert len(starts) >= 3 and all(b - a >= 1000 for a, b in zip(starts, starts[1:], strict=False))
     # The last window (4 min..5 min) holds 10 s of events and is open: partial and early.
     at_cut = sink_rows(manager)
     assert at_cut == truth(250, 248)
@@ -339,7 +352,7 @@ def test_early_window_rows_are_partial_then_final_and_survive_turning_the_option
     # The before-images give the table after every batch: each window's row as far as the batch
     # had read, early exactly while the watermark that batch ran with was before its end.
     first_run, ends = batches(manager)
-    assert [e for e, _ in ends.values()][:3] == [100, 200, 250]
+    assert [e for e, _ in ends.values()][:3] == [125, 250, 250]
     history = [
         ((1, r[0]), r[1], (r[2], r[3]), (r[4], r[5], r[6]))
         for r in duck_rows(

@@ -107,10 +107,14 @@ def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int]) -> None
         sink.windows = WindowRows(end, watermark_ms)
 
 
-def finishing_keys(catalog: Catalog, mapping: Mapping, branch: Branch) -> tuple[str, ...]:
+def finishing_keys(
+    catalog: Catalog, mapping: Mapping, branch: Branch, ask_server: bool = True
+) -> tuple[str, ...]:
     """The window columns of a window branch without early results whose DuckDB or PostgreSQL sink
     table an early-results job wrote (a primary key on them and a history table): its final rows must
-    replace that job's early ones. () otherwise (rows are appended)."""
+    replace that job's early ones. () otherwise (rows are appended). ``ask_server`` False: a
+    PostgreSQL table is not asked (a run not restored from a snapshot, whose start must not wait
+    for a server that may be down)."""
     from pitstop.connectors.sinks import table_name
     from pitstop.connectors.types.duckdb import _upsert_keys
     from pitstop.planner.early import window_keys
@@ -120,6 +124,8 @@ def finishing_keys(catalog: Catalog, mapping: Mapping, branch: Branch) -> tuple[
         return ()
     if mapping.type == "duckdb":
         have = _upsert_keys(catalog.cursor(), table_name(mapping))
+    elif not ask_server:
+        return ()
     else:
         from pitstop.connectors.postgres import PostgresSink
 

@@ -121,7 +121,9 @@ class ActiveRun:
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
-            keys = branch.upsert_keys or finishing_keys(catalog, mapping, branch)
+            keys = branch.upsert_keys or finishing_keys(
+                catalog, mapping, branch, self.run.restore is not None
+            )
             sink = registry.connector(mapping.type).make_sink(
                 catalog, mapping, self.job, self.run.run_id, branch.index, keys
             )
