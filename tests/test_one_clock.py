@@ -1,0 +1,153 @@
+"""One clock per job (issue 11, section 4): a stage that is new in a restored job starts at the
+snapshot's watermark, so an event whose window had closed by then is late for it too, as for the
+restored stage beside it. Real Spark, both restore formats, and a restored run that resumes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import EPOCH, orders_mapping, run, settings
+from pitstop.engine.manager import Manager
+
+pytestmark = pytest.mark.spark
+
+CUT_WATERMARK = EPOCH + timedelta(hours=2, minutes=55)  # last order before the cut at 03:00, less 5 min
+LATE = 900  # an order at 01:10: its 1-hour and its 30-minute window had both closed at 02:55
+
+
+def at(minutes: int) -> str:
+    return (EPOCH + timedelta(minutes=minutes)).isoformat(sep=" ")
+
+
+def write(folder: Path, name: str, orders: list[tuple[int, int, float]]) -> None:
+    """Orders (id, minutes after the epoch, amount), all in region 'eu'."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps({"order_id": i, "region": "eu", "amount": a, "ts": at(m)}) + "\n" for i, m, a in orders
+    ]
+    (folder / f".{name}.tmp").write_text("".join(lines))
+    (folder / f".{name}.tmp").rename(folder / name)
+
+
+def tumble(size: str, stage: str = "hourly") -> str:
+    return f"""SELECT /*+ STAGE({stage}) */ window_start, window_end, COUNT(*) AS orders,
+            SUM(amount) AS revenue FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL {size}))
+        GROUP BY window_start, window_end"""
+
+
+FIRST_ROWS = (
+    "SELECT order_id, ts FROM (SELECT order_id, ts, "
+    "ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY ts) AS rn FROM orders) WHERE rn = 1"
+)
+
+
+def windows(manager: Manager, table: str) -> dict[datetime, int]:
+    _, rows = manager.catalog.query(f"SELECT window_start, orders FROM {table} ORDER BY 1")
+    return {start: int(n) for start, n in rows}
+
+
+def ids(manager: Manager, table: str) -> set[int]:
+    return {int(r[0]) for r in manager.catalog.query(f"SELECT order_id FROM {table}")[1]}
+
+
+def expected(size: timedelta, minutes: list[int], watermark: datetime) -> dict[datetime, int]:
+    """Windows of ``size`` over orders at ``minutes``, closed by ``watermark`` (batch truth)."""
+    out: dict[datetime, int] = {}
+    for m in minutes:
+        ts = EPOCH + timedelta(minutes=m)
+        start = EPOCH + ((ts - EPOCH) // size) * size
+        if start + size <= watermark:
+            out[start] = out.get(start, 0) + 1
+    return out
+
+
+def test_a_new_stage_starts_on_the_jobs_clock_in_both_formats_and_after_a_resume(tmp_path: Path) -> None:
+    data, home = tmp_path / "orders", tmp_path / "home"
+    before = [(i, i * 20, 10.0) for i in range(10)]  # 00:00 .. 03:00, every 20 minutes
+    write(data, "a-0.json", before)
+    manager = Manager(settings(home))
+    try:
+        run(
+            manager,
+            orders_mapping(data)
+            + f"""
+            CREATE MAPPING hourly TYPE DuckDB;
+            CREATE MAPPING hourly_r TYPE DuckDB; CREATE MAPPING half_r TYPE DuckDB;
+            CREATE MAPPING first_r TYPE DuckDB;
+            CREATE JOB revenue AS INSERT INTO hourly {tumble("'1' HOUR")};
+            AWAIT JOB revenue;
+            DROP JOB revenue WITH SNAPSHOT cut;
+            """,
+        )
+        manifest = json.loads((home / "snapshots" / "cut" / "manifest.json").read_text())
+        assert manifest["stages"]["hourly"]["watermark_ms"] == int(
+            (CUT_WATERMARK - datetime(1970, 1, 1)).total_seconds() * 1000
+        )
+
+        # EXPLAIN says where the new stages' clock starts, in both formats.
+        body = f"""FROM SNAPSHOT cut AS BEGIN
+            INSERT INTO hourly_r {tumble("'1' HOUR")};
+            INSERT INTO half_r {tumble("'30' MINUTE", "half")};
+            INSERT INTO first_r {FIRST_ROWS};
+        END;"""
+        for options in ("", "OPTIONS ('restoreFormat'='canonical')"):
+            rows = run(manager, f"EXPLAIN CREATE JOB again {options} {body}")[0].rows
+            verdicts = {r[3]: (r[7], r[8]) for r in rows}
+            clock = "starts at the snapshot's watermark 2024-01-01 02:55:00"
+            assert verdicts["half"][0] == "starts empty"
+            assert clock in verdicts["half"][1]
+            assert clock in verdicts["first_r.dedup"][1]
+            assert verdicts["hourly"][0] == "restored"
+
+        # A restored job from the rows, with a new 30-minute window and a new deduplication; it
+        # stops (pitstop exits) before the late order arrives, and resumes from the catalog.
+        run(
+            manager,
+            """CREATE JOB again OPTIONS ('restoreFormat'='canonical') """ + body + "AWAIT JOB again;",
+        )
+    finally:
+        manager.close()
+    after = [(LATE, 70, 99.0), (20, 190, 10.0), (21, 260, 10.0)]  # 01:10 (late), 03:10, 04:20
+    write(data, "b-0.json", after)
+    manager = Manager(settings(home))
+    try:
+        run(manager, "AWAIT JOB again;")
+        final_wm = EPOCH + timedelta(minutes=260 - 5)
+        on_time = [m for _, m, _ in before] + [190, 260]
+        # The restored hourly stage drops the late order; so does the new 30-minute one, which
+        # would otherwise emit a window [01:00, 01:30) holding only that order.
+        assert windows(manager, "hourly_r") == {
+            k: v
+            for k, v in expected(timedelta(hours=1), on_time, final_wm).items()
+            if k >= CUT_WATERMARK - timedelta(minutes=55)
+        }
+        assert windows(manager, "half_r") == {
+            k: v for k, v in expected(timedelta(minutes=30), [190, 260], final_wm).items()
+        }
+        assert ids(manager, "first_r") == {20, 21}
+
+        # The natively restored job: the hourly stage goes on from Spark's own state files; the
+        # late order is already in the folder when it starts.
+        result = run(
+            manager,
+            """DROP JOB again;
+            CREATE MAPPING hourly_n TYPE DuckDB; CREATE MAPPING half_n TYPE DuckDB;
+            CREATE JOB native FROM SNAPSHOT cut AS BEGIN
+                INSERT INTO hourly_n """
+            + tumble("'1' HOUR")
+            + """;
+                INSERT INTO half_n """
+            + tumble("'30' MINUTE", "half")
+            + """;
+            END;
+            AWAIT JOB native;""",
+        )
+        assert "from Spark's state files (native)" in result[3].message
+        assert windows(manager, "hourly_n") == windows(manager, "hourly_r")
+        assert windows(manager, "half_n") == windows(manager, "half_r")
+    finally:
+        manager.close()
