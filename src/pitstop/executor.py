@@ -28,6 +28,7 @@ from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
+from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
@@ -784,8 +785,10 @@ class Executor:
         import duckdb
 
         assert self.catalog is not None
+        # snapshot_state('s', 'stage'): tables pitstop reads for the query (pitstop.snapshots.state).
+        sql, tables = state.resolve(stmt.text, self.catalog)
         try:
-            columns, rows = self.catalog.query(stmt.text)
+            columns, rows = self.catalog.query(sql, tables)
         except duckdb.Error as exc:
             raise PlanError(f"query failed in DuckDB: {exc}") from exc
         return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))
