@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,20 @@ def expected(size: timedelta, minutes: list[int], watermark: datetime) -> dict[d
         if start + size <= watermark:
             out[start] = out.get(start, 0) + 1
     return out
+
+
+def open_windows(
+    size: timedelta, orders: list[tuple[int, int, float]], watermark: datetime
+) -> list[tuple[datetime, datetime, int, Decimal]]:
+    """(start, end, count, revenue) of the windows still open at ``watermark`` (batch truth)."""
+    out: dict[datetime, tuple[int, Decimal]] = {}
+    for _, m, amount in orders:
+        ts = EPOCH + timedelta(minutes=m)
+        start = EPOCH + ((ts - EPOCH) // size) * size
+        if start + size > watermark:
+            n, total = out.get(start, (0, Decimal(0)))
+            out[start] = (n + 1, total + Decimal(str(amount)))
+    return [(k, k + size, n, total) for k, (n, total) in sorted(out.items())]
 
 
 def test_a_new_stage_starts_on_the_jobs_clock_in_both_formats_and_after_a_resume(tmp_path: Path) -> None:
@@ -149,5 +164,33 @@ def test_a_new_stage_starts_on_the_jobs_clock_in_both_formats_and_after_a_resume
         assert "from Spark's state files (native)" in result[3].message
         assert windows(manager, "hourly_n") == windows(manager, "hourly_r")
         assert windows(manager, "half_n") == windows(manager, "half_r")
+
+        # The two snapshots of the job's state, read and compared in plain SQL (no Spark).
+        run(manager, "DROP JOB native WITH SNAPSHOT later;")
+        [at_cut] = run(
+            manager,
+            "SELECT window_start, window_end, orders, revenue, acc0, acc1 "
+            "FROM snapshot_state('cut', 'hourly') ORDER BY window_start;",
+        )
+        assert at_cut.columns == ("window_start", "window_end", "orders", "revenue", "acc0", "acc1")
+        open_at_cut = open_windows(timedelta(hours=1), before, CUT_WATERMARK)
+        assert [r[:4] for r in at_cut.rows] == open_at_cut
+        assert [(r[2], r[3]) for r in at_cut.rows] == [(r[4], r[5]) for r in at_cut.rows]  # finished
+        [compared] = run(
+            manager,
+            """SELECT window_start, coalesce(b.orders, 0) - coalesce(a.orders, 0) AS more
+            FROM snapshot_state('cut', 'hourly') a
+            FULL JOIN snapshot_state('later', 'hourly') b USING (window_start) ORDER BY window_start;""",
+        )
+        at_later = open_windows(timedelta(hours=1), before + after[1:], final_wm)
+        counts_cut, counts_later = ({w[0]: w[2] for w in ws} for ws in (open_at_cut, at_later))
+        assert compared.rows == tuple(
+            (start, counts_later.get(start, 0) - counts_cut.get(start, 0))
+            for start in sorted(counts_cut.keys() | counts_later.keys())
+        )
+        [half] = run(
+            manager, "SELECT window_start, window_end, orders, revenue FROM snapshot_state('later', 'half');"
+        )
+        assert list(half.rows) == open_windows(timedelta(minutes=30), after[1:], final_wm)
     finally:
         manager.close()
