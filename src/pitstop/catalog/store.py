@@ -309,11 +309,14 @@ class Catalog:
 
     # -- mappings ------------------------------------------------------------------------------
     def get_mapping(self, name: str) -> Mapping | None:
-        row = (
+        # fetchall, not fetchone: a result left open on the thread's cursor makes DuckDB refuse
+        # register() on it (a sink's batch) until the cursor runs something else.
+        rows = (
             self.cursor()
             .execute("SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
-            .fetchone()
+            .fetchall()
         )
+        row = rows[0] if rows else None
         return None if row is None else self.secrets.join(Mapping.from_json(json.loads(row[0])))
 
     def mappings(self) -> list[Mapping]:
