@@ -13,8 +13,10 @@ import pytest
 
 from conftest import EPOCH, orders_mapping, run, settings
 from pitstop.engine.manager import Manager
-
-pytestmark = pytest.mark.spark
+from pitstop.executor import Executor
+from pitstop.snapshots.restore import plan_restore, seeds_from_json
+from pitstop.sql.parser import parse_script
+from test_old_snapshots import MAPPING, install
 
 CUT_WATERMARK = EPOCH + timedelta(hours=2, minutes=55)  # last order before the cut at 03:00, less 5 min
 LATE = 900  # an order at 01:10: its 1-hour and its 30-minute window had both closed at 02:55
@@ -80,6 +82,7 @@ def open_windows(
     return [(k, k + size, n, total) for k, (n, total) in sorted(out.items())]
 
 
+@pytest.mark.spark
 def test_a_new_stage_starts_on_the_jobs_clock_in_both_formats_and_after_a_resume(tmp_path: Path) -> None:
     data, home = tmp_path / "orders", tmp_path / "home"
     before = [(i, i * 20, 10.0) for i in range(10)]  # 00:00 .. 03:00, every 20 minutes
@@ -194,3 +197,70 @@ def test_a_new_stage_starts_on_the_jobs_clock_in_both_formats_and_after_a_resume
         assert list(half.rows) == open_windows(timedelta(minutes=30), after[1:], final_wm)
     finally:
         manager.close()
+
+
+NEW_STAGES = """FROM SNAPSHOT windows_v1 AS BEGIN
+    INSERT INTO per_minute SELECT window_start, window_end, region, SUM(amount) AS revenue, COUNT(*) AS n
+    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+    GROUP BY window_start, window_end, region;
+    INSERT INTO sliding SELECT /*+ STAGE(hop) */ window_start, window_end, region, COUNT(*) AS n
+    FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '30' SECOND))
+    GROUP BY window_start, window_end, region;
+    INSERT INTO sessions SELECT /*+ STAGE(session) */ window_start, window_end, region, COUNT(*) AS n
+    FROM TABLE(SESSION(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+    GROUP BY window_start, window_end, region;
+    INSERT INTO totals SELECT region, COUNT(*) AS n FROM events GROUP BY region;
+    INSERT INTO regions SELECT DISTINCT region FROM events;
+    INSERT INTO firsts SELECT id, ts
+    FROM (SELECT id, ts, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn FROM events) WHERE rn = 1;
+    INSERT INTO elsewhere SELECT /*+ STAGE(other) */ window_start, window_end, COUNT(*) AS n
+    FROM TABLE(TUMBLE(TABLE other, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end;
+END;"""
+
+
+def test_every_kind_with_a_watermark_says_where_its_clock_starts_and_the_run_keeps_it(
+    manager: Manager,
+) -> None:
+    """No Spark: EXPLAIN over the committed snapshot, and the restore a run records (what a
+    resumed run reads back from its catalog row)."""
+    run(
+        manager,
+        MAPPING.format(limit=600)
+        + """CREATE MAPPING totals TYPE DuckDB; CREATE MAPPING regions TYPE DuckDB;
+        CREATE MAPPING firsts TYPE DuckDB; CREATE MAPPING elsewhere TYPE DuckDB;
+        CREATE MAPPING other (ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) TYPE Generator
+            OPTIONS ('limit'='10');""",
+    )
+    install(manager)
+    rows = run(manager, f"EXPLAIN CREATE JOB windows {NEW_STAGES}")[0].rows
+    verdicts = {r[3]: (r[7], r[8]) for r in rows if r[3] is not None}
+    clock = "starts at the snapshot's watermark 2024-01-01 00:04:54 UTC (one clock per job)"
+    for stage in ("hop", "session", "firsts.dedup"):
+        assert verdicts[stage][0] == "starts empty"
+        assert clock in verdicts[stage][1], stage
+    # No watermark, nothing late: a running aggregate and DISTINCT; nor for a stage whose
+    # source the snapshot did not read (it reads from its start, on a clock of its own).
+    for stage in ("totals.aggregate", "regions.dedup", "other"):
+        assert verdicts[stage] == ("starts empty", "new stage; reads from the snapshot's source positions"), (
+            stage
+        )
+    assert verdicts["per_minute.aggregate"][0] == "restored"
+
+    [stmt] = parse_script(f"CREATE JOB windows {NEW_STAGES}")
+    plan, _, _ = Executor(manager)._plan_create(stmt.node)
+    snapshot = manager.catalog.get_snapshot("windows_v1")
+    assert snapshot is not None
+    restore = plan_restore(snapshot, plan, strict=False)
+    _, seeds = seeds_from_json(json.loads(json.dumps(restore.to_json())))  # as the run's row keeps it
+    clocks = {
+        name: (s.old_watermark_ms, s.old_size_micros, s.old_gap_micros)
+        for name, s in seeds.items()
+        if s.clock_only
+    }
+    wm = 1704067494000
+    assert clocks == {
+        "hop": (wm, 60_000_000, None),
+        "session": (wm, 10_000_000, 10_000_000),
+        "firsts.dedup": (wm, 5_000_000, None),
+    }
+    assert list(restore.native) == ["per_minute.aggregate"]  # on its own clock: Spark's, in the copy
