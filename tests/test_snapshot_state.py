@@ -23,6 +23,7 @@ from conftest import run, settings
 from pitstop.catalog.rows import Snapshot
 from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError, PlanError
+from pitstop.executor import Executor
 from server_helpers import Served, psql, serving
 
 DATA = Path(__file__).resolve().parent / "data" / "snapshot_format_1" / "windows_v1"
@@ -172,3 +173,22 @@ def test_state_is_read_over_the_server_by_psycopg_and_psql(served: Served) -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [f"{r['region']}|{r['acc1']}" for r in want]
+
+
+def test_check_mode_names_an_unknown_snapshot_or_stage_before_anything_runs(manager: Manager) -> None:
+    install(manager, "windows_v1")
+    checker = Executor(None, manager.catalog)
+    ok, errors = checker.check_script(
+        "SELECT * FROM snapshot_state('windows_v1', 'sliding.aggregate');\n"
+        "SELECT * FROM snapshot_state('windows_v1', 'daily');\n"
+        "SELECT * FROM snapshot_state('windows_v7', 'daily');\n"
+    )
+    assert ok == 1
+    assert [(e.line, e.message) for e in errors] == [
+        (
+            2,
+            "snapshot 'windows_v1' has no stage 'daily'; its stages: 'per_minute.aggregate', "
+            "'sessions.aggregate', 'sliding.aggregate'",
+        ),
+        (3, "unknown snapshot 'windows_v7' (did you mean 'windows_v1'?); SHOW SNAPSHOTS lists the snapshots"),
+    ]

@@ -799,7 +799,14 @@ class Executor:
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
     def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
-        if self.manager is None:
+        if self.manager is None:  # check mode: the snapshots and stages snapshot_state names exist
+            for call in state.calls(stmt.text) if state.mentions(stmt.text) else []:
+                stages = self._snapshot_stages(call.snapshot)
+                if call.stage.lower() not in {s.lower() for s in stages}:
+                    known = ", ".join(f"'{s}'" for s in sorted(stages)) or "none"
+                    raise CatalogError(
+                        f"snapshot '{call.snapshot}' has no stage '{call.stage}'; its stages: {known}"
+                    )
             return Result("OK")
         import duckdb
 
