@@ -9,7 +9,8 @@ from the accumulators (``revenue``, ``orders``, an average...), then the raw acc
 over the stage (:func:`pitstop.stages.accumulators.plan_aggregate`), as the snapshot's manifest
 records it, translated from Spark SQL to DuckDB by sqlglot. Filters after the stage (``HAVING``)
 are not applied: the state holds every group. An output column that needs more than the state
-(a deduplicated row's other columns) is left out.
+(a deduplicated row's other columns), or that DuckDB cannot compute, is left out (the log says
+which); the raw accumulators are always there.
 
 How a query reads it, without Spark and without giving DuckDB access to files:
 
@@ -33,6 +34,7 @@ so a query's state tables are read once per query.
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.store import Catalog
 
+log = logging.getLogger(__name__)
 FUNCTION = "snapshot_state"
 USAGE = "snapshot_state('snapshot', 'stage'), e.g. SELECT * FROM snapshot_state('revenue_v1', 'daily')"
 _names = itertools.count(1)
@@ -100,9 +103,7 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
     name = stage if stage in entries else next((n for n in entries if n.lower() == stage.lower()), None)
     if name is None:
         known = ", ".join(f"'{n}'" for n in sorted(entries)) or "none"
-        longer = [
-            n for n in entries if n.lower().startswith(stage.lower() + ".")
-        ]  # 'daily' for 'daily.aggregate'
+        longer = [n for n in entries if n.lower().startswith(stage.lower() + ".")]  # 'daily.aggregate'
         hint = f" (did you mean '{longer[0]}'?)" if len(longer) == 1 else did_you_mean(stage, list(entries))
         raise CatalogError(
             f"snapshot '{snapshot.name}' has no stage '{stage}'{hint}; its "
@@ -122,10 +123,6 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
     finished = finish_columns(snapshot.manifest, name, list(table.column_names))
     if not finished:
         return table
-    firsts = [c for c in table.column_names if c not in accumulators]
-    select = [_quote(c) for c in firsts]
-    select += [f"{sql} AS {_quote(out)}" for out, sql in finished]
-    select += [_quote(c) for c in accumulators]
     # A private in-memory DuckDB computes them, with file access off like a server's: the
     # expressions come from a job's SQL, and read nothing but the state.
     import duckdb
@@ -133,6 +130,17 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
     with duckdb.connect() as finisher:
         finisher.execute("SET enable_external_access = false")
         finisher.register("state", table)
+        kept = []
+        for out, sql in finished:  # one DuckDB does not take (a Spark function it lacks) is left out
+            try:
+                finisher.execute(f"SELECT {sql} FROM state LIMIT 0")
+                kept.append(f"{sql} AS {_quote(out)}")
+            except duckdb.Error as exc:
+                log.warning(
+                    "snapshot '%s', stage '%s': column %s left out (%s)", snapshot.name, name, out, exc
+                )
+        firsts = [_quote(c) for c in table.column_names if c not in accumulators]
+        select = [*firsts, *kept, *[_quote(c) for c in accumulators]]
         result: pa.Table = finisher.sql(f"SELECT {', '.join(select)} FROM state").to_arrow_table()
     return result
 
