@@ -29,6 +29,7 @@ from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
+from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
@@ -816,13 +817,22 @@ class Executor:
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
     def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
-        if self.manager is None:
+        if self.manager is None:  # check mode: the snapshots and stages snapshot_state names exist
+            for call in state.calls(stmt.text) if state.mentions(stmt.text) else []:
+                stages = self._snapshot_stages(call.snapshot)
+                if call.stage.lower() not in {s.lower() for s in stages}:
+                    known = ", ".join(f"'{s}'" for s in sorted(stages)) or "none"
+                    raise CatalogError(
+                        f"snapshot '{call.snapshot}' has no stage '{call.stage}'; its stages: {known}"
+                    )
             return Result("OK")
         import duckdb
 
         assert self.catalog is not None
+        # snapshot_state('s', 'stage'): tables pitstop reads for the query (pitstop.snapshots.state).
+        sql, tables = state.resolve(stmt.text, self.catalog)
         try:
-            columns, rows = self.catalog.query(stmt.text)
+            columns, rows = self.catalog.query(sql, tables)
         except duckdb.Error as exc:
             raise PlanError(f"query failed in DuckDB: {exc}") from exc
         return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))
