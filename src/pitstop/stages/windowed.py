@@ -18,6 +18,11 @@ their state types are the same (``MIN`` -> ``MAX``, with a warning). A state col
 starts empty for the windows in flight at the cut (their rows are partial until they close); a
 removed one's state is dropped. Each is named in EXPLAIN.
 
+Output: Spark's append mode, each window's row once, when the watermark passes its end; with
+early results (a job option, :mod:`pitstop.planner.early`) TUMBLE and HOP run in update mode
+instead, their rows replaced by window and keys as they change. The state is the same either
+way, so the option may be turned on or off across an update.
+
 A running stage in accumulator form::
 
     live rows -> (keys, __ts, acc0..accN)  --+
