@@ -99,8 +99,7 @@ def test_a_join_bounded_in_time_is_an_interval_join_stage_of_two_streams() -> No
     assert JobPlan.from_json(job.to_json()) == job
     kind = registry.kind_of(stage)
     assert kind.state_schema(stage) == (
-        "side STRING, `k` STRING, `user_id` BIGINT, `ts` TIMESTAMP, "
-        "`b_k` STRING, `vts` TIMESTAMP, `page` STRING"
+        "side STRING, `k` STRING, `ts` TIMESTAMP, `b_k` STRING, `vts` TIMESTAMP, `page` STRING"
     )
     assert kind.describe(stage).shape == "INTERVAL JOIN views ON vts BETWEEN ts AND ts + INTERVAL '1' HOUR"
     # The same bound written the other way round, and as two comparisons, plans the same stage.
@@ -145,6 +144,17 @@ def test_interval_join_rules_across_an_update() -> None:
 
     same = verdict(INTERVAL, INTERVAL.replace(", b.page FROM", " FROM") + " WHERE b.page <> 'x'")
     assert (same.outcome, same.reason) == (compat.RESTORED, "same keys, sides and columns")
+    more = verdict(
+        INTERVAL, INTERVAL.replace("SELECT a.k,", "SELECT a.k, a.user_id,").replace(", b.page", "")
+    )
+    assert (
+        more.outcome == compat.RESTORED
+        and "column(s) page of the right side no longer buffered" in more.reason
+    )
+    assert more.warnings == (
+        "column(s) user_id of the left side were not buffered before the cut: a pair made with a row "
+        "buffered then holds NULL in them",
+    )
     narrowed = verdict(INTERVAL, INTERVAL.replace("'1' HOUR", "'30' MINUTE"))
     assert narrowed.outcome == compat.RESTORED and not narrowed.warnings
     assert "bound narrowed from vts BETWEEN ts AND ts + INTERVAL '1' HOUR to" in narrowed.reason
@@ -166,14 +176,32 @@ def write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
     (folder / f".{name}.tmp").rename(folder / name)
 
 
+JOB = """p {options} AS BEGIN
+    INSERT INTO pairs SELECT a.k, a.ts, b.vts FROM clicks a JOIN views b
+        ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '1' HOUR;
+    INSERT INTO named SELECT c.k, c.ts, u.name FROM clicks c LEFT JOIN users u ON c.user_id = u.id;
+    INSERT INTO tiered SELECT c.k, c.ts, t.tier FROM clicks AS c JOIN tiers AS t ON t.id = c.user_id;
+END"""
+STATIC = "(static: stateless, read again every micro-batch)"
+
+
 @pytest.mark.spark
-def test_a_static_join_sees_its_table_as_changed_in_later_batches(manager: Manager, tmp_path: Path) -> None:
-    clicks, tiers = tmp_path / "clicks", tmp_path / "tiers"
+def test_joins_across_pit_stops_pairs_once_and_static_tables_as_changed(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """One job, three pit stops' worth of runs: the interval join emits every pair once, those
+    straddling a cut included (restored from the rows, then natively from a seeded run), equal
+    to DuckDB's batch truth; the static joins see their tables as changed in later batches."""
+    cdir, vdir, tiers = tmp_path / "clicks", tmp_path / "views", tmp_path / "tiers"
     run(
         manager,
-        f"""CREATE MAPPING clicks (user_id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{clicks}');
+        f"""CREATE MAPPING clicks (k VARCHAR, user_id BIGINT, ts TIMESTAMP,
+                WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) TYPE File OPTIONS ('path'='{cdir}');
+        CREATE MAPPING views (k VARCHAR, vts TIMESTAMP, WATERMARK FOR vts AS vts - INTERVAL '1' HOUR)
+            TYPE File OPTIONS ('path'='{vdir}');
         CREATE MAPPING users (id BIGINT, name VARCHAR) TYPE DuckDB;
         CREATE MAPPING tiers (id BIGINT, tier VARCHAR) TYPE File OPTIONS ('path'='{tiers}');
+        CREATE MAPPING pairs TYPE DuckDB;
         CREATE MAPPING named TYPE DuckDB;
         CREATE MAPPING tiered TYPE DuckDB;""",
     )
@@ -181,104 +209,77 @@ def test_a_static_join_sees_its_table_as_changed_in_later_batches(manager: Manag
         tx.execute("CREATE TABLE users (id BIGINT, name VARCHAR)")
         tx.execute("INSERT INTO users VALUES (1, 'ann'), (2, 'bob')")
     write(tiers, "t1.json", [{"id": 1, "tier": "gold"}])
-    job = """CREATE JOB e AS BEGIN
-        INSERT INTO named SELECT c.user_id, c.ts, u.name FROM clicks c LEFT JOIN users u ON c.user_id = u.id;
-        INSERT INTO tiered SELECT c.user_id, t.tier FROM clicks AS c JOIN tiers AS t ON t.id = c.user_id;
-    END"""
-    explained = run(manager, f"EXPLAIN {job}")[0].rows
-    assert [(r[1], r[7], r[8]) for r in explained] == [
-        ("clicks LEFT JOIN table users (static: stateless, read again every micro-batch)", "stateless",
-         "no state to restore"),
-        ("clicks JOIN table tiers (static: stateless, read again every micro-batch)", "stateless",
-         "no state to restore"),
-    ]  # fmt: skip
-    write(clicks, "1.json", [{"user_id": u, "ts": "2024-01-01 00:00:00"} for u in (1, 2, 3)])
-    run(manager, f"{job}; AWAIT JOB e;")
 
-    # The table changes while the job runs: bob renamed, user 3 added, a tier file rewritten and one added.
+    def clicks(name: str, *rows: tuple[str, str, int]) -> None:
+        write(cdir, name, [{"k": k, "ts": f"2024-01-01 {t}", "user_id": u} for k, t, u in rows])
+
+    def views(name: str, *rows: tuple[str, str]) -> None:
+        write(vdir, name, [{"k": k, "vts": f"2024-01-01 {t}"} for k, t in rows])
+
+    def rows(table: str, column: str) -> list[tuple[Any, ...]]:
+        sql = f"SELECT k, strftime(ts, '%H:%M'), {column} FROM {table} ORDER BY ALL"
+        return manager.catalog.query(sql)[1]
+
+    # Run 1: the pair (a 00:00, a 00:20) is emitted; click b and view c wait in the buffers. Then
+    # the tables change while the job runs: bob renamed, user 3 added, a tier rewritten, one added.
+    clicks("1.json", ("a", "00:00", 1), ("b", "00:10", 2))
+    views("1.json", ("a", "00:20"), ("c", "00:30"))
+    explained = run(manager, f"EXPLAIN CREATE JOB {JOB.format(options='')}")[0].rows
+    assert [(r[1], r[7], r[8]) for r in explained] == [
+        ("clicks JOIN stream views", "starts empty", "no snapshot: starts empty"),
+        (f"clicks LEFT JOIN table users {STATIC}", "stateless", "no state to restore"),
+        (f"clicks JOIN table tiers {STATIC}", "stateless", "no state to restore"),
+    ]
+    run(manager, f"CREATE JOB {JOB.format(options='')}; AWAIT JOB p;")
     with manager.catalog.transaction() as tx:
         tx.execute("UPDATE users SET name = 'bobby' WHERE id = 2")
         tx.execute("INSERT INTO users VALUES (3, 'cy')")
     write(tiers, "t1.json.new", [{"id": 1, "tier": "platinum"}])
     (tiers / "t1.json.new").rename(tiers / "t1.json")
     write(tiers, "t2.json", [{"id": 3, "tier": "iron"}])
-    write(clicks, "2.json", [{"user_id": u, "ts": "2024-01-01 00:01:00"} for u in (1, 2, 3)])
-    run(manager, "AWAIT JOB e; DROP JOB e;")
-
-    named = manager.catalog.query("SELECT user_id, minute(ts), name FROM named ORDER BY 2, 1")[1]
-    assert named == [(1, 0, "ann"), (2, 0, "bob"), (3, 0, None), (1, 1, "ann"), (2, 1, "bobby"), (3, 1, "cy")]
-    tiered = manager.catalog.query("SELECT user_id, tier FROM tiered ORDER BY ALL")[1]
-    assert sorted(tiered) == [(1, "gold"), (1, "platinum"), (3, "iron")]
-
-
-PAIRS = """p {options} AS INSERT INTO pairs
-    SELECT a.k, a.ts, b.vts FROM clicks a JOIN views b
-    ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '1' HOUR"""
-
-
-@pytest.mark.spark
-def test_an_interval_join_emits_each_pair_once_across_pit_stops_in_both_restore_formats(
-    manager: Manager, tmp_path: Path
-) -> None:
-    cdir, vdir = tmp_path / "clicks", tmp_path / "views"
-    run(
-        manager,
-        f"""CREATE MAPPING clicks (k VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' HOUR)
-            TYPE File OPTIONS ('path'='{cdir}');
-        CREATE MAPPING views (k VARCHAR, vts TIMESTAMP, WATERMARK FOR vts AS vts - INTERVAL '1' HOUR)
-            TYPE File OPTIONS ('path'='{vdir}');
-        CREATE MAPPING pairs TYPE DuckDB;""",
-    )
-
-    def clicks(name: str, *rows: tuple[str, str]) -> None:
-        write(cdir, name, [{"k": k, "ts": f"2024-01-01 {t}"} for k, t in rows])
-
-    def views(name: str, *rows: tuple[str, str]) -> None:
-        write(vdir, name, [{"k": k, "vts": f"2024-01-01 {t}"} for k, t in rows])
-
-    def pairs() -> list[tuple[str, str, str]]:
-        got = manager.catalog.query("SELECT k, strftime(ts, '%H:%M'), strftime(vts, '%H:%M') FROM pairs")[1]
-        return sorted(got)
-
-    # Run 1: the pair (a 00:00, a 00:20) is emitted; click b and view c wait in the buffers.
-    clicks("1.json", ("a", "00:00"), ("b", "00:10"))
-    views("1.json", ("a", "00:20"), ("c", "00:30"))
-    run(manager, f"CREATE JOB {PAIRS.format(options='')}; AWAIT JOB p; DROP JOB p WITH SNAPSHOT p1;")
-    assert pairs() == [("a", "00:00", "00:20")]
-    shown = dict(run(manager, "DESCRIBE SNAPSHOT p1")[0].rows)
-    assert shown["stage pairs.join"].startswith("4 rows (interval_join, format 1); INTERVAL JOIN views ON")
-
-    # Run 2, from the rows: each new event pairs with a buffered one of the other side (straddling
-    # the cut); click a 00:00 and view a 00:20, both buffered, are not paired again.
-    clicks("2.json", ("c", "00:15"), ("d", "00:45"))
-    views("2.json", ("b", "00:40"), ("a", "00:50"))
-    explained = run(manager, f"EXPLAIN CREATE JOB {PAIRS.format(options='FROM SNAPSHOT p1')}")[0].rows
-    assert [(r[1], r[3], r[7]) for r in explained if r[3]] == [
-        ("clicks JOIN stream views", "pairs.join", "restored")
+    clicks("2.json", ("c", "00:15", 2), ("d", "00:45", 3))
+    run(manager, "AWAIT JOB p; DROP JOB p WITH SNAPSHOT p1;")
+    assert rows("named", "name") == [
+        ("a", "00:00", "ann"),
+        ("b", "00:10", "bob"),
+        ("c", "00:15", "bobby"),
+        ("d", "00:45", "cy"),
     ]
+    assert rows("tiered", "tier") == [("a", "00:00", "gold"), ("d", "00:45", "iron")]
+    shown = dict(run(manager, "DESCRIBE SNAPSHOT p1")[0].rows)
+    assert shown["stage pairs.join"].startswith("6 rows (interval_join, format 1); INTERVAL JOIN views ON")
+
+    # Run 2, from the rows: each new view pairs with a buffered click (straddling the cut); click a
+    # 00:00 and view a 00:20, both buffered, are not paired again.
+    views("2.json", ("b", "00:40"), ("a", "00:50"))
+    explained = run(manager, f"EXPLAIN CREATE JOB {JOB.format(options='FROM SNAPSHOT p1')}")[0].rows
+    assert [(r[3], r[7]) for r in explained if r[3]] == [("pairs.join", "restored")]
     canonical = "OPTIONS ('restoreFormat'='canonical') FROM SNAPSHOT p1"
-    started = run(manager, f"CREATE JOB {PAIRS.format(options=canonical)}; AWAIT JOB p;")[0].message
+    started = run(manager, f"CREATE JOB {JOB.format(options=canonical)}; AWAIT JOB p;")[0].message
     assert ROWS in started
     run(manager, "DROP JOB p WITH SNAPSHOT p2;")
 
     # Run 3, natively from a run that was itself seeded: the same holds across the second cut.
     views("3.json", ("d", "01:00"), ("a", "01:10"))
-    clicks("3.json", ("a", "00:55"), ("b", "00:35"))
-    started = run(manager, f"CREATE JOB {PAIRS.format(options='FROM SNAPSHOT p2')}; AWAIT JOB p;")[0].message
+    clicks("3.json", ("a", "00:55", 1), ("b", "00:35", 3))
+    started = run(manager, f"CREATE JOB {JOB.format(options='FROM SNAPSHOT p2')}; AWAIT JOB p;")[0].message
     assert NATIVE in started
     run(manager, "DROP JOB p;")
 
     # The batch truth, computed by DuckDB over every event file.
-    truth_db = duckdb.connect()
-    truth = truth_db.execute(
-        f"""SELECT a.k, strftime(a.ts, '%H:%M'), strftime(b.vts, '%H:%M')
+    truth = (
+        duckdb.connect()
+        .execute(
+            f"""SELECT a.k, strftime(a.ts, '%H:%M'), strftime(b.vts, '%H:%M')
         FROM read_json('{cdir}/*.json', columns={{k: 'VARCHAR', ts: 'TIMESTAMP'}}) a
         JOIN read_json('{vdir}/*.json', columns={{k: 'VARCHAR', vts: 'TIMESTAMP'}}) b
-        ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR"""
-    ).fetchall()
+        ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR ORDER BY ALL"""
+        )
+        .fetchall()
+    )
     assert (
-        pairs()
-        == sorted(truth)
+        rows("pairs", "strftime(vts, '%H:%M')")
+        == truth
         == [
             ("a", "00:00", "00:20"),
             ("a", "00:00", "00:50"),
@@ -289,3 +290,18 @@ def test_an_interval_join_emits_each_pair_once_across_pit_stops_in_both_restore_
             ("d", "00:45", "01:00"),
         ]
     )
+    # The static joins: each click once, across the pit stops, joined with the table of its batch.
+    assert rows("named", "name") == [
+        ("a", "00:00", "ann"),
+        ("a", "00:55", "ann"),
+        ("b", "00:10", "bob"),
+        ("b", "00:35", "cy"),
+        ("c", "00:15", "bobby"),
+        ("d", "00:45", "cy"),
+    ]
+    assert rows("tiered", "tier") == [
+        ("a", "00:00", "gold"),
+        ("a", "00:55", "platinum"),
+        ("b", "00:35", "iron"),
+        ("d", "00:45", "iron"),
+    ]

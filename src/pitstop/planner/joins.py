@@ -114,6 +114,11 @@ def plan_join(
                 f"(the time column the ON bounds)"
             )
     assert left.watermark is not None and right.watermark is not None
+    # Each side buffers only the columns the branch uses (Spark prunes the others before the
+    # join, so the state holds exactly these): the keys, the times, and what the SELECT reads.
+    used = {c.name for c in rewritten.find_all(exp.Column)} | {lt, rt} | {n for pair in keys for n in pair}
+    lcols = tuple(c for c in lside.columns if c.name in used)
+    rcols = tuple(c for c in rside.columns if c.name in used)
     stage = AggregateStage(
         name=stage_name(),
         window=None,
@@ -130,11 +135,12 @@ def plan_join(
             lower_micros=lower,
             upper_micros=upper,
             right_delay_micros=right.watermark.delay_micros,
-            left_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in lside.columns),
-            right_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in rside.columns),
+            left_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in lcols),
+            right_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in rcols),
         ),
     )
-    spec = JoinSpec("interval", "inner", right.name, *spec_columns, "")
+    spec = JoinSpec("interval", "inner", right.name, lcols, rcols, "")
+    flat_layer = Layer(left.name, {c.name: c.type for c in (*lcols, *rcols)})
     return PlannedJoin(rewritten, Input(left, flat_layer, (), None), spec, stage)
 
 

@@ -16,11 +16,13 @@ State contract, format 1: the rows each side has buffered at the cut, one row ea
     <left columns...>,        -- a left row's columns (NULL in a right row)
     <right columns...>        -- a right row's columns (NULL in a left row)
 
-Columns carry the branch's joined (flat) names (:class:`pitstop.planner.plan.JoinSpec`): each
-side's whole row as its mapping declares it. (Spark keeps four stores per join; the state data
-source reads each side with ``joinSide`` = ``left`` / ``right`` as key = the join keys, value =
-the side's input row, read positionally. pitstop adds a boolean seed flag to each side's row,
-always, so that a job's plan is the same whether it was seeded or not.)
+Columns carry the branch's joined (flat) names (:class:`pitstop.planner.plan.JoinSpec`): of each
+side the columns the branch uses (keys, time, and what the SELECT and WHERE read), in the
+mapping's order; Spark prunes the others before the join, so its state holds exactly these.
+(Spark keeps four stores per join; the state data source reads each side with ``joinSide`` =
+``left`` / ``right`` as key = the join keys, value = the side's input row, read positionally.
+pitstop adds a boolean seed flag to each side's row, always, so that a job's plan is the same
+whether it was seeded or not.)
 
 Restore from rows: the buffered rows go back in with the first micro-batch, each into its own
 side, with its side's seed flag set; the join condition holds ``NOT (left seed AND right seed)``,
@@ -36,9 +38,12 @@ batch is computed over them too and picks up where the old one stood.
 Restore native: an unchanged stage (same keys, times, bound, delays, columns and right mapping)
 goes on from the snapshot's copy of the old checkpoint.
 
-Compatibility: the keys, the time columns and each side's columns must stay (the buffered rows
-are rows of those columns, matched by those keys), and so must the right mapping. The bound may
-change, and the rows buffered at the cut are joined under the new bound:
+Compatibility: the keys and the time columns must stay (the buffered rows are matched by those
+keys within that bound), and so must the right mapping. A side's buffered columns may change as
+the SELECT does: a column no longer used is dropped from the seeds; a column newly used is NULL in
+the rows buffered before the cut (restored with a warning naming it: a pair made with such a row
+holds NULL there); a column whose type changed is refused. The bound may change, and the rows
+buffered at the cut are joined under the new bound:
 
 - **narrowed** (the new interval within the old): restored, exact: the old job kept every row
   that could still match under the old bound, so every row that can match under the narrower one.
@@ -58,7 +63,7 @@ from typing import TYPE_CHECKING, ClassVar
 import pyarrow as pa
 
 from pitstop.errors import PitstopError
-from pitstop.planner.plan import AggregateStage, IntervalSpec, KeyColumn, Projection
+from pitstop.planner.plan import AggregateStage, IntervalSpec, Projection
 from pitstop.planner.scope import Input, Layer
 from pitstop.sql.intervals import format_interval
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
@@ -160,7 +165,13 @@ class IntervalJoin(StageKind):
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
-        return StageSeed(path=path, old_size_micros=0, old_watermark_ms=watermark_ms)
+        schema = self.state_schema(old)
+        return StageSeed(
+            path=path,
+            old_size_micros=0,
+            old_watermark_ms=watermark_ms,
+            schema=None if schema == self.state_schema(new) else schema,
+        )
 
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         def part(s: AggregateStage) -> tuple[object, ...]:
@@ -201,9 +212,13 @@ class IntervalJoin(StageKind):
                 ("left", iv.left_columns, LEFT_SEED),
                 ("right", iv.right_columns, RIGHT_SEED),
             ):
-                rows = spark.readStream.schema(self.state_schema(stage)).parquet(seed.path)
+                rows = spark.readStream.schema(seed.schema or self.state_schema(stage)).parquet(seed.path)
+                kept = set(rows.columns)  # a column the old stage did not buffer is NULL
                 rows = rows.filter(F.col("side") == F.lit(side)).select(
-                    *[F.col(f"`{c.name}`").cast(c.type).alias(c.name) for c in columns],
+                    *[
+                        (F.col(f"`{c.name}`") if c.name in kept else F.lit(None)).cast(c.type).alias(c.name)
+                        for c in columns
+                    ],
                     F.lit(True).alias(flag),
                 )
                 if side == "left":
@@ -242,28 +257,36 @@ class IntervalJoin(StageKind):
                 f"the joined stream changed from '{o.right}' to '{n.right}'; its buffered rows are rows of "
                 f"'{o.right}': keep it or give the stage a new name",
             )
-        for side, a, b in (
-            ("left", o.left_columns, n.left_columns),
-            ("right", o.right_columns, n.right_columns),
-        ):
-            if _cols(a) != _cols(b):
-                return Change(
-                    True,
-                    f"the {side} side's columns changed from ({', '.join(_cols(a))}) to "
-                    f"({', '.join(_cols(b))}); the buffered rows hold the old ones: keep them or give the "
-                    "stage a new name",
-                )
         notes: list[str] = []
         warnings: list[str] = []
+        pairs = (("left", o.left_columns, n.left_columns), ("right", o.right_columns, n.right_columns))
+        for side, a, b in pairs:
+            was = {c.name: c.type for c in a}
+            for c in b:
+                if c.name in was and was[c.name] != c.type:
+                    return Change(
+                        True,
+                        f"column {c.name} of the {side} side changed type from {was[c.name]} to {c.type}; "
+                        "the buffered rows hold the old type: keep it or give the stage a new name",
+                    )
+            added = [c.name for c in b if c.name not in was]
+            dropped = sorted(set(was) - {c.name for c in b})
+            if added:
+                warnings.append(
+                    f"column(s) {', '.join(added)} of the {side} side were not buffered before the cut: a "
+                    "pair made with a row buffered then holds NULL in them"
+                )
+            if dropped:
+                notes.append(f"column(s) {', '.join(dropped)} of the {side} side no longer buffered")
         if (o.lower_micros, o.upper_micros) != (n.lower_micros, n.upper_micros):
-            was, now = _bound(old), _bound(new)
+            before, after = _bound(old), _bound(new)
             if n.lower_micros >= o.lower_micros and n.upper_micros <= o.upper_micros:
                 notes.append(
-                    f"bound narrowed from {was} to {now}: the rows buffered at the cut are joined under "
+                    f"bound narrowed from {before} to {after}: the rows buffered at the cut are joined under "
                     "the new bound (exact: every row that can still match was kept)"
                 )
             else:
-                notes.append(f"bound widened from {was} to {now}")
+                notes.append(f"bound widened from {before} to {after}")
                 warnings.append(
                     "the old job evicted rows once the old bound said they could match nothing more, so "
                     "a pair straddling the cut whose rows are further apart than the old bound allows "
@@ -291,10 +314,6 @@ class IntervalJoin(StageKind):
 
 def _delay(micros: int) -> str:
     return duration(micros) if micros else "0 seconds"
-
-
-def _cols(cols: tuple[KeyColumn, ...]) -> list[str]:
-    return [f"{c.name} {c.type}" for c in cols]
 
 
 def _bound(stage: AggregateStage) -> str:
