@@ -47,6 +47,7 @@ def test_cluster_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPa
     ("env", "value", "says"),
     [
         ("PITSTOP_EXECUTOR_MEMORY", "lots", "e.g. 512m or 2g"),
+        ("PITSTOP_DRIVER_MEMORY", "2 GB", "e.g. 512m or 2g"),
         ("PITSTOP_EXECUTOR_WAIT_S", "0", "a whole number > 0"),
         ("PITSTOP_SPARK_UI", "maybe", "on, off or auto"),
         ("PITSTOP_SHUFFLE_PARTITIONS", "-1", "a whole number > 0"),

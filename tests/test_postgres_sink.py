@@ -630,3 +630,74 @@ def test_rollback_removes_exactly_the_rows_of_the_batches_after_the_cut(
     assert CONNECTOR.rollback_plan(manager.catalog, manager.home, out.mapping, spans, "j").rows == 0
     out.interrupt()
     other.interrupt()
+
+
+def test_rollback_gives_a_running_aggregates_keys_their_values_at_the_cut(
+    manager: Manager,
+    postgres: Postgres,  # noqa: F811
+) -> None:
+    """An upsert table (a running aggregate's): each key written after the cut gets its value at
+    the cut back from the history of before-images (the first before-image after the cut, over
+    the snapshot's run and then a later run), a key first written after the cut is deleted, a key
+    the query stopped keeping comes back; another job's keys stay; a second try does nothing."""
+    from pitstop.connectors.rollback import Span
+    from pitstop.connectors.types.postgres import CONNECTOR
+
+    db = postgres.database()
+    keys = ("window_start", "region")
+    out = sink(manager, postgres, db, "totals", keys=keys)
+    out.prepare(SCHEMA)
+
+    def gone(*items: tuple[int, str, str, int]) -> pa.Table:  # rows the query no longer keeps
+        batch = rows(*items)
+        return batch.append_column("__pitstop_keep", pa.array([False] * batch.num_rows, pa.bool_()))
+
+    out.write(rows((0, "eu", "1.00", 1), (0, "us", "2.00", 1)), 0)
+    out.write(rows((0, "eu", "5.00", 3)), 1)  # the cut: after batch 1
+    out.write(rows((0, "eu", "7.00", 4), (0, "fr", "1.00", 1)), 2)
+    out.write(gone((0, "us", "2.00", 1)), 3)
+    with manager.catalog.transaction() as tx:
+        tx.execute(
+            "INSERT OR IGNORE INTO pitstop.runs VALUES ('j-1', 'j', ?, '{}', NULL, ?)",
+            [str(manager.home / "runs" / "j-1"), now()],
+        )
+    later = PostgresSink(manager.catalog, out.mapping, "j", "j-1", 0, keys)
+    later.prepare(SCHEMA)
+    later.write(rows((0, "eu", "9.00", 5), (0, "de", "4.00", 1)), 0)
+    other = PostgresSink(manager.catalog, out.mapping, "k", "k-0", 0, keys)
+    other.prepare(SCHEMA)
+    other.write(rows((5, "eu", "8.00", 2)), 0)
+    table = "SELECT extract(hour FROM window_start)::int, region, revenue, orders FROM totals ORDER BY 1, 2"
+    assert postgres.query(db, table) == [
+        (0, "de", Decimal("4.00"), 1),
+        (0, "eu", Decimal("9.00"), 5),
+        (0, "fr", Decimal("1.00"), 1),
+        (5, "eu", Decimal("8.00"), 2),
+    ]
+    spans = (Span("j-0", 0, 1), Span("j-1", 0, -1))
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, out.mapping, spans, "j")
+    assert (plan.possible, plan.note, plan.restores) == (True, "", 4)  # eu, fr, us, de
+    assert [(r.run_id, r.batches) for r in plan.runs] == [("j-0", 2), ("j-1", 1)]
+    assert plan.others == (("k", 1),)
+    CONNECTOR.rollback_outside(manager.catalog, manager.home, out.mapping, plan, manager.home / "trash")
+    at_cut = [
+        (0, "eu", Decimal("5.00"), 3),  # its value after batch 1
+        (0, "us", Decimal("2.00"), 1),  # removed after the cut: back
+        (5, "eu", Decimal("8.00"), 2),  # job k's
+    ]
+    assert postgres.query(db, table) == at_cut
+    assert postgres.query(db, f"SELECT run_id, batch_id FROM {BOOKKEEPING} ORDER BY 1, 2") == [
+        ("j-0", 0),
+        ("j-0", 1),
+        ("k-0", 0),
+    ]
+    assert postgres.query(db, 'SELECT DISTINCT run_id, batch_id FROM "totals__before" ORDER BY 1, 2') == [
+        ("j-0", 0),
+        ("j-0", 1),
+        ("k-0", 0),
+    ]
+    CONNECTOR.rollback_outside(manager.catalog, manager.home, out.mapping, plan, manager.home / "trash")
+    assert postgres.query(db, table) == at_cut  # again: nothing more
+    assert CONNECTOR.rollback_plan(manager.catalog, manager.home, out.mapping, spans, "j").restores == 0
+    for writer in (out, later, other):
+        writer.interrupt()

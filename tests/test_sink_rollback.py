@@ -167,6 +167,27 @@ def test_restore_from_an_older_snapshot_rolls_duckdb_and_file_sinks_back_to_its_
         "job 'j', which snapshot 's1' was taken of, still runs; DROP JOB j first"
     ]
 
+    # s2 was taken past s1's cut, which the sinks were just rolled back to: a job restored from
+    # it would never write the windows between the two cuts again, so it is refused (EXPLAIN
+    # says why) unless the gap is accepted; nothing is touched either way.
+    run(manager, "DROP JOB j;")
+    from_s2 = f"CREATE JOB j FROM SNAPSHOT s2 AS {body(NEW_WHERE)};"
+    [gap] = explained(manager, from_s2)[("", "refused")]
+    assert gap.startswith(
+        "snapshot 's2' was taken past the cut of snapshot 's1', to which job 'j' rolled sink 'revenue' "
+        "back on "
+    )
+    assert gap.endswith(
+        "Restore from 's1' or an older snapshot; to restore from 's2' all the same, add "
+        "'acceptSinkGap'='true'"
+    )
+    with pytest.raises(PlanError, match=r"job 'j' was not created: snapshot 's2' was taken past the cut"):
+        run(manager, from_s2)
+    accepted = from_s2.replace(" AS BEGIN", " OPTIONS ('acceptSinkGap'='true') AS BEGIN")
+    assert ("", "refused") not in explained(manager, accepted)
+    assert "j" not in {r[0] for r in run(manager, "SHOW JOBS;")[0].rows}
+    assert hourly_rows(manager) == expected and file_rows(files) == expected
+
 
 @pytest.mark.spark
 def test_restore_without_rollback_writes_again_exactly_the_windows_explain_names(

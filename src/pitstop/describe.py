@@ -43,6 +43,12 @@ def _sink_row(sink: str, outcome: str, reason: str) -> tuple[Any, ...]:
     return (None, None, sink, None, None, None, None, outcome, reason)
 
 
+def gap_row(reason: str) -> tuple[Any, ...]:
+    """EXPLAIN's row refusing a snapshot taken past a cut that the job's sinks were rolled back to
+    (:func:`pitstop.connectors.rollback.rolled_back_past`)."""
+    return _sink_row("", "refused", reason)
+
+
 def rollback_rows(
     snapshot: str,
     plans: tuple[SinkRollback, ...],

@@ -22,12 +22,14 @@ from pitstop.connectors.rollback import (
     cut_text,
     plan_rollback,
     refuse_if_blocked,
+    rolled_back_past,
 )
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
+from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
@@ -59,6 +61,9 @@ JOB_OPTIONS = {
     "sinkRollback": "'true' with FROM SNAPSHOT: before the job starts, remove what the job's earlier runs "
     "wrote to its sinks after the snapshot's cut (DuckDB and PostgreSQL rows, File sink files moved to "
     "the trash), so that the restored job's output replaces it instead of doubling it",
+    "acceptSinkGap": "'true' with FROM SNAPSHOT: restore a snapshot taken past a cut that a later "
+    "'sinkRollback' rolled the job's sinks back to (refused otherwise: what the job wrote between the two "
+    "cuts is gone from the sinks and would not be written again)",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -68,7 +73,7 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
-ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat", "sinkRollback")
+ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat", "sinkRollback", "acceptSinkGap")
 DEFAULT_AWAIT_S = 600.0
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
@@ -367,9 +372,10 @@ class Executor:
                 f"use one of: {', '.join(RESTORE_FORMATS)}"
             )
         snapshot_name = name_of(node.args["snapshot"]) if node.args.get("snapshot") else None
+        for flag in ("sinkRollback", "acceptSinkGap"):
+            if options.get(flag, "false").lower() not in ("true", "false"):
+                raise PlanError(f"'{flag}'='{options[flag]}': write 'true' or 'false'")
         rolls = options.get("sinkRollback", "false").lower()
-        if rolls not in ("true", "false"):
-            raise PlanError(f"'sinkRollback'='{options['sinkRollback']}': write 'true' or 'false'")
         initial = options.get("initialSnapshotName")
         if rolls == "true" and not (snapshot_name or initial):
             raise PlanError(
@@ -416,6 +422,12 @@ class Executor:
             self._dropped.pop(("job", name.lower()), None)
             return Result("OK")
         rollback: tuple[SinkRollback, ...] = ()
+        if restore is not None and options.get("acceptSinkGap", "false").lower() != "true":
+            snap = self._find_snapshot(restore.snapshot)
+            assert isinstance(snap, Snapshot) and self.catalog is not None
+            gap = rolled_back_past(self.catalog, snap)
+            if gap is not None:
+                raise PlanError(f"job '{name}' was not created: {gap}")
         if restore is not None and options.get("sinkRollback", "false").lower() == "true":
             snap = self._find_snapshot(restore.snapshot)
             assert isinstance(snap, Snapshot)
@@ -705,6 +717,7 @@ class Executor:
         verdicts = None
         notes: tuple[tuple[str, str], ...] = ()
         sinks: tuple[tuple[Any, ...], ...] = ()
+        gap: str | None = None
         if snapshot_name is not None:
             strict = options.get("strictRestore", "false").lower() == "true"
             old = self._snapshot_stages(snapshot_name)
@@ -720,10 +733,17 @@ class Executor:
                 sinks = describe.rollback_rows(
                     snap.name, self._rollback_plan(snap), rolls, plan, running, past
                 )
+                gap = None if self.catalog is None else rolled_back_past(self.catalog, snap)
+                if gap is not None and options.get("acceptSinkGap", "false").lower() != "true":
+                    sinks = (describe.gap_row(gap), *sinks)
+                else:
+                    gap = None
         rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes) + sinks
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""
-        if refused:
+        if gap is not None:
+            message = f"CREATE JOB {name}{source} would be refused (its sinks); nothing was started"
+        elif refused:
             message = (
                 f"CREATE JOB {name}{source} would be refused ({len(refused)} stage(s)); nothing was started"
             )
@@ -779,13 +799,22 @@ class Executor:
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
     def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
-        if self.manager is None:
+        if self.manager is None:  # check mode: the snapshots and stages snapshot_state names exist
+            for call in state.calls(stmt.text) if state.mentions(stmt.text) else []:
+                stages = self._snapshot_stages(call.snapshot)
+                if call.stage.lower() not in {s.lower() for s in stages}:
+                    known = ", ".join(f"'{s}'" for s in sorted(stages)) or "none"
+                    raise CatalogError(
+                        f"snapshot '{call.snapshot}' has no stage '{call.stage}'; its stages: {known}"
+                    )
             return Result("OK")
         import duckdb
 
         assert self.catalog is not None
+        # snapshot_state('s', 'stage'): tables pitstop reads for the query (pitstop.snapshots.state).
+        sql, tables = state.resolve(stmt.text, self.catalog)
         try:
-            columns, rows = self.catalog.query(stmt.text)
+            columns, rows = self.catalog.query(sql, tables)
         except duckdb.Error as exc:
             raise PlanError(f"query failed in DuckDB: {exc}") from exc
         return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))

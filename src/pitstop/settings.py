@@ -45,6 +45,12 @@ SETTINGS: tuple[Setting, ...] = (
         "memory of each executor on a cluster (spark.executor.memory); a worker with less starts none",
     ),
     Setting(
+        "driver_memory",
+        "PITSTOP_DRIVER_MEMORY",
+        "2g",
+        "memory of Spark's driver JVM (spark.driver.memory): in local mode, where state and batches live",
+    ),
+    Setting(
         "spark_ui",
         "PITSTOP_SPARK_UI",
         "auto",
@@ -78,6 +84,7 @@ class Settings:
     trigger_ms: int = 500
     trash_days: float | None = 7.0  # None: the trash is never emptied
     executor_memory: str = "1g"
+    driver_memory: str = "2g"
     executor_wait_s: float = 120.0
     spark_ui: bool | None = None  # None: on for a cluster, off in local mode
 
@@ -105,7 +112,8 @@ class Settings:
             shuffle_partitions=_whole("PITSTOP_SHUFFLE_PARTITIONS", partitions) if partitions else None,
             trigger_ms=int(values["trigger_ms"]),
             trash_days=trash_days(values["trash_days"]),
-            executor_memory=executor_memory(values["executor_memory"]),
+            executor_memory=memory_size("PITSTOP_EXECUTOR_MEMORY", values["executor_memory"]),
+            driver_memory=memory_size("PITSTOP_DRIVER_MEMORY", values["driver_memory"]),
             executor_wait_s=_whole("PITSTOP_EXECUTOR_WAIT_S", values["executor_wait_s"]),
             spark_ui=spark_ui(values["spark_ui"]),
         )
@@ -133,13 +141,11 @@ def _whole(env: str, value: str) -> int:
     return number
 
 
-def executor_memory(value: str) -> str:
-    """``PITSTOP_EXECUTOR_MEMORY``: Spark's size notation (``512m``, ``2g``)."""
+def memory_size(env: str, value: str) -> str:
+    """``PITSTOP_EXECUTOR_MEMORY``, ``PITSTOP_DRIVER_MEMORY``: Spark's size notation (``512m``, ``2g``)."""
     text = value.strip().lower()
     if not re.fullmatch(r"[1-9][0-9]*[kmgt]?", text):
-        raise PitstopError(
-            f"PITSTOP_EXECUTOR_MEMORY is {value!r}; it takes a size as Spark writes it, e.g. 512m or 2g"
-        )
+        raise PitstopError(f"{env} is {value!r}; it takes a size as Spark writes it, e.g. 512m or 2g")
     return text
 
 

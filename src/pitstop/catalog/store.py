@@ -326,11 +326,14 @@ class Catalog:
 
     # -- mappings ------------------------------------------------------------------------------
     def get_mapping(self, name: str) -> Mapping | None:
-        row = (
+        # fetchall, not fetchone: a result left open on the thread's cursor makes DuckDB refuse
+        # register() on it (a sink's batch) until the cursor runs something else.
+        rows = (
             self.cursor()
             .execute("SELECT definition FROM pitstop.mappings WHERE lower(name) = lower(?)", [name])
-            .fetchone()
+            .fetchall()
         )
+        row = rows[0] if rows else None
         return None if row is None else self.secrets.join(Mapping.from_json(json.loads(row[0])))
 
     def mappings(self) -> list[Mapping]:
@@ -640,20 +643,27 @@ class Catalog:
             for source, n, file, line, raw, size, reason in rows
         ]
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query(
+        self, sql: str, tables: dict[str, Any] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run an ad-hoc query in a read-only transaction; returns column names and rows.
+        ``tables``: Arrow tables the query reads by name (registered for it alone).
 
         Whatever the text holds, it cannot write: DuckDB refuses every write in a transaction
         begun READ ONLY, and the transaction is rolled back afterwards.
         """
         cur = self.cursor()
         cur.execute("BEGIN TRANSACTION READ ONLY")
+        for name, table in (tables or {}).items():
+            cur.register(name, table)
         try:
             rel = cur.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             return columns, rel.fetchall()
         finally:
             cur.execute("ROLLBACK")
+            for name in tables or {}:
+                cur.unregister(name)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own (a server client's), closed with the catalog."""

@@ -513,6 +513,40 @@ class PostgresSink:
             found = conn.execute("SELECT to_regclass(%s)", [history.as_string(conn)]).fetchone()
         return found not in (None, (None,))
 
+    def upsert_keys(self, conn: psycopg.Connection[Any]) -> tuple[str, ...]:
+        """The columns an upsert replaces rows by: the table's primary key (else its narrowest
+        unique index); () when the table has no history of before-images (it is appended to)."""
+        from psycopg import sql
+
+        schema = self._schema(conn)
+        history = sql.Identifier(schema, self.ref.name + HISTORY_SUFFIX)
+        if conn.execute("SELECT to_regclass(%s)", [history.as_string(conn)]).fetchone() in (None, (None,)):
+            return ()
+        row = conn.execute(
+            "SELECT (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(i.indkey) WITH ORDINALITY "
+            "k(attnum, ord) JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum) "
+            "FROM pg_index i WHERE i.indrelid = %s::regclass AND i.indisunique "
+            "ORDER BY i.indisprimary DESC, i.indnatts LIMIT 1",
+            [sql.Identifier(schema, self.ref.name).as_string(conn)],
+        ).fetchone()
+        return () if row is None or row[0] is None else tuple(str(c) for c in row[0])
+
+    def restore_count(self, spans: list[tuple[str, int, int]]) -> int:
+        """How many keys of an upsert table the spans wrote: each gets its value at the cut back
+        (:meth:`roll_back`)."""
+        from psycopg import sql
+
+        with self._connect() as conn:
+            keys = self.upsert_keys(conn)
+            if not keys:
+                return 0
+            within, params = _spans(spans)
+            history = sql.Identifier(self._schema(conn), self.ref.name + HISTORY_SUFFIX)
+            by_key = sql.SQL(", ").join(sql.SQL("x.{}").format(sql.Identifier(k)) for k in keys)
+            query = "SELECT count(*) FROM (SELECT DISTINCT {} FROM {} x JOIN {} ON " + _ON + ") d"
+            found = conn.execute(sql.SQL(query).format(by_key, history, within), params).fetchone()
+        return int(found[0]) if found else 0
+
     def rollback_counts(
         self, spans: list[tuple[str, int, int]]
     ) -> tuple[list[tuple[str, int, int]], int, list[tuple[str, int]]]:
@@ -557,12 +591,13 @@ class PostgresSink:
             [(str(j), int(n or 0)) for j, n in others],
         )
 
-    def roll_back(self, spans: list[tuple[str, int, int]]) -> int:
+    def roll_back(self, spans: list[tuple[str, int, int]], restores: int = 0) -> int:
         """Delete the rows the spans wrote (found by hash, as many of each as they wrote), their
-        hashes and bookkeeping rows, in one PostgreSQL transaction; returns the rows deleted.
-        Idempotent: spans already rolled back have no bookkeeping rows left, and nothing is
-        deleted. PitstopError (nothing deleted) if the table holds fewer rows than the
-        bookkeeping counts."""
+        hashes and bookkeeping rows, in one PostgreSQL transaction; returns the rows deleted. An
+        upsert table instead gets each key's value at the cut back (:meth:`_restore_keys`; the
+        plan counted ``restores`` keys). Idempotent: spans already rolled back have no
+        bookkeeping rows left, and nothing is deleted. PitstopError (nothing deleted) if the
+        table holds fewer rows than the bookkeeping counts."""
         from psycopg import sql
 
         with self._connect() as conn, conn.transaction():
@@ -570,6 +605,9 @@ class PostgresSink:
             within, params = _spans(spans)
             book, hashes = sql.Identifier(schema, BOOKKEEPING), sql.Identifier(schema, ROW_HASHES)
             target = sql.Identifier(schema, self.ref.name)
+            keys = self.upsert_keys(conn)
+            if keys:
+                return self._restore_keys(conn, schema, keys, within, params, restores)
             found = conn.execute(
                 sql.SQL(
                     "SELECT coalesce(sum(x.rows), 0) FROM {} x JOIN {} ON " + _ON + " WHERE x.sink_table = %s"
@@ -605,6 +643,64 @@ class PostgresSink:
             for table in (hashes, book):
                 conn.execute(sql.SQL("DELETE FROM {} x USING {} WHERE " + _ON).format(table, within), params)
         return deleted
+
+    def _restore_keys(
+        self,
+        conn: psycopg.Connection[Any],
+        schema: str,
+        keys: tuple[str, ...],
+        within: Any,
+        params: list[Any],
+        restores: int,
+    ) -> int:
+        """An upsert table back at the cut, inside :meth:`roll_back`'s transaction (the DuckDB
+        sink's rule, :mod:`pitstop.connectors.types.duckdb`): each key the spans wrote gets its
+        before-image from the first batch after the cut that wrote it (spans in the order of the
+        job's history, then batch), or is deleted if it had no row then; the spans' before-images
+        and bookkeeping rows go. Returns the keys restored; PitstopError (nothing done) if the
+        history holds another number of keys than the plan counted."""
+        from psycopg import sql
+
+        target = sql.Identifier(schema, self.ref.name)
+        history = sql.Identifier(schema, self.ref.name + HISTORY_SUFFIX)
+        table = [
+            str(n)
+            for (n,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                "AND NOT attisdropped ORDER BY attnum",
+                [target.as_string(conn)],
+            ).fetchall()
+        ]
+        by_key = sql.SQL(", ").join(sql.SQL("x.{}").format(sql.Identifier(k)) for k in keys)
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE pitstop_at_cut ON COMMIT DROP AS SELECT DISTINCT ON ({}) x.* "
+                "FROM {} x JOIN {} ON " + _ON + " ORDER BY {}, s.ord, x.batch_id"
+            ).format(by_key, history, within, by_key),
+            params,
+        )
+        found = conn.execute("SELECT count(*) FROM pitstop_at_cut").fetchone()
+        restored = int(found[0]) if found else 0
+        if restored == 0:  # rolled back already (or nothing written after the cut)
+            return 0
+        if restores and restored != restores:
+            raise PitstopError(
+                f"{self._about()}: its history holds {restored:,} keys written after the cut, not the "
+                f"{restores:,} counted; nothing was rolled back there"
+            )
+        on = sql.SQL(" AND ").join(
+            sql.SQL("t.{} = f.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys
+        )
+        names = sql.SQL(", ").join(map(sql.Identifier, table))
+        conn.execute(sql.SQL("DELETE FROM {} t USING pitstop_at_cut f WHERE {}").format(target, on))
+        conn.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT {} FROM pitstop_at_cut WHERE NOT absent").format(
+                target, names, names
+            )
+        )
+        for kept in (history, sql.Identifier(schema, BOOKKEEPING)):
+            conn.execute(sql.SQL("DELETE FROM {} x USING {} WHERE " + _ON).format(kept, within), params)
+        return restored
 
     def _schema(self, conn: psycopg.Connection[Any]) -> str:
         schema = self.schema_name or self.ref.schema
@@ -736,8 +832,12 @@ _ON = "x.run_id = s.run_id AND x.branch = s.branch AND x.batch_id > s.after"
 
 
 def _spans(spans: list[tuple[str, int, int]]) -> tuple[Any, list[Any]]:
-    """The spans ``(run_id, branch, after)`` as an inline table, and its parameters."""
+    """The spans ``(run_id, branch, after)`` as an inline table, and its parameters; ``ord`` is a
+    span's place in the job's history (the snapshot's run first, then later runs)."""
     from psycopg import sql
 
-    rows = ", ".join("(%s::text, %s::integer, %s::bigint)" for _ in spans) or "(NULL, NULL, NULL)"
-    return sql.SQL(f"(VALUES {rows}) AS s(run_id, branch, after)"), [v for span in spans for v in span]
+    rows = ", ".join("(%s::text, %s::integer, %s::bigint, %s::integer)" for _ in spans)
+    return (
+        sql.SQL(f"(VALUES {rows or '(NULL, NULL, NULL, NULL)'}) AS s(run_id, branch, after, ord)"),
+        [v for i, span in enumerate(spans) for v in (*span, i)],
+    )

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DONE = "rollback.done"
 OPTION = "sinkRollback"
+GAP_OPTION = "acceptSinkGap"
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,36 @@ def batches_past(catalog: Catalog, snap: Snapshot) -> int | None:
         most = [last(run, b.index) for b in JobPlan.from_json(run.plan).branches]
         past += max((n + 1 for n in most if n is not None), default=0)
     return past
+
+
+def rolled_back_past(catalog: Catalog, snap: Snapshot) -> str | None:
+    """Why restoring ``snap`` would leave its sinks with a gap, or None.
+
+    A later restore of the same job with ``'sinkRollback'`` removed what the job wrote after an
+    earlier cut; a snapshot whose cut lies past that one (taken later in the same run, or in a run
+    that was rolled back whole) holds state for events whose output is no longer in the sinks,
+    and a job restored from it would never write that output again."""
+    cut = cut_of(catalog, snap)
+    if cut.run_id is None:
+        return None
+    for run in cut.later:
+        restore = run.restore or {}
+        for entry in restore.get("rollback", []):
+            plan = SinkRollback.from_json(entry)
+            for span in plan.spans:
+                last = cut.batches.get(span.branch)
+                if span.run_id != cut.run_id or last is None or last <= span.after:
+                    continue
+                to = restore.get("snapshot", "?")
+                return (
+                    f"snapshot '{snap.name}' was taken past the cut of snapshot '{to}', to which job "
+                    f"'{snap.job}' rolled sink '{plan.mapping}' back on {run.started:%Y-%m-%d %H:%M:%S} "
+                    f"(run {run.run_id}): what the job wrote between the two cuts is no longer in the "
+                    f"sink, and a job restored from '{snap.name}' would not write it again. Restore from "
+                    f"'{to}' or an older snapshot; to restore from '{snap.name}' all the same, add "
+                    f"'{GAP_OPTION}'='true'"
+                )
+    return None
 
 
 def cut_text(catalog: Catalog, snap: Snapshot) -> str:

@@ -296,7 +296,8 @@ class ActiveRun:
     def caught_up(self, targets: dict[str, Any]) -> bool:
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            if p.committed is None and any(s.name in self.seeds for s in bq.branch.stages):
+            seeded = (s.name in self.seeds and not self.seeds[s.name].clock_only for s in bq.branch.stages)
+            if p.committed is None and any(seeded):
                 return False  # the seeds' batch has not run yet
             for src in bq.branch.sources:
                 if src in targets and not self._positions(src).covers(

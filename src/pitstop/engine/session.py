@@ -57,7 +57,7 @@ def spark_session(settings: Settings) -> SparkSession:
                 ("spark.ui.showConsoleProgress", "false"),
                 ("spark.sql.streaming.metricsEnabled", "false"),
                 ("spark.sql.warehouse.dir", str(settings.home / "spark-warehouse")),
-                ("spark.driver.memory", os.environ.get("PITSTOP_DRIVER_MEMORY", "2g")),
+                ("spark.driver.memory", settings.driver_memory),
             ]
         )
         if not settings.local:

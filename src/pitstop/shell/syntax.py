@@ -84,8 +84,9 @@ STATEMENTS: tuple[StatementHelp, ...] = (
     ),
     StatementHelp(
         "SELECT",
-        "SELECT ... FROM sink_table",
-        "ad-hoc query over DuckDB sink tables (and the catalog, schema pitstop)",
+        "SELECT ... FROM sink_table | snapshot_state('snapshot', 'stage')",
+        "ad-hoc query over DuckDB sink tables (and the catalog, schema pitstop); "
+        "snapshot_state(...) reads a snapshot's state: keys, windows, finished columns, accumulators",
         "SELECT * FROM ",
     ),
 )

@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class Restore:
                     "old_gap_micros": s.old_gap_micros,
                     "schema": s.schema,
                     "columns": s.columns,
+                    "clock_only": s.clock_only,
                 }
                 for k, s in self.seeds.items()
             },
@@ -136,9 +138,57 @@ def plan_restore(
                     int(entry["watermark_ms"]),
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
+        elif v.outcome == compat.EMPTY:
+            v = _on_the_jobs_clock(v, plan, branches[v.stage], manifest, old, sources, seeds)
         annotated.append(v)
     start = {src: entry["pos"] for src, entry in sources.items()}
     return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
+
+
+def job_clock(manifest: dict[str, Any], old: dict[str, AggregateStage], source: str) -> int | None:
+    """The snapshot's watermark (ms) over ``source``: the least of its stages' that read it and
+    have a watermark (Spark's own rule for several watermarks), or None if none did."""
+    read_by: dict[str, str] = {}
+    for b in manifest["plan"]["branches"]:
+        stages = b.get("stages") or ([b["stage"]] if b.get("stage") else [])
+        read_by.update({s["name"]: b["source"] for s in stages})
+    marks = [
+        int(entry["watermark_ms"])
+        for name, entry in manifest["stages"].items()
+        if read_by.get(name) == source
+        and name in old
+        and kinds.kind_of(old[name]).clock(old[name], 0) is not None
+    ]
+    return min(marks) if marks else None
+
+
+def _on_the_jobs_clock(
+    v: compat.StageVerdict,
+    plan: JobPlan,
+    branch: Branch,
+    manifest: dict[str, Any],
+    old: dict[str, AggregateStage],
+    sources: dict[str, dict[str, Any]],
+    seeds: dict[str, StageSeed],
+) -> compat.StageVerdict:
+    """A stage new in the restored job starts on the job's clock, not a fresh one: an event the
+    old job found late (its window had closed at the snapshot's watermark) is late for it too, as
+    for the restored stages beside it. Its clock goes into ``seeds`` (kept in the run's catalog
+    row, so a resumed run keeps it); the verdict says where it starts. A stage whose source starts
+    from its beginning, or that the snapshot's stages did not time, starts on a clock of its own."""
+    new = plan.stage(v.stage)
+    assert new is not None
+    wm = job_clock(manifest, old, branch.source) if branch.source in sources else None
+    clock = None if wm is None else kinds.kind_of(new).clock(new, wm)
+    if clock is None or wm is None:
+        return v
+    seeds[v.stage] = clock
+    at = datetime.fromtimestamp(wm / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return replace(
+        v,
+        how=f"starts at the snapshot's watermark {at} UTC (one clock per job): an event the old job "
+        "found late is late for it too",
+    )
 
 
 def resume_sources(

@@ -127,6 +127,18 @@ class WindowKind(StageKind):
             columns=evolution.seed_columns if evolved else None,
         )
 
+    def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
+        # The stage's own windows against the old watermark: had it run all along, Spark would
+        # have closed them by then.
+        spec = stage.spec
+        return StageSeed(
+            path="",
+            old_size_micros=spec.size_micros,
+            old_watermark_ms=watermark_ms,
+            old_gap_micros=spec.gap_micros,
+            clock_only=True,
+        )
+
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         return (old.window, old.keys, old.accumulators, old.functions) == (
             new.window,
@@ -144,6 +156,7 @@ class WindowKind(StageKind):
         pre = live_rows(live, stage)
         if seed is not None:
             pre = self.drop_late(pre, seed)
+        if seed is not None and not seed.clock_only:
             seeds = seed_rows(spark, self, stage, seed).select(
                 *keys,
                 self.seed_stamp(stage).alias("__ts"),

@@ -8,7 +8,9 @@ a crash, a restart or a restore is found there and skipped.
 Rolled back to a snapshot's cut (``'sinkRollback'``) by deleting the rows of the batches after it
 (found by the row hashes kept in ``pitstop_sink_rows``) with their bookkeeping rows, in one
 PostgreSQL transaction, after the catalog has recorded the restored job and before its queries
-start; an interrupted rollback is finished by the next process (it is idempotent).
+start; an interrupted rollback is finished by the next process (it is idempotent). A running
+aggregate's table (upserted by its keys) gets each key's value at the cut back from its history of
+before-images instead, as a DuckDB sink's does.
 
 The table is created at ``CREATE JOB`` if it is missing, with PostgreSQL types mapped from the
 job's columns; an existing table must have a column of a fitting type for each of them. The
@@ -73,6 +75,7 @@ class PostgresConnector(Connector):
         sink = PostgresSink(catalog, mapping, job, "", 0)
         try:
             per_run, hashed, others = sink.rollback_counts([(s.run_id, s.branch, s.after) for s in spans])
+            restores = sink.restore_count([(s.run_id, s.branch, s.after) for s in spans]) if per_run else 0
             upserts = bool(per_run) and sink.upserts()
         except Exception as exc:  # noqa: BLE001 - psycopg's errors, said without the password
             said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
@@ -87,16 +90,9 @@ class PostgresConnector(Connector):
         runs = tuple(RunShare(r, n, rows) for r, n, rows in per_run)
         total = sum(r.rows for r in runs)
         plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs, others=tuple(others))
-        if upserts:
-            from dataclasses import replace
-
-            return replace(
-                plan,
-                possible=False,
-                note=(
-                    "a running aggregate's PostgreSQL upsert sink is not rolled back yet (its before-images "
-                    "are kept, but restoring each key's value at the cut is only done for DuckDB sinks)"
-                ),
+        if upserts:  # a running aggregate's table: keys get their values at the cut back
+            return SinkRollback(
+                mapping.name, self.type_name, spans, restores=restores, runs=runs, others=tuple(others)
             )
         if hashed < total:
             from dataclasses import replace
@@ -117,7 +113,7 @@ class PostgresConnector(Connector):
         from pitstop.connectors.postgres import PostgresSink
 
         PostgresSink(catalog, mapping, "", "", 0).roll_back(
-            [(s.run_id, s.branch, s.after) for s in plan.spans]
+            [(s.run_id, s.branch, s.after) for s in plan.spans], plan.restores
         )
 
 
