@@ -165,6 +165,9 @@ def test_interval_join_rules_across_an_update() -> None:
     assert rekeyed.outcome == compat.REFUSED and rekeyed.reason.startswith("join keys changed")
     retimed = verdict(INTERVAL, INTERVAL.replace("a.ts AND a.ts +", "a.ts - INTERVAL '1' MINUTE AND a.ts +"))
     assert retimed.outcome == compat.RESTORED  # a bound change, not a time column change
+    # New in a restored job, it starts on the job's clock (rows late for the old job are late for it).
+    clock = registry.kind_of(plan(INTERVAL).stages[0]).clock(plan(INTERVAL).stages[0], 5_000)
+    assert clock is not None and (clock.clock_only, clock.old_watermark_ms) == (True, 5_000)
     running = "INSERT INTO out SELECT /*+ STAGE(out.join) */ k, COUNT(*) AS n FROM clicks GROUP BY k"
     across = verdict(INTERVAL, running)
     assert across.outcome == compat.REFUSED and "kind changed" in across.reason
@@ -248,6 +251,15 @@ def test_joins_across_pit_stops_pairs_once_and_static_tables_as_changed(
     assert rows("tiered", "tier") == [("a", "00:00", "gold"), ("d", "00:45", "iron")]
     shown = dict(run(manager, "DESCRIBE SNAPSHOT p1")[0].rows)
     assert shown["stage pairs.join"].startswith("6 rows (interval_join, format 1); INTERVAL JOIN views ON")
+    state = "SELECT side, k, strftime(coalesce(ts, vts), '%H:%M') FROM snapshot_state('p1', 'pairs.join')"
+    assert sorted(run(manager, state)[0].rows) == [
+        ("left", "a", "00:00"),
+        ("left", "b", "00:10"),
+        ("left", "c", "00:15"),
+        ("left", "d", "00:45"),
+        ("right", None, "00:20"),
+        ("right", None, "00:30"),
+    ]
 
     # Run 2, from the rows: each new view pairs with a buffered click (straddling the cut); click a
     # 00:00 and view a 00:20, both buffered, are not paired again.

@@ -24,16 +24,17 @@ mapping's order; Spark prunes the others before the join, so its state holds exa
 pitstop adds a boolean seed flag to each side's row, always, so that a job's plan is the same
 whether it was seeded or not.)
 
-Restore from rows: the buffered rows go back in with the first micro-batch, each into its own
-side, with its side's seed flag set; the join condition holds ``NOT (left seed AND right seed)``,
-so **two seeds are never joined with each other**: every pair of two rows buffered at the cut was
-emitted by the old job already (a pair is emitted when its second row arrives). A seed joins a
-live row of the other side, so a pair that straddles the cut (one row before it, one after) is
-emitted once, by the restored job; a pair of two live rows as always. Batch 0 runs with
-watermark 0 (nothing is dropped or evicted in it), so a live row that the old job would have
-dropped as late (time at or below the snapshot's watermark) is dropped on the way in. The seeds
-are unioned in before each side's watermark, so the restored job's watermark after its first
-batch is computed over them too and picks up where the old one stood.
+Restore from rows: the buffered rows go back in with the first micro-batch, each into its own side,
+with its side's seed flag set; the join condition holds ``NOT (left seed AND right seed)``, so
+**two seeds are never joined with each other**: every pair of two rows buffered at the cut was
+emitted by the old job already (a pair is emitted when its second row arrives). A seed joins a live
+row of the other side, so a pair that straddles the cut (one row before it, one after) is emitted
+once, by the restored job; a pair of two live rows as always. Batch 0 runs with watermark 0
+(nothing is dropped or evicted in it), so a live row that the old job would have dropped as late
+(time at or below the snapshot's watermark) is dropped on the way in (so is it by an interval join
+new in a restored job: one clock per job, on both sides, as Spark's join applies one watermark to
+both). The seeds are unioned in before each side's watermark, so the restored job's watermark after
+its first batch is computed over them too and picks up where the old one stood.
 
 Restore native: an unchanged stage (same keys, times, bound, delays, columns and right mapping)
 goes on from the snapshot's copy of the old checkpoint.
@@ -173,6 +174,10 @@ class IntervalJoin(StageKind):
             schema=None if schema == self.state_schema(new) else schema,
         )
 
+    def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
+        # New in a restored job: a row at or below the job's watermark is late on either side.
+        return StageSeed(path="", old_size_micros=0, old_watermark_ms=watermark_ms, clock_only=True)
+
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         def part(s: AggregateStage) -> tuple[object, ...]:
             return (s.keys, s.time_column, s.watermark_delay_micros, s.interval)
@@ -207,6 +212,7 @@ class IntervalJoin(StageKind):
             if wm_us > 0:
                 left = left.filter(F.unix_micros(F.col(f"`{lt}`")) > F.lit(wm_us))
                 right = right.filter(F.unix_micros(F.col(f"`{rt}`")) > F.lit(wm_us))
+        if seed is not None and not seed.clock_only:
             # Step 2. Each side's buffered rows back into it, flagged as seeds.
             for side, columns, flag in (
                 ("left", iv.left_columns, LEFT_SEED),
