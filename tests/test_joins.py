@@ -173,6 +173,42 @@ def test_interval_join_rules_across_an_update() -> None:
     assert across.outcome == compat.REFUSED and "kind changed" in across.reason
 
 
+def test_a_duckdb_table_is_published_as_it_stands_after_every_commit(tmp_path: Path) -> None:
+    """What a static join's table reader reads: the table as committed last (empty, with the
+    mapping's columns, before anything created it), written again by a hook after each commit."""
+    import pyarrow.parquet as pq
+
+    from pitstop.catalog.store import Catalog
+    from pitstop.connectors import tables
+
+    catalog = Catalog(tmp_path / "catalog.duckdb")
+    users = MAPPINGS["users"]
+    run_dir = str(tmp_path / "run")
+
+    def published() -> list[dict[str, Any]]:
+        return pq.read_table(tables.published(run_dir, "r_0", users) / tables.TABLE_FILE).to_pylist()
+
+    try:
+        tables.publish(catalog, users, run_dir, "r_0")
+        assert published() == []
+        assert pq.read_schema(tables.published(run_dir, "r_0", users) / tables.TABLE_FILE).names == [
+            "id",
+            "name",
+            "k",
+            "seen",
+        ]
+        catalog.add_commit_hook(lambda: tables.publish(catalog, users, run_dir, "r_0"))
+        with catalog.transaction() as tx:
+            tx.execute("CREATE TABLE users (seen TIMESTAMP, id BIGINT, name VARCHAR, k VARCHAR, extra INT)")
+            tx.execute("INSERT INTO users VALUES (NULL, 1, 'ann', 'a', 7)")
+        assert published() == [{"id": 1, "name": "ann", "k": "a", "seen": None}]
+        with catalog.transaction() as tx:
+            tx.execute("UPDATE users SET name = 'anna'")
+        assert [r["name"] for r in published()] == ["anna"]
+    finally:
+        catalog.close()
+
+
 # -- on real Spark -------------------------------------------------------------------------------------
 def write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
     (folder / f".{name}.tmp").write_text("".join(json.dumps(r) + "\n" for r in rows))

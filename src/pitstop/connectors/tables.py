@@ -114,8 +114,8 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     has written nothing) is published empty."""
     if mapping.type != "duckdb":
         return
-    from pitstop.connectors.sinks import table_name
-    from pitstop.engine.frames import ddl
+    from pitstop.connectors.sinks import duckdb_type, table_name
+    from pitstop.planner.types import spark_type
 
     folder = published(run_dir, key, mapping)
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,16 +128,15 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     columns = ", ".join('"' + c.name.replace('"', '""') + '"' for c in mapping.columns)
     if exists:
         quoted = '"' + table.replace('"', '""') + '"'
-        cur.execute(f"COPY (SELECT {columns} FROM main.{quoted}) TO '{tmp}' (FORMAT parquet)")
-    else:
-        import pyarrow.parquet as pq
-        from pyspark.sql.types import _parse_datatype_string
-
-        from pitstop.connectors.files import arrow_schema
-
-        struct = _parse_datatype_string(ddl(mapping))
-        assert isinstance(struct, StructType)
-        pq.write_table(pa.Table.from_batches([], schema=arrow_schema(struct)), tmp)
+        query = f"SELECT {columns} FROM main.{quoted}"
+    else:  # no rows yet: the mapping's columns, empty
+        nulls = [
+            f"CAST(NULL AS {duckdb_type(spark_type(c.type))}) AS " + '"' + c.name.replace('"', '""') + '"'
+            for c in mapping.columns
+        ]
+        query = f"SELECT {', '.join(nulls)} WHERE false"
+    path = str(tmp).replace("'", "''")
+    cur.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
     os.replace(tmp, folder / TABLE_FILE)
 
 

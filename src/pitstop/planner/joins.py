@@ -155,8 +155,8 @@ def _mapping_of(
     mapping = mappings(node.name)
     if mapping is None:
         raise PlanError(
-            f"unknown mapping '{node.name}' (used in a JOIN); create it first with "
-            f"CREATE MAPPING {node.name} (...) TYPE ... OPTIONS (...)"
+            f"unknown mapping '{node.name}' (used in a JOIN, whose sides are mappings: a view or CTE "
+            f"cannot be joined yet); create it with CREATE MAPPING {node.name} (...) TYPE ... OPTIONS (...)"
         )
     return mapping
 
