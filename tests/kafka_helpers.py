@@ -37,6 +37,11 @@ four):
   keeps a batch from being doubled on it: ``pitstop.connectors.kafka_sink``). After a committed
   transaction the high watermark was right for multi-record batches (seen with 10 records and
   linger.ms=50; the commit marker is a batch of one);
+- **concurrent fetches starve**: two consumers reading two partitions of a large topic at the
+  same time get almost nothing (1M one-record batches in 3 partitions: one consumer alone reads
+  its partition's 333,334 records in 9 s; two at once read 4,472 and 25 records in 120 s, the
+  broker busy at ~85% of a core), with read_committed and read_uncommitted alike. Small topics
+  (the tests') do not show it; ``bench/kafka.py`` uses one partition for it;
 - the data lives in memory: a restarted broker starts empty.
 """
 
