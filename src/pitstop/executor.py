@@ -238,7 +238,7 @@ class Executor:
             plan = self._job_plan(job_name)
             if plan is None:
                 continue
-            used = {b.source.lower() for b in plan.branches} | {b.sink.lower() for b in plan.branches}
+            used = {m.lower() for b in plan.branches for m in b.mappings}
             if name.lower() in used:
                 raise CatalogError(
                     f"mapping '{mapping.name}' is used by job '{job_name}'; drop the job first"

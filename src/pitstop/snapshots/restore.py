@@ -122,8 +122,9 @@ def plan_restore(
             new = plan.stage(v.stage)
             assert new is not None
             against = native_reason(entry, old[v.stage], new, branch, partitions, fmt)
-            if against is None and branch.source in elsewhere:
-                against = f"source '{branch.source}' does not go on from the snapshot's position"
+            moved = [src for src in branch.sources if src in elsewhere]
+            if against is None and moved:
+                against = f"source '{moved[0]}' does not go on from the snapshot's position"
             toggled = early.toggled(manifest.get("plan"), v.stage, branch)
             if against is None and toggled == "on":
                 against = (

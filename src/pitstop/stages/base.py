@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pitstop.errors import PitstopError
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -144,6 +146,18 @@ class StageKind(ABC):
     ) -> DataFrame:
         """The running stage over ``live`` rows (its input layer), fed ``seed`` when restored (or,
         for a stage new in a restored job, given the job's clock: ``seed.clock_only``)."""
+
+    def join_frame(
+        self,
+        spark: SparkSession,
+        left: DataFrame,
+        right: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+    ) -> DataFrame:
+        """A stage of two inputs (an interval join): the running stage over ``left`` and
+        ``right`` (both in the branch's joined column names), fed ``seed`` when restored."""
+        raise PitstopError(f"stage '{stage.name}' of kind '{self.name}' reads one input, not two")
 
     @abstractmethod
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
