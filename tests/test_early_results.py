@@ -337,10 +337,12 @@ def test_early_window_rows_are_partial_then_final_and_survive_turning_the_option
         "-> wins (rows replaced by window_start, window_end, page) with early results (at most every "
         "1000 ms; column 'early' true until the window closes)"
     )
-    # Micro-batches (and so early rows) start at most every 'earlyResultsMillis' (the session's
-    # trigger interval is 200 ms).
+    # Micro-batches (and so early rows) start at most once per 'earlyResultsMillis' (the session's
+    # trigger interval is 200 ms). Spark's processing-time trigger schedules a batch at the next
+    # multiple of its interval, and a batch may start a little after that instant (two starts were
+    # seen 846 ms apart), so the rule is one batch per 1000 ms slot, not 1000 ms between starts.
     starts = batch_starts(manager)
-    assert len(starts) >= 3 and all(b - a >= 1000 for a, b in zip(starts, starts[1:], strict=False))
+    assert len(starts) >= 3 and len({t // 1000 for t in starts}) == len(starts), starts
     # The last window (4 min..5 min) holds 10 s of events and is open: partial and early.
     at_cut = sink_rows(manager)
     assert at_cut == truth(250, 248)
