@@ -142,6 +142,7 @@ DIALECT_KEYWORDS: tuple[str, ...] = tuple(
 # SQL words completion offers besides the dialect's.
 SQL_KEYWORDS: tuple[str, ...] = (
     "AND",
+    "APPROX_COUNT_DISTINCT",
     "AS",
     "ASC",
     "AVG",
@@ -182,7 +183,9 @@ SQL_KEYWORDS: tuple[str, ...] = (
     "LIKE",
     "LIMIT",
     "MAX",
+    "MAX_BY",
     "MIN",
+    "MIN_BY",
     "MINUTE",
     "NOT",
     "NULL",
