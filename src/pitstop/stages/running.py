@@ -9,8 +9,11 @@ State contract, format 1: one row per group seen so far::
 named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
 :class:`~pitstop.planner.plan.Accumulator`), in the accumulator form windows have
 (:mod:`pitstop.stages.accumulators`): ``COUNT`` a BIGINT summed, ``AVG`` a sum and a count,
-``MIN`` / ``MAX`` themselves. Spark keeps it as key = (keys...), value = the accumulators'
-buffers (a DECIMAL sum with an "empty" flag), read positionally. A restored stage receives these
+``MIN`` / ``MAX`` themselves, ``MIN_BY`` / ``MAX_BY`` a STRUCT<ord, val>, ``COUNT(DISTINCT x)``
+an ARRAY of the distinct values, ``APPROX_COUNT_DISTINCT`` a BINARY HLL sketch. Spark keeps it as
+key = (keys...), value = the accumulators' buffers (a DECIMAL sum with an "empty" flag; a set's
+serialized ``collect_set`` buffer; a sketch as two, the live values' and the seeds'), read
+positionally (:mod:`pitstop.stages.buffers`). A restored stage receives these
 rows as seeds in its first micro-batch, merged into the groups with the live rows, so the first
 batch of a restored run writes every group again (the same values, and any added column).
 

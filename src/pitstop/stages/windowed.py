@@ -6,7 +6,11 @@ State contract of every window kind, format 1: one row per open window and key::
     keys..., window_start TIMESTAMP, window_end TIMESTAMP, acc0..accN
 
 named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
-:class:`~pitstop.planner.plan.Accumulator`). A restored stage receives these rows as seeds in its
+:class:`~pitstop.planner.plan.Accumulator`; :mod:`pitstop.stages.accumulators` lists each
+aggregate's accumulators: e.g. ``COUNT(DISTINCT x)`` an ARRAY of the distinct values,
+``APPROX_COUNT_DISTINCT(x)`` a BINARY HLL sketch, ``MIN_BY(x, y)`` a STRUCT<ord, val>). Spark's
+state holds them as buffers of its own (:mod:`pitstop.stages.buffers`), read positionally and
+turned into these columns. A restored stage receives these rows as seeds in its
 first micro-batch, merged into the windows they land in; each kind says where a seed lands and
 which live events are late (its own module).
 
