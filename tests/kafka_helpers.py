@@ -37,6 +37,13 @@ four):
   keeps a batch from being doubled on it: ``pitstop.connectors.kafka_sink``). After a committed
   transaction the high watermark was right for multi-record batches (seen with 10 records and
   linger.ms=50; the commit marker is a batch of one);
+- **large partitions starve readers**: after 1M one-record batches in one partition, a plain
+  confluent-kafka consumer assigned at offset 0 got nothing in 150 s; with 1M records in 3
+  partitions, one consumer alone reads a partition's 333,334 records in 9 s, but two consumers
+  reading two partitions at the same time get 4,472 and 25 records in 120 s (read_committed and
+  read_uncommitted alike, the broker busy at ~85% of a core). At 500k records in 3 partitions
+  every reader runs at full speed; the tests' topics are far smaller. ``bench/kafka.py`` stays
+  at 500k for it;
 - the data lives in memory: a restarted broker starts empty.
 """
 

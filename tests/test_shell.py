@@ -249,8 +249,15 @@ def test_completion_offers_names_by_context() -> None:
         jobs=("revenue",),
         snapshots=("revenue_v1",),
         stages=("daily_revenue.aggregate",),
+        snapshot_stages={"revenue_v1": ("daily_revenue.aggregate", "hourly")},
     )
     assert _completions(completer, "AWAIT JOB re") == ["revenue"]
+    assert _completions(completer, "SELECT * FROM snap")[0] == "snapshot_state('"
+    assert _completions(completer, "SELECT * FROM snapshot_state('rev") == ["'revenue_v1'"]
+    assert _completions(completer, "SELECT * FROM snapshot_state('revenue_v1', '") == [
+        "'daily_revenue.aggregate'",
+        "'hourly'",
+    ]
     assert _completions(completer, "CREATE JOB j FROM SNAPSHOT ") == ["revenue_v1"]
     assert "orders" in _completions(completer, "SELECT * FROM or")
     assert _completions(completer, "SELECT orders.reg") == ["orders.region"]

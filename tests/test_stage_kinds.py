@@ -74,12 +74,12 @@ def test_a_stage_in_a_format_this_pitstop_cannot_read_is_refused_by_name() -> No
 
 def test_a_stage_of_a_kind_this_pitstop_lacks_is_refused_by_name() -> None:
     manifest = json.loads(OLD_MANIFEST.read_text())
-    manifest["stages"]["per_minute.aggregate"]["kind"] = "interval_join"
+    manifest["stages"]["per_minute.aggregate"]["kind"] = "match_recognize"
     with pytest.raises(CompatibilityError) as caught:
         registry.manifest_stages("future", manifest)
-    assert "stage 'per_minute.aggregate': stage kind 'interval_join' is unknown" in caught.value.message
+    assert "stage 'per_minute.aggregate': stage kind 'match_recognize' is unknown" in caught.value.message
     with pytest.raises(PlanError):
-        registry.kind_named("interval_join")
+        registry.kind_named("match_recognize")
 
 
 def test_a_branch_numbers_its_stages_operators_from_the_sink() -> None:

@@ -10,8 +10,8 @@ from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import OPTION, SinkRollback
 from pitstop.engine.cluster import Placement
-from pitstop.planner import compat
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
+from pitstop.planner import compat, early
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageText
 
@@ -21,6 +21,17 @@ EXPLAIN_COLUMNS = ("branch", "source", "sink", "stage", "window", "keys", "accum
 def stage_text(stage: AggregateStage) -> StageText:
     """What EXPLAIN and DESCRIBE say about a stage: its kind says it."""
     return kinds.kind_of(stage).describe(stage)
+
+
+def source_cell(b: Branch) -> str:
+    """What a branch reads, as EXPLAIN's source column and DESCRIBE JOB's flow say it: its source,
+    and a join's other side (a static table is stateless: re-read for every micro-batch)."""
+    if b.join is None:
+        return b.source
+    if b.join.kind == "table":
+        how = "LEFT JOIN" if b.join.how == "left" else "JOIN"
+        return f"{b.source} {how} table {b.join.right} (static: stateless, read again every micro-batch)"
+    return f"{b.source} JOIN stream {b.join.right}"
 
 
 def source_rows(notes: tuple[tuple[str, str], ...]) -> tuple[tuple[Any, ...], ...]:
@@ -139,6 +150,16 @@ def rollback_done(p: SinkRollback) -> str:
     return f"{p.what()} {verb} ({p.from_runs()})"
 
 
+def early_text(branch: Branch) -> str:
+    """What EXPLAIN and DESCRIBE say of a branch's early results (:mod:`pitstop.planner.early`)."""
+    if not branch.early_results_ms:
+        return ""
+    return (
+        f" with early results (at most every {branch.early_results_ms} ms; column '{early.EARLY}' true "
+        "until the window closes)"
+    )
+
+
 def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> tuple[tuple[Any, ...], ...]:
     """One row per branch (and per snapshot stage the new job drops), with the restore verdict."""
     by_stage = {v.stage: v for v in verdicts or []}
@@ -147,7 +168,17 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         st = b.stage
         if st is None:
             rows.append(
-                (b.index + 1, b.source, b.sink, None, None, None, None, "stateless", "no state to restore")
+                (
+                    b.index + 1,
+                    source_cell(b),
+                    b.sink,
+                    None,
+                    None,
+                    None,
+                    None,
+                    "stateless",
+                    "no state to restore",
+                )
             )
             continue
         v = by_stage.get(st.name)
@@ -155,7 +186,8 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
         reason = v.detail() if v is not None else "no snapshot: starts empty"
         text = stage_text(st)
         rows.append(
-            (b.index + 1, b.source, b.sink, st.name, text.shape, text.keys, text.state, outcome, reason)
+            (b.index + 1, source_cell(b), b.sink, st.name, text.shape + early_text(b), text.keys, text.state)
+            + (outcome, reason)
         )
     names = {s.name for s in plan.stages}
     for v in verdicts or []:
@@ -190,7 +222,7 @@ def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[t
         connector = registry.connector(mapping.type)
         at: Any = None
         for b in plan.branches:
-            if b.source != src:
+            if src not in b.sources:
                 continue
             ckpt = folder / "branches" / str(b.index) / "checkpoint"
             try:
@@ -245,10 +277,11 @@ def describe_job(
     else:
         rows.append(("runs on", "- (not running in this process)"))
     for b in plan.branches:
-        flow = f"{b.source} -> "
+        flow = f"{source_cell(b)} -> "
         for stage in b.stages:
             flow += f"stage '{stage.name}' {stage_text(stage).line()} -> "
         upsert = f" (rows replaced by {', '.join(b.upsert_keys)})" if b.upsert_keys else ""
+        upsert += early_text(b)
         rows.append((f"branch {b.index + 1}", flow + b.sink + upsert))
     for src, text in lags or []:
         rows.append((f"lag of {src}", text))

@@ -25,10 +25,11 @@ from pitstop.connectors.rollback import (
     rolled_back_past,
 )
 from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
-from pitstop.planner import compat
+from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
+from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.sql import nodes
 from pitstop.sql.intervals import interval_micros
@@ -63,6 +64,10 @@ JOB_OPTIONS = {
     "acceptSinkGap": "'true' with FROM SNAPSHOT: restore a snapshot taken past a cut that a later "
     "'sinkRollback' rolled the job's sinks back to (refused otherwise: what the job wrote between the two "
     "cuts is gone from the sinks and would not be written again)",
+    "earlyResultsMillis": "n: a TUMBLE or HOP window's row is written to the sink as it changes (at most "
+    "every n ms: micro-batches start no more often), replaced by window and keys, with a column 'early' "
+    "that is true while the window is open and false once it is final (the watermark passed its end); "
+    "DuckDB and PostgreSQL sinks only",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -72,7 +77,14 @@ JOB_OPTIONS = {
     "maxProcessorAccumulatedRecords": "accepted and ignored",
     "splitBrainProtectionEnabled": "accepted and ignored",
 }
-ACTED_ON_OPTIONS = ("initialSnapshotName", "strictRestore", "restoreFormat", "sinkRollback", "acceptSinkGap")
+ACTED_ON_OPTIONS = (
+    "initialSnapshotName",
+    "strictRestore",
+    "restoreFormat",
+    "sinkRollback",
+    "acceptSinkGap",
+    "earlyResultsMillis",
+)
 DEFAULT_AWAIT_S = 600.0
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
@@ -226,7 +238,7 @@ class Executor:
             plan = self._job_plan(job_name)
             if plan is None:
                 continue
-            used = {b.source.lower() for b in plan.branches} | {b.sink.lower() for b in plan.branches}
+            used = {m.lower() for b in plan.branches for m in b.mappings}
             if name.lower() in used:
                 raise CatalogError(
                     f"mapping '{mapping.name}' is used by job '{job_name}'; drop the job first"
@@ -386,6 +398,7 @@ class Executor:
             )
         try:
             plan = plan_job(name, list(node.args["body"]), self._lookup, self._view)
+            plan = early.with_early_results(plan, early.early_millis(options), self._lookup)
         except PlanError as err:
             match = re.match(r"unknown mapping '([^']+)'", err.message)
             if match:
@@ -699,6 +712,12 @@ class Executor:
                 raise PlanError(
                     f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
+            if key == early.OPTION:
+                raise PlanError(
+                    f"'{key}' changes how job '{name}' runs, which ALTER JOB does not: DROP JOB {name} "
+                    f"WITH SNAPSHOT s, then CREATE JOB {name} OPTIONS ('{key}'=...) FROM SNAPSHOT s AS ... "
+                    "(the windows' state is kept)"
+                )
         if self._job_plan(name) is None:
             raise self._unknown("job", name)
         if self.manager is None:
@@ -798,13 +817,22 @@ class Executor:
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
     def _select(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
-        if self.manager is None:
+        if self.manager is None:  # check mode: the snapshots and stages snapshot_state names exist
+            for call in state.calls(stmt.text) if state.mentions(stmt.text) else []:
+                stages = self._snapshot_stages(call.snapshot)
+                if call.stage.lower() not in {s.lower() for s in stages}:
+                    known = ", ".join(f"'{s}'" for s in sorted(stages)) or "none"
+                    raise CatalogError(
+                        f"snapshot '{call.snapshot}' has no stage '{call.stage}'; its stages: {known}"
+                    )
             return Result("OK")
         import duckdb
 
         assert self.catalog is not None
+        # snapshot_state('s', 'stage'): tables pitstop reads for the query (pitstop.snapshots.state).
+        sql, tables = state.resolve(stmt.text, self.catalog)
         try:
-            columns, rows = self.catalog.query(stmt.text)
+            columns, rows = self.catalog.query(sql, tables)
         except duckdb.Error as exc:
             raise PlanError(f"query failed in DuckDB: {exc}") from exc
         return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))

@@ -166,6 +166,9 @@ class Catalog:
         self._generation = 0
         """Bumped by every commit: a cached read (``_cached``) older than it is read again."""
         self._reads: dict[str, tuple[int, Any]] = {}
+        self._after_commit: list[Callable[[], None]] = []
+        """Called after every commit, on the committing thread, under the write lock (a job's
+        static join re-publishes its DuckDB table: pitstop.connectors.tables)."""
         self.secrets = secrets.Secrets(path.parent)
         """Mapping secrets, kept beside the catalog instead of in it (catalog/secrets.py)."""
         try:
@@ -203,6 +206,20 @@ class Catalog:
                 cur.execute("COMMIT")
             finally:
                 self._generation += 1
+            for hook in list(self._after_commit):
+                try:
+                    hook()
+                except Exception:  # noqa: BLE001 - the transaction is committed whatever a hook does
+                    log.exception("catalog: a hook after a commit failed")
+
+    def add_commit_hook(self, hook: Callable[[], None]) -> None:
+        with self._write_lock:
+            self._after_commit.append(hook)
+
+    def remove_commit_hook(self, hook: Callable[[], None]) -> None:
+        with self._write_lock:
+            if hook in self._after_commit:
+                self._after_commit.remove(hook)
 
     @property
     def generation(self) -> int:
@@ -626,20 +643,27 @@ class Catalog:
             for source, n, file, line, raw, size, reason in rows
         ]
 
-    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query(
+        self, sql: str, tables: dict[str, Any] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run an ad-hoc query in a read-only transaction; returns column names and rows.
+        ``tables``: Arrow tables the query reads by name (registered for it alone).
 
         Whatever the text holds, it cannot write: DuckDB refuses every write in a transaction
         begun READ ONLY, and the transaction is rolled back afterwards.
         """
         cur = self.cursor()
         cur.execute("BEGIN TRANSACTION READ ONLY")
+        for name, table in (tables or {}).items():
+            cur.register(name, table)
         try:
             rel = cur.execute(sql)
             columns = [d[0] for d in rel.description] if rel.description else []
             return columns, rel.fetchall()
         finally:
             cur.execute("ROLLBACK")
+            for name in tables or {}:
+                cur.unregister(name)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own (a server client's), closed with the catalog."""

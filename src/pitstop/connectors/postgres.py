@@ -40,6 +40,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
 from pitstop.connectors import dsn
-from pitstop.connectors.upsert import HISTORY_COLUMNS, HISTORY_SUFFIX, KEEP
+from pitstop.connectors.upsert import HISTORY_COLUMNS, HISTORY_SUFFIX, KEEP, WindowRows, early_rows
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.sql.names import check_name
@@ -192,6 +193,7 @@ class PostgresSink:
         self.schema_name: str | None = None  # resolved at the first connection
         self.columns: list[tuple[str, str]] = []
         self.table_columns: list[str] = []  # an upsert's table, every column (before-images hold them)
+        self.windows: WindowRows | None = None  # a window branch's rows (early results)
         self.checked = False
         self.waiting: str | None = None  # why a batch is waiting for the server, while it is
         self._conn: psycopg.Connection[Any] | None = None
@@ -244,6 +246,10 @@ class PostgresSink:
                     "cast it in the job's SELECT (e.g. CAST(x AS VARCHAR))"
                 )
         self.columns = list(schema)
+        if self.windows is not None:
+            from pitstop.planner.early import EARLY
+
+            self.columns.append((EARLY, "boolean"))
         import psycopg
 
         try:
@@ -438,6 +444,9 @@ class PostgresSink:
         from pitstop.connectors.sinks import _naive_utc
 
         batch = _naive_utc(table)
+        closed = None
+        if self.windows is not None:  # a window's row is early until the watermark passes its end
+            batch, closed = early_rows(batch, self.windows, batch_id)
         delay = RETRY_FIRST_S
         while True:
             if self._stop.is_set():
@@ -447,7 +456,7 @@ class PostgresSink:
                 )
             try:
                 with self._lock:
-                    self._write_once(batch, batch_id)
+                    self._write_once(batch, batch_id, closed)
                 if self.waiting is not None:
                     log.warning("%s: the server answers again; batch %d written", self._about(), batch_id)
                     self.waiting = None
@@ -471,7 +480,7 @@ class PostgresSink:
                     with self._lock:
                         self._drop_connection()
 
-    def _write_once(self, batch: pa.Table, batch_id: int) -> None:
+    def _write_once(self, batch: pa.Table, batch_id: int, closed: datetime | None = None) -> None:
         from psycopg import sql
 
         conn = self._connection()
@@ -499,6 +508,8 @@ class PostgresSink:
                 self._append(conn, target, names, batch, batch_id)
             elif batch.num_rows:
                 self._upsert(conn, target, names, batch, batch_id)
+            if closed is not None:  # Step 2b. Windows this batch's watermark closed, final now.
+                self._finalize(conn, target, batch_id, closed, in_batch=bool(batch.num_rows))
             crash_point("sink.before_commit")
         # Step 3. Committed (leaving the block).
         crash_point("sink.after_commit")
@@ -816,6 +827,42 @@ class PostgresSink:
                 update,
             )
         )
+
+    def _finalize(
+        self, conn: psycopg.Connection[Any], target: Any, batch_id: int, closed: datetime, in_batch: bool
+    ) -> None:
+        """Mark final the early rows whose window ended at or before ``closed`` and that are not
+        rows of this batch, keeping their before-images (as :mod:`pitstop.connectors.upsert`)."""
+        from psycopg import sql
+
+        from pitstop.planner.early import EARLY
+
+        assert self.windows is not None and self.schema_name is not None
+        outside = (
+            sql.SQL("NOT EXISTS (SELECT 1 FROM pitstop_batch b WHERE {})").format(
+                sql.SQL(" AND ").join(
+                    sql.SQL("t.{} = b.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in self.keys
+                )
+            )
+            if in_batch
+            else sql.SQL("true")
+        )
+        which = sql.SQL("t.{} AND t.{} <= %s AND {}").format(
+            sql.Identifier(EARLY), sql.Identifier(self.windows.end), outside
+        )
+        history = sql.Identifier(self.schema_name, self.ref.name + HISTORY_SUFFIX)
+        conn.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT %s, %s, %s, %s, false, {} FROM {} t WHERE {}").format(
+                history,
+                sql.SQL(", ").join(map(sql.Identifier, [n for n, _ in HISTORY_COLUMNS] + self.table_columns)),
+                sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in self.table_columns),
+                target,
+                which,
+            ),
+            [self.job, self.run_id, self.branch, batch_id, closed],
+        )
+        finalize = sql.SQL("UPDATE {} t SET {} = false WHERE {}")
+        conn.execute(finalize.format(target, sql.Identifier(EARLY), which), [closed])
 
     def interrupt(self) -> None:
         """The run is stopping: a batch waiting for the server stops waiting (it is written when

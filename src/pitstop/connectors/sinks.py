@@ -78,13 +78,17 @@ def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> s
     return f"hash({', '.join(parts)})"
 
 
-def evolve_table(tx: Any, table: str, schema: list[tuple[str, str]], history: str | None = None) -> list[str]:
+def evolve_table(
+    tx: Any,
+    table: str,
+    schema: list[tuple[str, str]],
+    defaults: dict[str, str] | None = None,
+) -> list[str]:
     """Give sink table ``main.table`` the columns of ``schema`` it lacks (NULL in the rows written
-    before, until their key or window is written again) and widen the types of those ``schema``
-    widens (:func:`pitstop.stages.accumulators.widens`: INT -> BIGINT, FLOAT -> DOUBLE,
-    DECIMAL(p,s) -> DECIMAL(p',s)); other types stay (a row's values are cast on insert). The same
-    to ``history`` (a table in schema ``pitstop`` with the table's columns), if given. Returns what
-    changed, in sentences.
+    before, until their key or window is written again; or their SQL value in ``defaults``) and
+    widen the types of those ``schema`` widens (:func:`pitstop.stages.accumulators.widens`: INT ->
+    BIGINT, FLOAT -> DOUBLE, DECIMAL(p,s) -> DECIMAL(p',s)); other types stay (a row's values are
+    cast on insert). Returns what changed, in sentences.
 
     1. Compare the table's columns with ``schema``; nothing to do when none is missing or wider.
     2. Re-key the row hashes that rollback finds the table's rows by (``pitstop.sink_rows``): each
@@ -110,7 +114,13 @@ def evolve_table(tx: Any, table: str, schema: list[tuple[str, str]], history: st
     quoted = '"' + table.replace('"', '""') + '"'
     wider = {n: new for n, _, new in widened}
     after = [(n, wider.get(n, t)) for n, t in before] + added
-    old_hash, new_hash = row_hash(before), row_hash(after, {n for n, _ in before})
+    defaults = defaults or {}
+    old_hash = row_hash(before)
+    new_hash = row_hash(after, {n for n, _ in before} | {n for n, _ in added if n in defaults})
+    for name, typ in added:  # an added column with a default holds it in the rows written before
+        if name in defaults:
+            quoted_name = '"' + name.replace('"', '""') + '"'
+            new_hash = new_hash.replace(f"CAST({quoted_name} AS {typ})", f"CAST({defaults[name]} AS {typ})")
     tx.execute(
         f"""UPDATE pitstop.sink_rows x SET row_hash = m.new_h FROM (
             SELECT DISTINCT {old_hash} AS old_h, {new_hash} AS new_h FROM main.{quoted}) m
@@ -118,12 +128,15 @@ def evolve_table(tx: Any, table: str, schema: list[tuple[str, str]], history: st
     )
     # Step 3.
     changes: list[str] = []
-    for target in [f"main.{quoted}"] + ([history] if history else []):
-        for name, typ in added:
-            tx.execute(f'ALTER TABLE {target} ADD COLUMN "{name.replace(chr(34), chr(34) * 2)}" {typ}')
-        for name, _, typ in widened:
-            tx.execute(f'ALTER TABLE {target} ALTER COLUMN "{name.replace(chr(34), chr(34) * 2)}" TYPE {typ}')
-    changes += [f"column '{n}' {t} added (NULL in the rows written before)" for n, t in added]
+    target = f"main.{quoted}"
+    for name, typ in added:
+        default = f" DEFAULT {defaults[name]}" if name in defaults else ""
+        tx.execute(f'ALTER TABLE {target} ADD COLUMN "{name.replace(chr(34), chr(34) * 2)}" {typ}{default}')
+    for name, _, typ in widened:
+        tx.execute(f'ALTER TABLE {target} ALTER COLUMN "{name.replace(chr(34), chr(34) * 2)}" TYPE {typ}')
+    changes += [
+        f"column '{n}' {t} added ({defaults.get(n, 'NULL')} in the rows written before)" for n, t in added
+    ]
     changes += [f"column '{n}' widened from {old} to {new}" for n, old, new in widened]
     return changes
 

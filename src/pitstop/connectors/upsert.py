@@ -34,6 +34,15 @@ One row per key the batch upserted, and per existing row it deleted. A key's val
 when no batch after the cut wrote it. A column the sink table gains later is added to the history
 table too (NULL in the before-images taken before it existed, as in the table).
 
+A window branch with early results (:mod:`pitstop.planner.early`) writes here too, keyed by
+``(window_start, window_end, keys...)``, with one more column, ``early``: each batch's rows get
+``early = window_end > watermark`` (the watermark the batch ran with), and, after step 4, the
+rows still early whose window the batch's watermark closed (no row of the batch) are marked
+final, their before-images kept in the history table like any other change (step 4b). A window
+job without early results whose table has such a key and history (an early-results job wrote it
+before an update turned the option off) writes the same way: its final rows replace the early
+ones.
+
 A group key that is NULL cannot be a primary key: the batch fails with a message naming the
 column (wrap it: ``COALESCE(k, '')``); nothing of the batch is written.
 """
@@ -41,6 +50,10 @@ column (wrap it: ``COALESCE(k, '')``); nothing of the batch is written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -51,6 +64,9 @@ from pitstop.catalog.store import Catalog
 from pitstop.connectors.sinks import DuckDBSink, _naive_utc, duckdb_type, evolve_table
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
+
+if TYPE_CHECKING:
+    from pitstop.planner.plan import Branch
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +92,58 @@ def history_table(table: str) -> str:
     return f"pitstop.{quote(table + HISTORY_SUFFIX)}"
 
 
+@dataclass(frozen=True)
+class WindowRows:
+    """A window branch's rows in an upsert sink: the column holding each window's end, and the
+    watermark (ms) each batch runs with."""
+
+    end: str
+    watermark_ms: Callable[[int], int]
+
+
+def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int]) -> None:
+    """Tell an upsert sink (DuckDB or PostgreSQL) that it writes a window branch's rows."""
+    if hasattr(sink, "windows"):
+        sink.windows = WindowRows(end, watermark_ms)
+
+
+def finishing_keys(
+    catalog: Catalog, mapping: Mapping, branch: Branch, ask_server: bool = True
+) -> tuple[str, ...]:
+    """The window columns of a window branch without early results whose DuckDB or PostgreSQL sink
+    table an early-results job wrote (a primary key on them and a history table): its final rows must
+    replace that job's early ones. () otherwise (rows are appended). ``ask_server`` False: a
+    PostgreSQL table is not asked (a run not restored from a snapshot, whose start must not wait
+    for a server that may be down)."""
+    from pitstop.connectors.sinks import table_name
+    from pitstop.connectors.types.duckdb import _upsert_keys
+    from pitstop.planner.early import window_keys
+
+    keys = window_keys(branch)
+    if keys is None or mapping.type not in ("duckdb", "postgres"):
+        return ()
+    if mapping.type == "duckdb":
+        have = _upsert_keys(catalog.cursor(), table_name(mapping))
+    elif not ask_server:
+        return ()
+    else:
+        from pitstop.connectors.postgres import PostgresSink
+
+        probe = PostgresSink(catalog, mapping, branch.sink, "", branch.index)
+        try:
+            with probe._connect() as conn:
+                have = probe.upsert_keys(conn)
+        except Exception:  # noqa: BLE001 - unreachable now: the sink's own check says so
+            log.warning("sink '%s': not reached to learn its keys; rows are appended", mapping.name)
+            return ()
+    return keys if sorted(k.lower() for k in have) == sorted(k.lower() for k in keys) else ()
+
+
+def closing_time(watermark_ms: int) -> datetime:
+    """A watermark as the naive UTC timestamp sink tables hold."""
+    return datetime(1970, 1, 1) + timedelta(milliseconds=watermark_ms)
+
+
 class UpsertSink(DuckDBSink):
     """One updating branch's writer to one DuckDB table, upserting by ``keys``."""
 
@@ -87,6 +155,7 @@ class UpsertSink(DuckDBSink):
         self.keys = keys
         self.columns: list[str] = []  # the job's columns
         self.table_columns: list[str] = []  # the sink table's, after prepare
+        self.windows: WindowRows | None = None  # a window branch's rows (early results)
 
     def _about(self) -> str:
         return f"sink table '{self.table}' (mapping '{self.mapping.name}')"
@@ -94,13 +163,19 @@ class UpsertSink(DuckDBSink):
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Create the table with its primary key (or check an existing one's key and give it the
         job's new columns) and its history table, in one transaction."""
+        from pitstop.planner.early import EARLY
+
         target = f"main.{quote(self.table)}"
+        if self.windows is not None:
+            schema = [*schema, (EARLY, "boolean")]
         self.columns = [n for n, _ in schema]
         with self.catalog.transaction() as tx:
             cols = [f"{quote(n)} {duckdb_type(t)}" for n, t in schema]
             pk = ", ".join(quote(k) for k in self.keys)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {target} ({', '.join(cols)}, PRIMARY KEY ({pk}))")
-            for change in evolve_table(tx, self.table, schema):
+            # A window table written before without early results: its rows were final.
+            defaults = {EARLY: "false"} if self.windows is not None else None
+            for change in evolve_table(tx, self.table, schema, defaults=defaults):
                 log.info("%s: %s", self._about(), change)
             keyed = tx.execute(
                 "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
@@ -108,6 +183,9 @@ class UpsertSink(DuckDBSink):
                 [self.table],
             ).fetchall()
             wanted = sorted(k.lower() for k in self.keys)
+            if not keyed and self.windows is not None:
+                self._key_windows(tx, target)
+                keyed = [(list(self.keys),)]
             if not any(sorted(c.lower() for c in row[0]) == wanted for row in keyed):
                 raise PlanError(
                     f"{self._about()}: the existing table has no primary key on ({', '.join(self.keys)}), "
@@ -139,6 +217,20 @@ class UpsertSink(DuckDBSink):
                 elif widened.get(name, types[name]) != types[name]:  # the table's type was widened
                     tx.execute(f"ALTER TABLE {history} ALTER COLUMN {quote(name)} TYPE {types[name]}")
 
+    def _key_windows(self, tx: duckdb.DuckDBPyConnection, target: str) -> None:
+        """Give a window table written without early results (each window once) its primary key
+        on the window columns, so that early results can replace rows in it."""
+        pk = ", ".join(quote(k) for k in self.keys)
+        try:
+            tx.execute(f"ALTER TABLE {target} ADD PRIMARY KEY ({pk})")
+        except duckdb.Error as exc:
+            raise PlanError(
+                f"{self._about()}: early results replace a window's row by ({', '.join(self.keys)}), and "
+                f"the existing table cannot have that primary key ({str(exc).splitlines()[0]}); write to "
+                "a new mapping, or drop the option"
+            ) from None
+        log.info("%s: primary key (%s) added for early results", self._about(), ", ".join(self.keys))
+
     @staticmethod
     def _columns(tx: duckdb.DuckDBPyConnection, schema: str, table: str) -> list[str]:
         rows = tx.execute(
@@ -151,6 +243,9 @@ class UpsertSink(DuckDBSink):
     def write(self, table: pa.Table, batch_id: int) -> None:
         target = f"main.{quote(self.table)}"
         batch = _naive_utc(table)
+        closed: datetime | None = None
+        if self.windows is not None:  # Step 0. A window's row is early until the watermark passes its end.
+            batch, closed = early_rows(batch, self.windows, batch_id)
         if KEEP not in batch.column_names:  # a batch of rows all kept
             batch = batch.append_column(KEEP, pa.array([True] * batch.num_rows, pa.bool_()))
         for key in self.keys:
@@ -194,9 +289,47 @@ class UpsertSink(DuckDBSink):
                         f"INSERT OR REPLACE INTO {target} ({cols}) SELECT {cols} FROM __pitstop_batch "
                         f"WHERE {KEEP}"
                     )
+                    # Step 4b. Windows the batch's watermark closed, final now.
+                    if closed is not None:
+                        self._finalize(
+                            tx, batch_id, closed, f"NOT EXISTS (SELECT 1 FROM __pitstop_batch b WHERE {on})"
+                        )
                 finally:
                     tx.unregister("__pitstop_batch")
+            elif closed is not None:
+                self._finalize(tx, batch_id, closed, "true")
             # Step 5. The bookkeeping row.
             self._record(tx, batch_id, kept)
             crash_point("sink.before_commit")
         crash_point("sink.after_commit")
+
+    def _finalize(self, tx: duckdb.DuckDBPyConnection, batch_id: int, closed: datetime, outside: str) -> None:
+        """Mark final the early rows whose window ended at or before ``closed`` (and that satisfy
+        ``outside``: not rows of this batch), keeping their before-images."""
+        from pitstop.planner.early import EARLY
+
+        assert self.windows is not None
+        target = f"main.{quote(self.table)}"
+        which = f"t.{quote(EARLY)} AND t.{quote(self.windows.end)} <= ? AND {outside}"
+        tx.execute(
+            f"INSERT INTO {history_table(self.table)} BY NAME SELECT ? AS job, ? AS run_id, ? AS branch, "
+            f"? AS batch_id, false AS absent, t.* FROM {target} t WHERE {which}",
+            [self.job, self.run_id, self.branch, batch_id, closed],
+        )
+        tx.execute(f"UPDATE {target} t SET {quote(EARLY)} = false WHERE {which}", [closed])
+
+
+def early_rows(batch: pa.Table, windows: WindowRows, batch_id: int) -> tuple[pa.Table, datetime | None]:
+    """The batch with its ``early`` column (true where the window ends after the watermark the
+    batch ran with), and that watermark as a timestamp (None before the first watermark: nothing
+    has closed)."""
+    from pitstop.planner.early import EARLY
+
+    watermark = windows.watermark_ms(batch_id)
+    closed = closing_time(watermark) if watermark > 0 else None
+    end = batch.column(windows.end).cast(pa.timestamp("us"))
+    if closed is None:
+        flags = pa.array([True] * batch.num_rows, pa.bool_())
+    else:
+        flags = pc.greater(end, pa.scalar(closed, pa.timestamp("us")))
+    return batch.append_column(EARLY, flags), closed

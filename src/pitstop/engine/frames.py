@@ -1,6 +1,10 @@
 """Build the streaming DataFrame of one branch from its plan (and, on restore, its seeds).
 
-    source -> pre-layers (views, subqueries) -> [WHERE] -> stateful stages -> projections -> sink
+    source -> pre-layers (views, subqueries) -> [JOIN] -> [WHERE] -> stateful stages -> projections -> sink
+
+A JOIN (:class:`pitstop.planner.plan.JoinSpec`) renames both sides' columns to the branch's flat
+names, then joins a static table (:mod:`pitstop.connectors.tables`) or, for an interval join,
+hands both streams to the join's stage kind, which is the branch's first stateful stage.
 
 After a stage whose rows are updated (a running aggregate), the projections' filters mark rows
 (``__pitstop_keep``) rather than drop them, so that the sink removes a group no longer kept.
@@ -15,7 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import Mapping
-from pitstop.connectors import registry
+from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
 from pitstop.planner.plan import Branch
 from pitstop.planner.types import spark_type
@@ -72,8 +76,11 @@ def branch_frame(
     parallelism: int,
     seeds: dict[str, StageSeed],
     query_key: str,
+    right: Mapping | None = None,
+    right_start: Any = None,
 ) -> DataFrame:
-    """``seeds``: the seed of each restored stage of the branch, by stage name."""
+    """``seeds``: the seed of each restored stage of the branch, by stage name; ``right``: a
+    join's right mapping (``right_start``: where an interval join starts reading it)."""
     from pyspark.sql import functions as F
 
     df = source_frame(spark, source, run_dir, start, parallelism, query_key)
@@ -81,9 +88,23 @@ def branch_frame(
         if layer.where_sql:
             df = df.filter(F.expr(layer.where_sql))
         df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
+    stages = branch.stages
+    join = branch.join
+    if join is not None:
+        assert right is not None, branch.sink
+        df = df.select(*[F.expr(c.sql).alias(c.name) for c in join.left_columns])
+        if join.kind == "table":
+            table = tables.table_frame(spark, right, run_dir, query_key)
+            table = table.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
+            df = df.join(table, F.expr(join.on_sql), join.how)
+        else:
+            other = source_frame(spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}")
+            other = other.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
+            first, stages = stages[0], stages[1:]
+            df = kinds.kind_of(first).join_frame(spark, df, other, first, seeds.get(first.name))
     if branch.where_sql:
         df = df.filter(F.expr(branch.where_sql))
-    for stage in branch.stages:
+    for stage in stages:
         df = kinds.kind_of(stage).frame(spark, df, stage, seeds.get(stage.name))
     if branch.upsert_keys:
         return _updated_rows(df, branch)

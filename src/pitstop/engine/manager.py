@@ -154,7 +154,7 @@ class Manager:
     def _mappings_of(self, plan: JobPlan) -> dict[str, Mapping]:
         out: dict[str, Mapping] = {}
         for b in plan.branches:
-            for name in (b.source, b.sink):
+            for name in b.mappings:
                 m = self.catalog.get_mapping(name)
                 if m is None:
                     raise CatalogError(f"mapping '{name}' used by job '{plan.job}' no longer exists")

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import Mapping, Run
 from pitstop.catalog.store import Catalog
-from pitstop.connectors import positions, registry
+from pitstop.connectors import positions, registry, tables
 from pitstop.connectors.base import Positions
 from pitstop.connectors.sinks import Sink
-from pitstop.connectors.upsert import KEEP
+from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import (
@@ -34,6 +34,7 @@ from pitstop.errors import (
     RejectedRecordError,
 )
 from pitstop.faults import crash_point
+from pitstop.planner import early
 from pitstop.planner.plan import Branch, JobPlan
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class ActiveRun:
     branches: list[BranchQuery] = field(default_factory=list)
     _spark: Any = field(default=None, init=False, repr=False)
     _trigger_ms: int = field(default=500, init=False, repr=False)
+    _catalog: Any = field(default=None, init=False, repr=False)
     _parallelism: int = field(default=2, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stopping: bool = field(default=False, init=False, repr=False)
@@ -115,15 +117,24 @@ class ActiveRun:
     # -- starting --------------------------------------------------------------------------------
     def start(self, spark: SparkSession, catalog: Catalog, trigger_ms: int, parallelism: int) -> None:
         self._spark, self._trigger_ms, self._parallelism = spark, trigger_ms, parallelism
+        self._catalog = catalog
+        if any(self._static_duckdb(b) for b in self.plan.branches):
+            catalog.add_commit_hook(self._publish_all)
         for src in self.plan.sources:
             positions.clear_fence(positions.source_dir(self.folder, src))
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
-            sink = registry.connector(mapping.type).make_sink(
-                catalog, mapping, self.job, self.run.run_id, branch.index, branch.upsert_keys
+            keys = branch.upsert_keys or finishing_keys(
+                catalog, mapping, branch, self.run.restore is not None
             )
+            sink = registry.connector(mapping.type).make_sink(
+                catalog, mapping, self.job, self.run.run_id, branch.index, keys
+            )
+            if keys and branch.stage is not None and branch.stage.window is not None:
+                window_rows(sink, early.end_column(branch), partial(batch_watermark, ckpt))
             bq = BranchQuery(branch, ckpt, Gate(), sink)
+            self._publish(branch)
             df = self._frame(branch)
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != KEEP])
             self.branches.append(bq)
@@ -138,8 +149,28 @@ class ActiveRun:
     def _positions(self, source: str) -> Positions:
         return registry.connector(self.mappings[source].type).positions
 
+    def _query_key(self, branch: Branch) -> str:
+        return f"{self.run.run_id}_{branch.index}"
+
+    def _static_duckdb(self, branch: Branch) -> bool:
+        join = branch.join
+        return join is not None and join.kind == "table" and self.mappings[join.right].type == "duckdb"
+
+    def _publish(self, branch: Branch) -> None:
+        """A static join's DuckDB table, as it is now, where the branch's query reads it
+        (:mod:`pitstop.connectors.tables`)."""
+        if branch.join is not None and self._static_duckdb(branch):
+            mapping = self.mappings[branch.join.right]
+            tables.publish(self._catalog, mapping, str(self.folder), self._query_key(branch))
+
+    def _publish_all(self) -> None:
+        """After each commit to the catalog: every static DuckDB table again (one may have changed)."""
+        for branch in self.plan.branches:
+            self._publish(branch)
+
     def _frame(self, branch: Branch) -> DataFrame:
         seeds = {s.name: self.seeds[s.name] for s in branch.stages if s.name in self.seeds}
+        right = self.mappings[branch.join.right] if branch.join is not None else None
         return branch_frame(
             self._spark,
             branch,
@@ -148,7 +179,9 @@ class ActiveRun:
             self.start_of(branch.source),
             self._parallelism,
             seeds,
-            f"{self.run.run_id}_{branch.index}",
+            self._query_key(branch),
+            right,
+            self.start_of(right.name) if right is not None and right.name in branch.sources else None,
         )
 
     def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:
@@ -168,7 +201,7 @@ class ActiveRun:
             .foreachBatch(write_batch)
             .option("checkpointLocation", str(bq.checkpoint))
             .outputMode(output_mode(bq.branch))
-            .trigger(processingTime=f"{trigger_ms} milliseconds")
+            .trigger(processingTime=f"{max(trigger_ms, bq.branch.early_results_ms)} milliseconds")
             .start()
         )
 
@@ -269,13 +302,14 @@ class ActiveRun:
     def caught_up(self, targets: dict[str, Any]) -> bool:
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            if p.committed is None and any(s.name in self.seeds for s in bq.branch.stages):
+            seeded = (s.name in self.seeds and not self.seeds[s.name].clock_only for s in bq.branch.stages)
+            if p.committed is None and any(seeded):
                 return False  # the seeds' batch has not run yet
-            src = bq.branch.source
-            if src in targets and not self._positions(src).covers(
-                p.positions.get(src, self.start_of(src)), targets[src]
-            ):
-                return False
+            for src in bq.branch.sources:
+                if src in targets and not self._positions(src).covers(
+                    p.positions.get(src, self.start_of(src)), targets[src]
+                ):
+                    return False
             if not p.settled:
                 return False
         return True
@@ -316,6 +350,8 @@ class ActiveRun:
         nothing restarts a branch of this run (:meth:`recover`)."""
         with self._lock:  # a restart in flight finishes first; its query is stopped below
             self._stopping = True
+        if self._catalog is not None:
+            self._catalog.remove_commit_hook(self._publish_all)
         for bq in self.branches:
             interrupt = getattr(bq.sink, "interrupt", None)
             if interrupt is not None:  # a batch waiting for its sink's server stops waiting
@@ -374,9 +410,12 @@ class ActiveRun:
         watermarks: dict[int, int] = {}
         for bq in self.branches:
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
-            src = bq.branch.source
-            at = p.positions.get(src, self.start_of(src))
-            if not self._positions(src).same(at, fence.get(src, self.start_of(src))) or not p.settled:
+            if not p.settled or not all(
+                self._positions(src).same(
+                    p.positions.get(src, self.start_of(src)), fence.get(src, self.start_of(src))
+                )
+                for src in bq.branch.sources
+            ):
                 raise PitstopError(
                     f"job '{self.job}': INSERT INTO {bq.branch.sink} is at {p.positions}, not at the cut "
                     f"{fence}; no snapshot was written"
@@ -409,9 +448,17 @@ def output_mode(branch: Branch) -> str:
     """Spark's output mode of a branch. ``update`` where its stage's rows change as input arrives
     (a running aggregate): each batch hands the sink the groups it changed, which the sink
     replaces by key. Spark refuses ``append`` for an aggregation without a watermark, and
-    ``complete`` would hand every group to every batch (see :mod:`pitstop.stages.running`).
-    Otherwise ``append``: a window's row once, when it closes."""
+    ``complete`` would hand every group to every batch (see :mod:`pitstop.stages.running`); and
+    a window branch with early results (:mod:`pitstop.planner.early`): each batch hands the sink
+    the windows it changed. Otherwise ``append``: a window's row once, when it closes."""
     return "update" if branch.upsert_keys else "append"
+
+
+def batch_watermark(checkpoint_dir: Path, batch_id: int) -> int:
+    """The event-time watermark (ms) that batch ``batch_id`` runs with: Spark writes the batch's
+    offsets, with it, before it runs the batch."""
+    offsets = checkpoint.read_offsets(checkpoint_dir, batch_id)
+    return 0 if offsets is None else offsets.watermark_ms
 
 
 def full_text(exc: Any) -> str:

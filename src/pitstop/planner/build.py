@@ -19,7 +19,8 @@ from sqlglot import exp
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
 from pitstop.errors import BadNameError, PlanError
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan, OutputColumn, Projection
+from pitstop.planner import joins
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.planner.types import SPARK, infer, spark_type
 from pitstop.sql.dialect import PitstopDialect
@@ -93,7 +94,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
     chain: list[tuple[exp.Select, str | None]] = [(query, None)]
     while True:
         select, _ = chain[-1]
-        from_table = _from_of(select, sink_name, dedup_ok=True)
+        from_table = _from_of(select, sink_name, dedup_ok=True, joins_ok=True)
         if isinstance(from_table, exp.Table) and from_table.name.lower() in ctes:
             name = from_table.name.lower()
             if any(n is not None and n.lower() == name for _, n in chain):
@@ -103,6 +104,18 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         break
     core, core_cte = chain[-1]
     outer = [s for s, _ in reversed(chain[:-1])]
+    for select in outer:
+        if select.args.get("joins"):
+            raise PlanError(
+                f"INSERT INTO {sink_name}: JOIN is supported in the SELECT that reads the sources only "
+                "(FROM a JOIN b ON ...); move it there"
+            )
+    joined: joins.PlannedJoin | None = None
+    if core.args.get("joins"):
+        joined = joins.plan_join(
+            core, mappings, sink_name, lambda: _stage_name(core, core_cte, sink.name, "join")
+        )
+        core = joined.select
     from_node = _from_of(core, sink_name, dedup_ok=True)
     plain_ctes = {k: v[1] for k, v in ctes.items()}
 
@@ -127,11 +140,23 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         )
 
     tvf = from_node if isinstance(from_node, WindowTvf) else None
-    src = _resolve_input(tvf.this if tvf is not None else from_node, plain_ctes, lookup, sink_name, set())
+    if joined is not None:
+        src = joined.input
+    else:
+        src = _resolve_input(tvf.this if tvf is not None else from_node, plain_ctes, lookup, sink_name, set())
     source, src_layer = src.source, src.layer
     where_sql = _where(core, src_layer)
     has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
     stage: AggregateStage | None = None
+    if joined is not None and joined.stage is not None:
+        if core.args.get("distinct") or has_aggregates:
+            raise PlanError(
+                f"INSERT INTO {sink_name}: an interval join followed by an aggregation or DISTINCT in one "
+                "INSERT is not supported yet; write the join's rows to a mapping and aggregate that"
+            )
+        # The WHERE holds on the joined rows: it goes after the join, with the projection.
+        first, layer = _projection(core, src_layer, where=where_sql)
+        return _branch(index, insert, sink, src, None, joined.stage, [first], layer, outer, joined.join)
     if core.args.get("distinct"):
         if has_aggregates or tvf is not None:
             raise PlanError(
@@ -162,7 +187,18 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
                 "window_end, ... and aggregates"
             )
         first, layer = _projection(core, src_layer, where=None)
-    return _branch(index, insert, sink, src, where_sql, stage, [first], layer, outer)
+    return _branch(
+        index,
+        insert,
+        sink,
+        src,
+        where_sql,
+        stage,
+        [first],
+        layer,
+        outer,
+        None if joined is None else joined.join,
+    )
 
 
 def _branch(
@@ -175,6 +211,7 @@ def _branch(
     layers: list[Projection],
     layer: Layer,
     outer: list[exp.Select],
+    join: JoinSpec | None = None,
 ) -> Branch:
     """The branch, with the stateless SELECTs above the stage as its last layers."""
     sink_name = sink.name
@@ -195,6 +232,7 @@ def _branch(
         layers=tuple(layers),
         pre_layers=src.pre_layers,
         sql=insert.sql(dialect=PitstopDialect),
+        join=join,
     )
 
 
@@ -362,21 +400,23 @@ def _aggregates_in(select: exp.Select) -> bool:
     return any(call.find_ancestor(exp.Select) is select for call in select.find_all(exp.AggFunc))
 
 
-def _from_of(select: exp.Select, sink: str, dedup_ok: bool = False) -> exp.Expression:
+def _from_of(select: exp.Select, sink: str, dedup_ok: bool = False, joins_ok: bool = False) -> exp.Expression:
     """The FROM of a SELECT, after refusing what a job cannot run (``dedup_ok``: not yet DISTINCT
     and window functions, which the caller checks where deduplication may stand)."""
-    _refuse_unsupported(select, sink, dedup_ok)
+    _refuse_unsupported(select, sink, dedup_ok, joins_ok)
     from_ = select.args.get("from_")
     if from_ is None:
         raise PlanError(f"INSERT INTO {sink}: the SELECT needs a FROM clause naming a source")
     return from_.this
 
 
-def _refuse_unsupported(select: exp.Select, sink: str, dedup_ok: bool = False) -> None:
-    if select.args.get("joins"):
+def _refuse_unsupported(
+    select: exp.Select, sink: str, dedup_ok: bool = False, joins_ok: bool = False
+) -> None:
+    if select.args.get("joins") and not joins_ok:
         raise PlanError(
-            f"INSERT INTO {sink}: JOIN is not supported in a streaming job yet; read one source "
-            "per INSERT, and join the sink tables afterwards with an ad-hoc SELECT"
+            f"INSERT INTO {sink}: JOIN is supported in the SELECT that reads the sources only "
+            "(FROM a JOIN b ON ...), not in a view, CTE or subquery below it"
         )
     for what, present in (("ORDER BY", select.args.get("order")), ("LIMIT", select.args.get("limit"))):
         if present:

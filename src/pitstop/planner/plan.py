@@ -1,7 +1,8 @@
 """The job plan: named stages, accumulator form, windows. Frozen, and serialisable to JSON.
 
-A job is a list of branches, one per ``INSERT``. A branch reads one source mapping, filters and
-projects it, optionally runs it through a **stateful stage**, and writes one sink mapping. Each
+A job is a list of branches, one per ``INSERT``. A branch reads one source mapping (optionally
+joined to a second mapping: :class:`JoinSpec`), filters and projects it, optionally runs it
+through a **stateful stage**, and writes one sink mapping. Each
 stateful stage is of a kind (:attr:`AggregateStage.kind`), and its kind's module in
 :mod:`pitstop.stages` declares how it is planned, run, snapshotted, restored, compared and shown,
 and its state contract: the rows a snapshot stores.
@@ -44,6 +45,23 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class IntervalSpec:
+    """An interval join's second side and bound (:mod:`pitstop.stages.interval_join`): a right
+    row joins a left row of the same keys when ``right_time`` lies within
+    ``[left time + lower, left time + upper]``. Column names are the branch's joined (flat)
+    names (:class:`JoinSpec`)."""
+
+    right: str  # the right stream's mapping
+    right_keys: tuple[str, ...]  # the right side's key columns, in the order of the stage's keys
+    right_time: str
+    lower_micros: int
+    upper_micros: int
+    right_delay_micros: int  # the right mapping's watermark delay
+    left_columns: tuple[KeyColumn, ...]  # each side's buffered row (the state contract)
+    right_columns: tuple[KeyColumn, ...]
+
+
+@dataclass(frozen=True)
 class AggregateStage:
     """A stateful aggregating stage: per window and key (a window kind), or per key with no
     window (``window`` None: a running aggregate, whose kind is ``stage_kind``)."""
@@ -56,6 +74,7 @@ class AggregateStage:
     watermark_delay_micros: int
     stage_kind: str | None = None  # the kind of a stage without a window (e.g. "running")
     time_column: str | None = None  # dedup: the event-time column whose watermark bounds the state
+    interval: IntervalSpec | None = None  # an interval join's right side and bound
 
     @property
     def kind(self) -> str:
@@ -92,6 +111,30 @@ class Projection:
 
 
 @dataclass(frozen=True)
+class JoinSpec:
+    """A second mapping joined to the branch's source, before its WHERE and stages.
+
+    The joined rows have flat column names: the left (source) side's as they are, the right
+    side's as they are unless a left column has the name (then ``<alias>_<name>``); the SELECT's
+    qualified columns (``c.user_id``, ``u.name``) are planned over them.
+
+    - ``kind`` ``table``: the right mapping is a **static table** read whole, again for every
+      micro-batch (a DuckDB table or a File mapping's folder: :mod:`pitstop.connectors.tables`),
+      so a changed table is seen by the batches after the change. Stateless: nothing of it is in
+      a snapshot.
+    - ``kind`` ``interval``: the right mapping is a second stream, and the join is the branch's
+      first stateful stage (:mod:`pitstop.stages.interval_join`).
+    """
+
+    kind: str  # table | interval
+    how: str  # inner | left
+    right: str  # the right mapping's name
+    left_columns: tuple[OutputColumn, ...]  # flat name <- the source's column (sql)
+    right_columns: tuple[OutputColumn, ...]  # flat name <- the right mapping's column (sql)
+    on_sql: str  # the join condition over flat names (a static join's; an interval join's stage has its own)
+
+
+@dataclass(frozen=True)
 class Branch:
     index: int
     sink: str  # sink mapping name
@@ -105,6 +148,24 @@ class Branch:
     """The sink's columns that identify a row when the branch's stage updates its rows (a running
     aggregate's group keys, as the SELECT names them): Spark's update output mode, and a sink that
     replaces rows by these columns. Empty: rows are appended (windows are emitted once)."""
+    early_results_ms: int = 0
+    """A window branch with early results (``'earlyResultsMillis'``, :mod:`pitstop.planner.early`):
+    its micro-batches start at most this often, and ``upsert_keys`` are the window's bounds and
+    keys. 0: none."""
+    join: JoinSpec | None = None
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The streams the branch reads: its source, and an interval join's right side."""
+        if self.join is not None and self.join.kind == "interval":
+            return (self.source, self.join.right)
+        return (self.source,)
+
+    @property
+    def mappings(self) -> tuple[str, ...]:
+        """Every mapping the branch uses: its streams, a static join's table, its sink."""
+        right = (self.join.right,) if self.join is not None else ()
+        return tuple(dict.fromkeys((self.source, *right, self.sink)))
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
@@ -127,7 +188,7 @@ class JobPlan:
 
     @property
     def sources(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(b.source for b in self.branches))
+        return tuple(dict.fromkeys(s for b in self.branches for s in b.sources))
 
     def stage(self, name: str) -> AggregateStage | None:
         for s in self.stages:
@@ -153,6 +214,31 @@ def stage_from_json(s: dict[str, Any]) -> AggregateStage:
         watermark_delay_micros=int(s["watermark_delay_micros"]),
         stage_kind=s.get("stage_kind"),
         time_column=s.get("time_column"),
+        interval=None if s.get("interval") is None else _interval(s["interval"]),
+    )
+
+
+def _interval(d: dict[str, Any]) -> IntervalSpec:
+    return IntervalSpec(
+        **{
+            **d,
+            "right_keys": tuple(d["right_keys"]),
+            "left_columns": tuple(KeyColumn(**k) for k in d["left_columns"]),
+            "right_columns": tuple(KeyColumn(**k) for k in d["right_columns"]),
+        }
+    )
+
+
+def _join(d: dict[str, Any] | None) -> JoinSpec | None:
+    if d is None:
+        return None
+    return JoinSpec(
+        kind=d["kind"],
+        how=d["how"],
+        right=d["right"],
+        left_columns=tuple(OutputColumn(**c) for c in d["left_columns"]),
+        right_columns=tuple(OutputColumn(**c) for c in d["right_columns"]),
+        on_sql=d["on_sql"],
     )
 
 
@@ -171,4 +257,6 @@ def _branch(b: dict[str, Any]) -> Branch:
         sql=b["sql"],
         pre_layers=tuple(_projection(p) for p in b.get("pre_layers", [])),
         upsert_keys=tuple(b.get("upsert_keys", ())),
+        early_results_ms=int(b.get("early_results_ms", 0)),
+        join=_join(b.get("join")),
     )

@@ -38,6 +38,7 @@ from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.results import SharedResults
 from pitstop.server.sqlstate import WireError
+from pitstop.snapshots import state
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
 
@@ -230,6 +231,7 @@ class Session:
         self.backend_pid = 0
         """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
         self._query_open = False
+        self._registered: list[str] = []  # snapshot_state tables of the query open now
         self._open: Outcome | None = None
         self._reader: pa.RecordBatchReader | None = None
         self._statements: dict[str, duckdb.Statement] = {}
@@ -306,13 +308,15 @@ class Session:
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
-            sql = self.pgcatalog.translate(stmt.text)
-            one_query(sql)
+            one_query(self.pgcatalog.translate(stmt.text))
             cursor = self.cursor()
             self._detach_open()
+            text, registered = self._state_tables(stmt.text, stmt, query)
+            sql = self.pgcatalog.translate(text)
             try:
                 types = paramtypes.infer(cursor, sql, declared)
             except duckdb.Error as exc:
+                state.forget(cursor, registered)
                 raise sqlstate.from_duckdb(exc) from exc
             cursor.execute("BEGIN TRANSACTION READ ONLY")
             try:
@@ -326,6 +330,7 @@ class Session:
                 raise sqlstate.from_duckdb(exc) from exc
             finally:
                 cursor.execute("ROLLBACK")
+                state.forget(cursor, registered)
         if stmt.route == "show":  # SHOW of a parameter changes nothing: its own answer describes it
             return texts, self._show(stmt, query, []).columns
         if stmt.route == "pitstop":
@@ -350,16 +355,36 @@ class Session:
             self._statements[sql] = statement
         return statement
 
+    def _state_tables(self, sql: str, stmt: Statement, query: str) -> tuple[str, list[str]]:
+        """``sql`` with its ``snapshot_state(...)`` calls replaced by tables registered on this
+        session's cursor, and their names (:mod:`pitstop.snapshots.state`: pitstop reads the
+        snapshot's Parquet, DuckDB, whose file access is off, sees only the Arrow tables)."""
+        if not state.mentions(sql):
+            return sql, []
+        try:
+            sql, tables = state.resolve(sql, self.manager.catalog)
+        except PitstopError as err:
+            raise WireError(sqlstate.code_of(err), err.message, stmt.offset + 1) from err
+        return sql, state.register(self.cursor(), tables)
+
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        sql = self.pgcatalog.translate(stmt.text)
-        statement = self._checked(sql)
-        key = self.results.key(sql, params, self.user, self.parameters.values)
+        if state.mentions(stmt.text):  # before translate, which makes calls in FROM subqueries
+            one_query(self.pgcatalog.translate(stmt.text))  # the client's text is one query
+            self._detach_open()  # ends the last query, whose tables go with it
+            text, self._registered = self._state_tables(stmt.text, stmt, query)
+            sql = self.pgcatalog.translate(text)
+        else:
+            sql = self.pgcatalog.translate(stmt.text)
+        statement = one_query(sql) if self._registered else self._checked(sql)
+        # A state table is read when the query runs, not from the catalog: never kept.
+        key = None if self._registered else self.results.key(sql, params, self.user, self.parameters.values)
         generation = self.manager.catalog.generation  # read before the transaction begins
         kept = self.results.get(key, generation)
         if kept is not None:
             return Outcome("SELECT", kept.columns, iter(kept.rows))
         cursor = self.cursor()
-        self._detach_open()
+        if not self._registered:  # (with state tables, the last query was ended above)
+            self._detach_open()
         cursor.execute("BEGIN TRANSACTION READ ONLY")
         self._query_open = True
         try:
@@ -454,6 +479,9 @@ class Session:
                 self._cursor.execute("ROLLBACK")
             except duckdb.Error:
                 log.warning("could not end a read-only query's transaction", exc_info=True)
+        registered, self._registered = self._registered, []
+        if registered and self._cursor is not None:
+            state.forget(self._cursor, registered)
 
     def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
         # Padding keeps positions those of the client's query string (psql's caret).

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 MAPPING_OPTIONS = registry.option_names()  # every mapping type's declared options
 _WORD = re.compile(r"[\\\w.']*$")
 _WORDS = re.compile(r"[A-Za-z_][\w]*|\(")
+_STATE_ARGS = re.compile(
+    r"snapshot_state\(\s*'(?P<snapshot>[^']*)(?:'\s*,\s*'(?P<stage>[^']*))?$", re.IGNORECASE
+)
+STATE_FUNCTION = "snapshot_state"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class CatalogNames:
     jobs: tuple[str, ...] = ()
     snapshots: tuple[str, ...] = ()
     stages: tuple[str, ...] = ()
+    snapshot_stages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # snapshot (lower) -> stages
 
     @classmethod
     def load(cls, catalog: Catalog) -> CatalogNames:
@@ -51,7 +56,9 @@ class CatalogNames:
                 stages.update(s.name for s in JobPlan.from_json(catalog.get_run(job.run_id).plan).stages)
             except Exception:  # noqa: BLE001 - a plan completion cannot read is just not offered
                 log.debug("no stages for job '%s'", job.name, exc_info=True)
+        _, rows = catalog.query("SELECT name, json_keys(manifest, '$.stages') FROM pitstop.snapshots")
         return cls(
+            snapshot_stages={str(n).lower(): tuple(sorted(k or ())) for n, k in rows},
             mappings=tuple(m.name for m in mappings),
             columns={m.name.lower(): tuple(c.name for c in m.columns) for m in mappings},
             jobs=tuple(j.name for j in jobs),
@@ -164,6 +171,14 @@ class PitstopCompleter(Completer):
 
     def _in_statement(self, statement: str, word: str) -> Iterator[Completion]:
         names = self.names
+        inside = _STATE_ARGS.search(statement + word)
+        if inside is not None:  # snapshot_state('snapshot', 'stage')
+            if inside.group("stage") is None:
+                yield from _matching(word, [f"'{n}'" for n in names.snapshots], "snapshot")
+            else:
+                stages = names.snapshot_stages.get(inside.group("snapshot").lower(), ())
+                yield from _matching(word, [f"'{n}'" for n in stages], "stage")
+            return
         raw = _WORDS.findall(statement)
         tokens = [t.upper() for t in raw]
         previous = tokens[-1] if tokens else ""
@@ -195,6 +210,8 @@ class PitstopCompleter(Completer):
             previous == "MAPPING" and before_previous in ("DROP", "EXISTS")
         ):
             yield from _matching(word, names.mappings, "mapping")
+            if previous in ("FROM", "JOIN"):
+                yield from _matching(word, [f"{STATE_FUNCTION}('"], "a snapshot's state")
             if previous == "FROM":
                 yield from self._keywords(word)
             return

@@ -32,7 +32,13 @@ STATEMENTS: tuple[StatementHelp, ...] = (
         "CREATE JOB",
         "CREATE JOB [IF NOT EXISTS] name [OPTIONS (...)] [FROM SNAPSHOT s]\n"
         "  AS INSERT INTO sink SELECT ...\n"
-        "  | AS BEGIN INSERT INTO a SELECT ...; INSERT INTO b SELECT ...; END",
+        "  | AS BEGIN INSERT INTO a SELECT ...; INSERT INTO b SELECT ...; END\n"
+        "joins, in the SELECT that reads the source:\n"
+        "  FROM s [LEFT] JOIN t ON s.k = t.id   -- t a DuckDB or File mapping, read whole every\n"
+        "                                       -- micro-batch: stateless enrichment\n"
+        "  FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND a.ts + INTERVAL '1' HOUR\n"
+        "                                       -- interval join of two streams: stage <sink>.join,\n"
+        "                                       -- its waiting rows are state (kept by snapshots)",
         "start a streaming job (from a snapshot's state with FROM SNAPSHOT)",
         "CREATE JOB name AS INSERT INTO sink SELECT ",
     ),
@@ -78,8 +84,9 @@ STATEMENTS: tuple[StatementHelp, ...] = (
     ),
     StatementHelp(
         "SELECT",
-        "SELECT ... FROM sink_table",
-        "ad-hoc query over DuckDB sink tables (and the catalog, schema pitstop)",
+        "SELECT ... FROM sink_table | snapshot_state('snapshot', 'stage')",
+        "ad-hoc query over DuckDB sink tables (and the catalog, schema pitstop); "
+        "snapshot_state(...) reads a snapshot's state: keys, windows, finished columns, accumulators",
         "SELECT * FROM ",
     ),
 )

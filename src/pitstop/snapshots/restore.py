@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.errors import CompatibilityError
-from pitstop.planner import compat
+from pitstop.planner import compat, early
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan
 from pitstop.sql.names import inside, safe_path
 from pitstop.stages import registry as kinds
@@ -60,6 +61,7 @@ class Restore:
                     "old_gap_micros": s.old_gap_micros,
                     "schema": s.schema,
                     "columns": s.columns,
+                    "clock_only": s.clock_only,
                 }
                 for k, s in self.seeds.items()
             },
@@ -120,8 +122,16 @@ def plan_restore(
             new = plan.stage(v.stage)
             assert new is not None
             against = native_reason(entry, old[v.stage], new, branch, partitions, fmt)
-            if against is None and branch.source in elsewhere:
-                against = f"source '{branch.source}' does not go on from the snapshot's position"
+            moved = [src for src in branch.sources if src in elsewhere]
+            if against is None and moved:
+                against = f"source '{moved[0]}' does not go on from the snapshot's position"
+            toggled = early.toggled(manifest.get("plan"), v.stage, branch)
+            if against is None and toggled == "on":
+                against = (
+                    "early results turned on: from Spark's state files, update mode would never write a "
+                    "window in flight at the cut that gets no new event; the rows' first batch writes "
+                    "every one of them"
+                )
             if against is None:
                 copy = entry["native"]
                 path = str(inside(root, copy["path"]))
@@ -135,9 +145,63 @@ def plan_restore(
                     int(entry["watermark_ms"]),
                 )
                 v = replace(v, how=f"{ROWS} ({int(entry['rows']):,}); {against}")
+            if toggled == "off":
+                v = replace(
+                    v,
+                    how=f"{v.how}; early results turned off: each window in flight at the cut gets its "
+                    "final row in place of its early one when it closes",
+                )
+        elif v.outcome == compat.EMPTY:
+            v = _on_the_jobs_clock(v, plan, branches[v.stage], manifest, old, sources, seeds)
         annotated.append(v)
     start = {src: entry["pos"] for src, entry in sources.items()}
     return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
+
+
+def job_clock(manifest: dict[str, Any], old: dict[str, AggregateStage], source: str) -> int | None:
+    """The snapshot's watermark (ms) over ``source``: the least of its stages' that read it and
+    have a watermark (Spark's own rule for several watermarks), or None if none did."""
+    read_by: dict[str, str] = {}
+    for b in manifest["plan"]["branches"]:
+        stages = b.get("stages") or ([b["stage"]] if b.get("stage") else [])
+        read_by.update({s["name"]: b["source"] for s in stages})
+    marks = [
+        int(entry["watermark_ms"])
+        for name, entry in manifest["stages"].items()
+        if read_by.get(name) == source
+        and name in old
+        and kinds.kind_of(old[name]).clock(old[name], 0) is not None
+    ]
+    return min(marks) if marks else None
+
+
+def _on_the_jobs_clock(
+    v: compat.StageVerdict,
+    plan: JobPlan,
+    branch: Branch,
+    manifest: dict[str, Any],
+    old: dict[str, AggregateStage],
+    sources: dict[str, dict[str, Any]],
+    seeds: dict[str, StageSeed],
+) -> compat.StageVerdict:
+    """A stage new in the restored job starts on the job's clock, not a fresh one: an event the
+    old job found late (its window had closed at the snapshot's watermark) is late for it too, as
+    for the restored stages beside it. Its clock goes into ``seeds`` (kept in the run's catalog
+    row, so a resumed run keeps it); the verdict says where it starts. A stage whose source starts
+    from its beginning, or that the snapshot's stages did not time, starts on a clock of its own."""
+    new = plan.stage(v.stage)
+    assert new is not None
+    wm = job_clock(manifest, old, branch.source) if branch.source in sources else None
+    clock = None if wm is None else kinds.kind_of(new).clock(new, wm)
+    if clock is None or wm is None:
+        return v
+    seeds[v.stage] = clock
+    at = datetime.fromtimestamp(wm / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return replace(
+        v,
+        how=f"starts at the snapshot's watermark {at} UTC (one clock per job): an event the old job "
+        "found late is late for it too",
+    )
 
 
 def resume_sources(

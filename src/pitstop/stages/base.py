@@ -14,6 +14,8 @@ reading state          :meth:`StageKind.read_state`: the stage's operator state 
                        batch, checked against the plan, as rows of the state schema
 restore, from rows     :meth:`StageKind.seed` (what a restored stage receives) and
                        :meth:`StageKind.frame` (the running stage, fed its seed rows)
+one clock per job      :meth:`StageKind.clock`: what a stage new in a restored job receives so
+                       that events late for the old job are late for it too
 restore, native        :meth:`StageKind.same_state`: the stateful part is unchanged, so Spark may
                        go on from the snapshot's copy of the old checkpoint
 compatibility          :meth:`StageKind.compare`: restored, with warnings, or refused, and why
@@ -31,6 +33,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from pitstop.errors import PitstopError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,6 +56,10 @@ class StageSeed:
     old_gap_micros: int | None = None  # session windows
     schema: str | None = None  # the rows' schema (DDL) when not the new stage's own
     columns: dict[str, str] | None = None  # the new stage's accumulators as SQL over the old rows
+    clock_only: bool = False
+    """A stage new in the restored job (:meth:`StageKind.clock`): no rows to take in (``path`` is
+    empty), only the job's clock, so that what was late for the old job is late for it too; its
+    ``old_size_micros`` / ``old_gap_micros`` are the new stage's own window."""
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,31 @@ class StageKind(ABC):
         """What ``new`` receives when restored from rows: ``old`` is the stage as the snapshot's
         job planned it, ``watermark_ms`` the snapshot's watermark."""
 
+    def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
+        """What ``stage``, new in a job restored from a snapshot whose watermark was
+        ``watermark_ms``, receives so that it runs on the job's clock (one clock per job: an event
+        the old job found late is late for the new stage too, e.g. one whose window had closed);
+        None for a kind that has no watermark (nothing is ever late for it)."""
+        return None
+
     @abstractmethod
     def frame(
         self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
     ) -> DataFrame:
-        """The running stage over ``live`` rows (its input layer), fed ``seed`` when restored."""
+        """The running stage over ``live`` rows (its input layer), fed ``seed`` when restored (or,
+        for a stage new in a restored job, given the job's clock: ``seed.clock_only``)."""
+
+    def join_frame(
+        self,
+        spark: SparkSession,
+        left: DataFrame,
+        right: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+    ) -> DataFrame:
+        """A stage of two inputs (an interval join): the running stage over ``left`` and
+        ``right`` (both in the branch's joined column names), fed ``seed`` when restored."""
+        raise PitstopError(f"stage '{stage.name}' of kind '{self.name}' reads one input, not two")
 
     @abstractmethod
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:

@@ -24,7 +24,8 @@ would have; seeds are never emitted), and every live row whose key is among them
 time is before its ``expires_at`` is dropped on the way in (a left anti join with the snapshot's
 rows), so that a duplicate of an event seen before the cut is dropped after it whatever order
 Spark reads the first batch in. A live row the old job would have dropped as late (event time
-below the snapshot's watermark) is dropped too.
+below the snapshot's watermark) is dropped too, and so is it by a ``ROW_NUMBER`` stage new in a
+restored job (one clock per job); ``DISTINCT`` has no watermark, so nothing is late for it.
 
 Compatibility: the keys must stay (the state is the keys seen); the form (DISTINCT or
 ROW_NUMBER) must stay; the watermark delay may change (keys keep their old expiry). The columns a
@@ -185,6 +186,17 @@ class Dedup(StageKind):
         # old_size_micros: the old watermark delay (a seed is stamped at expires_at minus it).
         return StageSeed(path=path, old_size_micros=old.watermark_delay_micros, old_watermark_ms=watermark_ms)
 
+    def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
+        # ROW_NUMBER: rows below the watermark are late. DISTINCT keeps no watermark.
+        if stage.time_column is None:
+            return None
+        return StageSeed(
+            path="",
+            old_size_micros=stage.watermark_delay_micros,
+            old_watermark_ms=watermark_ms,
+            clock_only=True,
+        )
+
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         return (old.keys, old.time_column, old.watermark_delay_micros) == (
             new.keys,
@@ -205,15 +217,16 @@ class Dedup(StageKind):
             rows = live.select(*[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys])
         else:
             rows = live
-        if seed is not None:
+        if seed is not None and ts is not None:
+            wm_us = seed.old_watermark_ms * 1000
+            if wm_us > 0:  # late for the old job: late for this one (one clock per job)
+                rows = rows.filter(F.unix_micros(F.col(f"`{ts}`")) >= F.lit(wm_us))
+        if seed is not None and not seed.clock_only:
             schema = self.state_schema(stage)
             seen = spark.read.schema(schema).parquet(seed.path).withColumnRenamed("expires_at", "__expires")
             on = [rows[f"`{n}`"].eqNullSafe(seen[f"`{n}`"]) for n in names]
             if ts is not None:
                 on.append(F.unix_micros(rows[f"`{ts}`"]) < F.unix_micros(seen["__expires"]))
-                wm_us = seed.old_watermark_ms * 1000
-                if wm_us > 0:  # late for the old job: late for this one (one clock per job)
-                    rows = rows.filter(F.unix_micros(F.col(f"`{ts}`")) >= F.lit(wm_us))
             cond = on[0]
             for c in on[1:]:
                 cond = cond & c
@@ -236,7 +249,7 @@ class Dedup(StageKind):
                 ts, duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
             )
             out = out.dropDuplicatesWithinWatermark(names)
-        if seed is not None:
+        if seed is not None and not seed.clock_only:
             out = out.filter(~F.col(SEED)).drop(SEED)
         return out
 

@@ -6,7 +6,8 @@ State contract, format 1 (:mod:`pitstop.stages.windowed`): one row per open wind
 Restore from rows: a seed goes to the new window with the same *end* (Hazelcast's rule), so it is
 stamped at that window's start and kept only in the window that starts there (a stamp falls into
 several windows). A live event is late for each window that had closed at the snapshot's
-watermark, per assigned window, as Spark drops it.
+watermark, per assigned window, as Spark drops it; for a sliding stage new in a restored job, the
+same rule on its own windows (one clock per job).
 
 Compatibility: the slide must stay; the size may change, with a warning that windows in flight at
 the cut may be incomplete until they close.

@@ -8,13 +8,21 @@ from typing import Any
 
 from pitstop.errors import CompatibilityError, PlanError
 from pitstop.planner.plan import AggregateStage, Branch, stage_from_json
-from pitstop.stages import dedup, hop, running, session, tumble
+from pitstop.stages import dedup, hop, interval_join, running, session, tumble
 from pitstop.stages.base import StageKind
 
-KINDS: tuple[StageKind, ...] = (tumble.KIND, hop.KIND, session.KIND, running.KIND, dedup.KIND)
+KINDS: tuple[StageKind, ...] = (
+    tumble.KIND,
+    hop.KIND,
+    session.KIND,
+    running.KIND,
+    dedup.KIND,
+    interval_join.KIND,
+)
 _BY_NAME = {k.name: k for k in KINDS}
 # The kinds an aggregation plans, by the FROM's table-valued function (None: no window function);
-# deduplication is planned from DISTINCT and ROW_NUMBER() (pitstop.planner.build).
+# deduplication is planned from DISTINCT and ROW_NUMBER() (pitstop.planner.build), an interval
+# join from a JOIN's ON (pitstop.planner.joins).
 _BY_TVF = {k.tvf: k for k in (tumble.KIND, hop.KIND, session.KIND, running.KIND)}
 
 

@@ -21,7 +21,8 @@ Running: Spark's **update** output mode. Each micro-batch hands ``foreachBatch``
 groups its input changed (checked on pyspark 4.3.0: a batch with rows for ``a`` and ``c`` hands
 over ``a`` and ``c`` only); *append* is refused by Spark for an aggregation without a watermark
 (``STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION``), and *complete* would hand over every group in
-every batch. There is no watermark and no late event: a group's state lives as long as the job.
+every batch. There is no watermark and no late event: a group's state lives as long as the job (a running
+stage new in a restored job takes no clock: :meth:`pitstop.stages.base.StageKind.clock`).
 The sink replaces each changed group's row by the group keys (an upsert: DuckDB and PostgreSQL
 sinks, :mod:`pitstop.connectors.upsert`); a group that HAVING (or a filter after the stage)
 no longer keeps is removed from the sink. File and Kafka sinks, which append, are refused when

@@ -8,7 +8,8 @@ old gap. (Spark keeps the whole row in the state's value: key = (keys..., sessio
 
 Restore from rows: one seed row per open session with a gap of its own re-forms the session as
 ``[start, last event + new gap)``; a live event is late when ``ts + old gap`` had passed the
-snapshot's watermark.
+snapshot's watermark. A session stage new in a restored job drops the same events, on its own
+gap (one clock per job).
 
 Compatibility: the gap may change; open sessions are re-merged on the new gap.
 """
@@ -62,6 +63,8 @@ class Session(WindowKind):
             wm_us = seed.old_watermark_ms * 1000
             if wm_us > 0:
                 pre = pre.filter(F.expr(f"unix_micros(__ts) + {old_gap} > {wm_us}"))
+        if seed is not None and not seed.clock_only:
+            old_gap = seed.old_gap_micros or gap
             seeds = seed_inputs(seed_rows(spark, self, stage, seed), stage).select(
                 *keys,
                 F.col("window_start").alias("__ts"),

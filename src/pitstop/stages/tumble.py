@@ -6,7 +6,9 @@ State contract, format 1 (:mod:`pitstop.stages.windowed`): one row per open wind
 Restore from rows: a seed is stamped at its old window's start, so it lands in the new window
 that holds that start; a size changed to a multiple of the old one folds old windows into the new
 ones. A live event is late, as Spark would have found it in the old job, when its *old* window had
-closed at the snapshot's watermark (not when its own time is below the watermark).
+closed at the snapshot's watermark (not when its own time is below the watermark). A tumbling
+stage new in a restored job drops an event whose window (its own size) had closed by then (one
+clock per job, :meth:`pitstop.stages.base.StageKind.clock`).
 
 Compatibility: the size may change to a multiple of the old size; any other size is refused.
 """

@@ -22,6 +22,11 @@ their state types are the same (``MIN`` -> ``MAX``, with a warning). A state col
 starts empty for the windows in flight at the cut (their rows are partial until they close); a
 removed one's state is dropped. Each is named in EXPLAIN.
 
+Output: Spark's append mode, each window's row once, when the watermark passes its end; with
+early results (a job option, :mod:`pitstop.planner.early`) TUMBLE and HOP run in update mode
+instead, their rows replaced by window and keys as they change. The state is the same either
+way, so the option may be turned on or off across an update.
+
 A running stage in accumulator form::
 
     live rows -> (keys, __ts, acc0..accN)  --+
@@ -140,6 +145,18 @@ class WindowKind(StageKind):
             columns=evolution.seed_columns if evolved else None,
         )
 
+    def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
+        # The stage's own windows against the old watermark: had it run all along, Spark would
+        # have closed them by then.
+        spec = stage.spec
+        return StageSeed(
+            path="",
+            old_size_micros=spec.size_micros,
+            old_watermark_ms=watermark_ms,
+            old_gap_micros=spec.gap_micros,
+            clock_only=True,
+        )
+
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         return (old.window, old.keys, old.accumulators, old.functions) == (
             new.window,
@@ -157,6 +174,7 @@ class WindowKind(StageKind):
         pre = live_rows(live, stage)
         if seed is not None:
             pre = self.drop_late(pre, seed)
+        if seed is not None and not seed.clock_only:
             seeds = seed_inputs(seed_rows(spark, self, stage, seed), stage).select(
                 *keys,
                 self.seed_stamp(stage).alias("__ts"),
