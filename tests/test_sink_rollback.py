@@ -401,3 +401,60 @@ def test_rollback_restores_a_running_aggregates_keys_to_their_values_at_the_cut(
     got = {region: (int(n), Decimal(total)) for region, n, total in manager.catalog.query(table)[1]}
     assert got == expected  # no 'mars': it had no row at the cut, and the fixed query drops it
     assert got["eu"] == {r[0]: (int(r[1]), Decimal(r[2])) for r in at_cut}["eu"]  # its value at the cut
+
+
+def test_a_duckdb_sink_table_gains_added_columns_and_widened_types_and_rollback_still_finds_its_rows(
+    manager: Manager,
+) -> None:
+    """A restored windowed job whose aggregates were added and widened writes the same DuckDB
+    table (issue 11, section 3): the table gains the new column (NULL in the rows written before)
+    and the wider types, and the row hashes rollback finds rows by follow, so rolling back the
+    rows written before still finds every one of them."""
+    import pyarrow as pa
+
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.rollback import Span
+    from pitstop.connectors.sinks import DuckDBSink
+    from pitstop.connectors.types.duckdb import CONNECTOR
+
+    sink = Mapping("windows", "duckdb", (), None, {})
+    old = DuckDBSink(manager.catalog, sink, "j", "j-0", 0)
+    old.prepare([("region", "string"), ("n", "int"), ("price", "float"), ("total", "decimal(12,2)")])
+    rows = {"region": ["eu", "us"], "n": [1, 2], "price": [1.5, 2.5], "total": [Decimal("1.10"), None]}
+    old.write(pa.table(rows), 0)
+    new = DuckDBSink(manager.catalog, sink, "j", "j-1", 0)
+    new.prepare(
+        [
+            ("region", "string"),
+            ("n", "bigint"),
+            ("price", "double"),
+            ("total", "decimal(18,2)"),
+            ("top", "int"),
+        ]
+    )
+    columns = manager.catalog.query(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'windows' "
+        "ORDER BY ordinal_position"
+    )[1]
+    assert columns == [
+        ("region", "VARCHAR"),
+        ("n", "BIGINT"),
+        ("price", "DOUBLE"),
+        ("total", "DECIMAL(18,2)"),
+        ("top", "INTEGER"),
+    ]
+    new.write(
+        pa.table({**rows, "n": [2**40, 3], "total": [Decimal("1234567890123.45"), None], "top": [7, 8]}), 0
+    )
+    table = "SELECT region, n, total, top FROM windows ORDER BY n"
+    assert manager.catalog.query(table)[1] == [
+        ("eu", 1, Decimal("1.10"), None),
+        ("us", 2, None, None),
+        ("us", 3, None, 8),
+        ("eu", 2**40, Decimal("1234567890123.45"), 7),
+    ]
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, sink, (Span("j-0", 0, -1),), "j")
+    assert (plan.possible, plan.rows) == (True, 2)
+    with manager.catalog.transaction() as tx:
+        CONNECTOR.rollback_in_catalog(manager.catalog, sink, plan, tx)
+    assert [r[1] for r in manager.catalog.query(table)[1]] == [3, 2**40]

@@ -226,15 +226,12 @@ def test_a_restored_stage_gains_a_column_drops_one_and_widens_one(manager: Manag
         + f"CREATE JOB sums AS {SELECT.format(aggregates='SUM(amount) AS revenue, COUNT(*) AS n')};"
         + "AWAIT JOB sums; DROP JOB sums WITH SNAPSHOT sums_v1;",
     )
-    # The mapping's amount is wider now; the job drops COUNT(*) and adds MAX(amount). (A DuckDB
-    # sink table does not gain columns yet: the new columns go to a table of their own; the stage
-    # keeps its name by its hint.)
-    run(manager, EVENTS.format(precision=16, limit=last) + "CREATE MAPPING per_2min_v2 TYPE DuckDB;")
+    # The mapping's amount is wider now; the job drops COUNT(*) and adds MAX(amount), writing the
+    # same DuckDB table, which gains the column (and the wider type of revenue).
+    run(manager, EVENTS.format(precision=16, limit=last))
     updated = (
         f"sums OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT sums_v1 AS "
-        + SELECT.format(aggregates="SUM(amount) AS revenue, MAX(amount) AS top").replace(
-            "per_2min", "per_2min_v2"
-        )
+        + SELECT.format(aggregates="SUM(amount) AS revenue, MAX(amount) AS top")
         + ";"
     )
     explained = run(manager, f"EXPLAIN CREATE JOB {updated}")[0]
@@ -251,9 +248,21 @@ def test_a_restored_stage_gains_a_column_drops_one_and_widens_one(manager: Manag
     old_watermark = START + timedelta(seconds=cut - 1 - 5)
     new_watermark = START + timedelta(seconds=last - 1 - 5)
     every, after_cut = truth(0, last), truth(cut, last)
-    _, rows = manager.catalog.query("SELECT window_start, region, revenue, top FROM per_2min_v2")
-    written = {(r[0], r[1]): r[2:] for r in rows}
     size = timedelta(minutes=2)
+    _, rows = manager.catalog.query("SELECT window_start, region, revenue, n, top FROM per_2min")
+    # The rows the old job wrote keep their values, and hold NULL in the added column.
+    before = {(r[0], r[1]): r[2:] for r in rows if r[0] + size <= old_watermark}
+    assert before and all(v[1] is not None and v[2] is None for v in before.values())
+    assert {k: Decimal(v[0]) for k, v in before.items()} == {k: truth(0, cut)[k][0] for k in before}
+    _, types = manager.catalog.query(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'per_2min' "
+        "ORDER BY ordinal_position"
+    )
+    assert [t for t in types if t[0] in ("revenue", "top")] == [
+        ("revenue", "DECIMAL(26,2)"),
+        ("top", "DECIMAL(16,2)"),
+    ]
+    written = {(r[0], r[1]): (r[2], r[4]) for r in rows if r[0] + size > old_watermark}
     # The windows the restored job closed: the whole revenue (old state, cast, and new events);
     # the new MAX only from the cut on for the windows that were in flight at the cut (partial, as
     # EXPLAIN said), and whole for later ones.

@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
-from pitstop.errors import PlanError
 from pitstop.faults import crash_point
 from pitstop.sql.names import check_name
 
@@ -79,6 +78,75 @@ def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> s
     return f"hash({', '.join(parts)})"
 
 
+def evolve_table(
+    tx: Any,
+    table: str,
+    schema: list[tuple[str, str]],
+    defaults: dict[str, str] | None = None,
+) -> list[str]:
+    """Give sink table ``main.table`` the columns of ``schema`` it lacks (NULL in the rows written
+    before, until their key or window is written again; or their SQL value in ``defaults``) and
+    widen the types of those ``schema`` widens (:func:`pitstop.stages.accumulators.widens`: INT ->
+    BIGINT, FLOAT -> DOUBLE, DECIMAL(p,s) -> DECIMAL(p',s)); other types stay (a row's values are
+    cast on insert). Returns what changed, in sentences.
+
+    1. Compare the table's columns with ``schema``; nothing to do when none is missing or wider.
+    2. Re-key the row hashes that rollback finds the table's rows by (``pitstop.sink_rows``): each
+       row's hash over the old columns maps to its hash over the new ones (added: NULL; widened:
+       cast), computed from the table before it changes.
+    3. Add and widen the columns."""
+    from pitstop.stages.accumulators import widens
+
+    # Step 1.
+    before = table_columns(tx, table)
+    have = {n.lower(): (n, t) for n, t in before}
+    added = [(n, duckdb_type(t)) for n, t in schema if n.lower() not in have]
+    widened: list[tuple[str, str, str]] = []
+    for n, t in schema:
+        if n.lower() in have:
+            name, old = have[n.lower()]
+            new = duckdb_type(t)
+            if _spark_name(old) != _spark_name(new) and widens(_spark_name(old), _spark_name(new)):
+                widened.append((name, old, new))
+    if not added and not widened:
+        return []
+    # Step 2.
+    quoted = '"' + table.replace('"', '""') + '"'
+    wider = {n: new for n, _, new in widened}
+    after = [(n, wider.get(n, t)) for n, t in before] + added
+    defaults = defaults or {}
+    old_hash = row_hash(before)
+    new_hash = row_hash(after, {n for n, _ in before} | {n for n, _ in added if n in defaults})
+    for name, typ in added:  # an added column with a default holds it in the rows written before
+        if name in defaults:
+            quoted_name = '"' + name.replace('"', '""') + '"'
+            new_hash = new_hash.replace(f"CAST({quoted_name} AS {typ})", f"CAST({defaults[name]} AS {typ})")
+    tx.execute(
+        f"""UPDATE pitstop.sink_rows x SET row_hash = m.new_h FROM (
+            SELECT DISTINCT {old_hash} AS old_h, {new_hash} AS new_h FROM main.{quoted}) m
+            WHERE x.row_hash = m.old_h AND m.old_h <> m.new_h"""
+    )
+    # Step 3.
+    changes: list[str] = []
+    target = f"main.{quoted}"
+    for name, typ in added:
+        default = f" DEFAULT {defaults[name]}" if name in defaults else ""
+        tx.execute(f'ALTER TABLE {target} ADD COLUMN "{name.replace(chr(34), chr(34) * 2)}" {typ}{default}')
+    for name, _, typ in widened:
+        tx.execute(f'ALTER TABLE {target} ALTER COLUMN "{name.replace(chr(34), chr(34) * 2)}" TYPE {typ}')
+    changes += [
+        f"column '{n}' {t} added ({defaults.get(n, 'NULL')} in the rows written before)" for n, t in added
+    ]
+    changes += [f"column '{n}' widened from {old} to {new}" for n, old, new in widened]
+    return changes
+
+
+def _spark_name(duck: str) -> str:
+    """A DuckDB column type as :func:`~pitstop.stages.accumulators.widens` names it."""
+    t = duck.upper().replace(" ", "")
+    return {"INTEGER": "INT", "VARCHAR": "STRING", "REAL": "FLOAT"}.get(t, t)
+
+
 class DuckDBSink:
     def __init__(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> None:
         self.catalog = catalog
@@ -90,24 +158,14 @@ class DuckDBSink:
         self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
+        """Create the table, or give an existing one the job's new columns and widened types
+        (:func:`evolve_table`: a restored job whose aggregates were added or widened)."""
         quoted = '"' + self.table.replace('"', '""') + '"'
         cols = ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in schema)
         with self.catalog.transaction() as tx:
             tx.execute(f"CREATE TABLE IF NOT EXISTS main.{quoted} ({cols})")
-            existing = {
-                r[0].lower()
-                for r in tx.execute(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_schema = 'main' AND table_name = ?",
-                    [self.table],
-                ).fetchall()
-            }
-        missing = [n for n, _ in schema if n.lower() not in existing]
-        if missing:
-            raise PlanError(
-                f"sink table '{self.table}' (mapping '{self.mapping.name}') has no column(s) "
-                f"{', '.join(missing)}; alias the job's columns to the table's, or write to a new mapping"
-            )
+            for change in evolve_table(tx, self.table, schema):
+                log.info("sink table '%s' (mapping '%s'): %s", self.table, self.mapping.name, change)
 
     def last_batch(self) -> int | None:
         """The last batch this sink holds for its run and branch (from the bookkeeping)."""

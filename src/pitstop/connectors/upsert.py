@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.sinks import DuckDBSink, _naive_utc, duckdb_type
+from pitstop.connectors.sinks import DuckDBSink, _naive_utc, duckdb_type, evolve_table
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 
@@ -173,13 +173,10 @@ class UpsertSink(DuckDBSink):
             cols = [f"{quote(n)} {duckdb_type(t)}" for n, t in schema]
             pk = ", ".join(quote(k) for k in self.keys)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {target} ({', '.join(cols)}, PRIMARY KEY ({pk}))")
-            existing = self._columns(tx, "main", self.table)
-            for name, typ in schema:
-                if name.lower() not in {c.lower() for c in existing}:
-                    # A window table written before without early results: its rows were final.
-                    default = " DEFAULT false" if self.windows is not None and name == EARLY else ""
-                    tx.execute(f"ALTER TABLE {target} ADD COLUMN {quote(name)} {duckdb_type(typ)}{default}")
-                    log.info("%s: column '%s' added (NULL in the rows written before)", self._about(), name)
+            # A window table written before without early results: its rows were final.
+            defaults = {EARLY: "false"} if self.windows is not None else None
+            for change in evolve_table(tx, self.table, schema, defaults=defaults):
+                log.info("%s: %s", self._about(), change)
             keyed = tx.execute(
                 "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
                 "AND lower(table_name) = lower(?) AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')",
@@ -207,9 +204,18 @@ class UpsertSink(DuckDBSink):
                     [self.table],
                 ).fetchall()
             )
+            widened = dict(
+                tx.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = 'pitstop' AND lower(table_name) = lower(?)",
+                    [self.table + HISTORY_SUFFIX],
+                ).fetchall()
+            )
             for name in self.table_columns:
                 if name.lower() not in have:
                     tx.execute(f"ALTER TABLE {history} ADD COLUMN {quote(name)} {types[name]}")
+                elif widened.get(name, types[name]) != types[name]:  # the table's type was widened
+                    tx.execute(f"ALTER TABLE {history} ALTER COLUMN {quote(name)} TYPE {types[name]}")
 
     def _key_windows(self, tx: duckdb.DuckDBPyConnection, target: str) -> None:
         """Give a window table written without early results (each window once) its primary key

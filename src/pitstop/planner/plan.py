@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Accumulator kinds and how Spark merges them.
+# Accumulator kinds and how Spark merges them (a ``set``, ``collect_set`` of its elements, and an
+# ``hll`` sketch, a union of sketches, have input columns of their own: pitstop.stages.buffers).
 MERGE_FUNCTION = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 
@@ -22,8 +23,8 @@ class Accumulator:
     """One typed accumulator: its contribution per input row, merged with ``MERGE_FUNCTION``."""
 
     name: str  # acc0, acc1, ...: positional, stable for a given SELECT
-    kind: str  # count | sum | min | max
-    type: str  # Spark SQL type of the state column, e.g. BIGINT, DECIMAL(22,2)
+    kind: str  # count | sum | min | max | set | hll
+    type: str  # Spark SQL type of the state column, e.g. BIGINT, DECIMAL(22,2), ARRAY<STRING>
     input_sql: str  # Spark SQL over a source row: this row's contribution
 
 

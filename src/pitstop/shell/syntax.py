@@ -149,6 +149,7 @@ DIALECT_KEYWORDS: tuple[str, ...] = tuple(
 # SQL words completion offers besides the dialect's.
 SQL_KEYWORDS: tuple[str, ...] = (
     "AND",
+    "APPROX_COUNT_DISTINCT",
     "AS",
     "ASC",
     "AVG",
@@ -189,7 +190,9 @@ SQL_KEYWORDS: tuple[str, ...] = (
     "LIKE",
     "LIMIT",
     "MAX",
+    "MAX_BY",
     "MIN",
+    "MIN_BY",
     "MINUTE",
     "NOT",
     "NULL",

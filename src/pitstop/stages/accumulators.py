@@ -1,10 +1,30 @@
 """Aggregations in accumulator form (DESIGN.md section 3, point 2), planned from SQL.
 
 Every aggregate function is a list of typed accumulators with a merge function
-(:data:`pitstop.planner.plan.MERGE_FUNCTION`) and a finish expression: ``COUNT`` is a BIGINT
-summed; ``AVG(x)`` a sum and a count; ``MIN`` / ``MAX`` themselves. The accumulator schema is the
-state type of every aggregating stage kind, and what "the accumulator type must stay the same" is
-checked against.
+(:mod:`pitstop.stages.buffers`) and a finish expression. The accumulator schema is the state type
+of every aggregating stage kind (the ``acc0..accN`` columns of their state contracts), and what
+"the accumulator type must stay the same" is checked against:
+
+==========================  ===============================================  =====================
+aggregate                   accumulator(s): kind and state column type       finish
+==========================  ===============================================  =====================
+``COUNT(*)``, ``COUNT(x)``  count BIGINT (summed)                            itself
+``SUM(x)``                  sum, of Spark's SUM type                         itself
+``AVG(x)``                  sum, and count BIGINT                            sum / count
+``MIN(x)``, ``MAX(x)``      min / max, of x's type                           itself
+``MIN_BY(x, y)``,           min / max STRUCT<ord: type of y, val: type of    ``acc['val']``
+``MAX_BY(x, y)``            x>; a row whose y is NULL is skipped; of equal
+                            y, the least x wins
+``COUNT(DISTINCT x)``       set ARRAY<type of x>: the distinct non-NULL      its size
+                            values (exact; merged by union)
+``APPROX_COUNT_DISTINCT``   hll BINARY: an Apache DataSketches HLL sketch    its estimate
+``(x)``                     (lgConfigK 12) of x as a STRING, Spark's
+                            ``hll_sketch_agg`` (merged by ``hll_union``)
+==========================  ===============================================  =====================
+
+``MIN_BY`` and ``MAX_BY`` differ only in their comparator: their state has one type, so changing one
+into the other keeps the state (Hazelcast: "changing the comparator" of ``minBy``), with a warning
+that each kept value is the old comparator's best until its window or key sees new events.
 """
 
 from __future__ import annotations
@@ -18,9 +38,13 @@ from pitstop.errors import PlanError
 from pitstop.planner.plan import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, sum_type
+from pitstop.stages.buffers import SET_ELEMENT_TYPES
 
 WINDOW_COLUMNS = ("window_start", "window_end")
-SUPPORTED_AGGREGATES = "COUNT(*), COUNT(x), SUM, MIN, MAX, AVG"
+SUPPORTED_AGGREGATES = (
+    "COUNT(*), COUNT(x), COUNT(DISTINCT x), APPROX_COUNT_DISTINCT(x), SUM, MIN, MAX, AVG, "
+    "MIN_BY(x, y), MAX_BY(x, y)"
+)
 
 
 def plan_aggregate(
@@ -147,14 +171,21 @@ def accumulate(call: exp.AggFunc, src: Layer, add: Callable[[str, str, str], str
     if isinstance(call, exp.Count):
         arg = call.this
         if isinstance(arg, exp.Distinct):
-            raise PlanError(
-                f"{text}: COUNT(DISTINCT ...) is not supported yet; supported: {SUPPORTED_AGGREGATES}. "
-                "To count distinct values, GROUP BY them in one job and count the sink's rows"
-            )
+            return distinct_set(text, arg, src, add)
         if arg is None or isinstance(arg, exp.Star):
             return add("count", "BIGINT", "CAST(1 AS BIGINT)")
         check_columns(arg, src)
         return add("count", "BIGINT", f"CAST(CASE WHEN {arg.sql(SPARK)} IS NULL THEN 0 ELSE 1 END AS BIGINT)")
+    if isinstance(call, exp.ApproxDistinct):
+        if call.args.get("accuracy") is not None or isinstance(call.this, exp.Distinct):
+            raise PlanError(
+                f"{text}: write APPROX_COUNT_DISTINCT(x) with one argument (its sketch has a fixed size)"
+            )
+        check_columns(call.this, src)
+        acc = add("hll", "BINARY", f"CAST({call.this.sql(SPARK)} AS STRING)")
+        return f"CAST(coalesce(hll_sketch_estimate({acc}), 0) AS BIGINT)"
+    if isinstance(call, (exp.ArgMin, exp.ArgMax)):
+        return arg_extremum(call, src, add)
     if not isinstance(call, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
         raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
     arg = call.this
@@ -180,6 +211,58 @@ def accumulate(call: exp.AggFunc, src: Layer, add: Callable[[str, str, str], str
         p, scale = parts
         return f"CAST({s} / {c} AS DECIMAL({min(38, p + 4)},{min(38, scale + 4)}))"
     return f"CAST({s} AS DOUBLE) / {c}"
+
+
+def distinct_set(text: str, arg: exp.Distinct, src: Layer, add: Callable[[str, str, str], str]) -> str:
+    """``COUNT(DISTINCT x)``: the set of x's distinct values."""
+    if len(arg.expressions) != 1:
+        raise PlanError(f"{text}: COUNT(DISTINCT ...) counts one expression; write COUNT(DISTINCT x)")
+    x = arg.expressions[0]
+    check_columns(x, src)
+    typ = infer(x, src.table, src.columns)
+    parts = decimal_parts(typ)
+    if typ not in SET_ELEMENT_TYPES and (parts is None or parts[0] > 18):
+        raise PlanError(
+            f"{text}: a distinct set of {typ} values is not supported; CAST the value to STRING (or "
+            f"to one of {', '.join(SET_ELEMENT_TYPES)}, DECIMAL(p,s) with p <= 18)"
+        )
+    acc = add("set", f"ARRAY<{typ}>", f"CAST({x.sql(SPARK)} AS {typ})")
+    return f"CAST(coalesce(size({acc}), 0) AS BIGINT)"
+
+
+def arg_extremum(call: exp.ArgMin | exp.ArgMax, src: Layer, add: Callable[[str, str, str], str]) -> str:
+    """``MIN_BY(x, y)`` / ``MAX_BY(x, y)``: the least / greatest (y, x), whose x is the result."""
+    text = call.sql(SPARK)
+    x, y = call.this, call.expression
+    if y is None or call.args.get("count") is not None:
+        raise PlanError(f"{text}: write {'MIN_BY' if isinstance(call, exp.ArgMin) else 'MAX_BY'}(x, y)")
+    check_columns(x, src)
+    check_columns(y, src)
+    tx, ty = infer(x, src.table, src.columns), infer(y, src.table, src.columns)
+    kind = "min" if isinstance(call, exp.ArgMin) else "max"
+    pair = f"named_struct('ord', CAST({y.sql(SPARK)} AS {ty}), 'val', CAST({x.sql(SPARK)} AS {tx}))"
+    acc = add(
+        kind, f"STRUCT<ord: {ty}, val: {tx}>", f"CASE WHEN {y.sql(SPARK)} IS NULL THEN NULL ELSE {pair} END"
+    )
+    return f"CAST({acc}['val'] AS {tx})"
+
+
+def comparator_changes(changed: tuple[tuple[str, str], ...], in_flight: str) -> list[str]:
+    """A warning per ``MIN_BY`` changed into ``MAX_BY`` (or back), whose state is kept: what the
+    restored value is until new events arrive."""
+    warnings: list[str] = []
+    for old, new in changed:
+        before, after = parse_spark(old), parse_spark(new)
+        pair = {type(before), type(after)}
+        if pair == {exp.ArgMin, exp.ArgMax} and before.args.get("this") == after.args.get("this"):
+            if before.args.get("expression") == after.args.get("expression"):
+                warnings.append(
+                    f"{old} -> {new} changes the comparator and keeps the state: for {in_flight}, "
+                    f"{new} starts from the value {old} kept (the old comparator's best) and holds it "
+                    "until it sees an event that wins by the new comparator; it is the true "
+                    f"{new} only for those that start after the cut"
+                )
+    return warnings
 
 
 # -- evolution ------------------------------------------------------------------------------------

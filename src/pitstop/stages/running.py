@@ -9,8 +9,11 @@ State contract, format 1: one row per group seen so far::
 named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
 :class:`~pitstop.planner.plan.Accumulator`), in the accumulator form windows have
 (:mod:`pitstop.stages.accumulators`): ``COUNT`` a BIGINT summed, ``AVG`` a sum and a count,
-``MIN`` / ``MAX`` themselves. Spark keeps it as key = (keys...), value = the accumulators'
-buffers (a DECIMAL sum with an "empty" flag), read positionally. A restored stage receives these
+``MIN`` / ``MAX`` themselves, ``MIN_BY`` / ``MAX_BY`` a STRUCT<ord, val>, ``COUNT(DISTINCT x)``
+an ARRAY of the distinct values, ``APPROX_COUNT_DISTINCT`` a BINARY HLL sketch. Spark keeps it as
+key = (keys...), value = the accumulators' buffers (a DECIMAL sum with an "empty" flag; a set's
+serialized ``collect_set`` buffer; a sketch as two, the live values' and the seeds'), read
+positionally (:mod:`pitstop.stages.buffers`). A restored stage receives these
 rows as seeds in its first micro-batch, merged into the groups with the live rows, so the first
 batch of a restored run writes every group again (the same values, and any added column).
 
@@ -40,11 +43,20 @@ from typing import TYPE_CHECKING, ClassVar
 import pyarrow as pa
 
 from pitstop.errors import PitstopError
-from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, Projection
+from pitstop.planner.plan import AggregateStage, Projection
 from pitstop.planner.scope import Input, Layer
 from pitstop.stages.accumulators import evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
-from pitstop.stages.windowed import SAME, evolved, expected_buffer, key_columns, keys_changed, renamed
+from pitstop.stages.buffers import (
+    decode_sets,
+    expected_buffer,
+    live_inputs,
+    merges,
+    row_columns,
+    seed_inputs,
+    state_columns,
+)
+from pitstop.stages.windowed import SAME, evolved, key_columns, keys_changed, renamed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,8 +110,9 @@ class Running(StageKind):
             F.col("value").cast(renamed(value_t, [n for n, _ in expected])).alias("v"),
         )
         columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
-        columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
-        return flat.select(*columns).toArrow().cast(state_arrow(self, stage))
+        columns += state_columns(stage, "v")
+        schema = state_arrow(self, stage)
+        return decode_sets(flat.select(*columns).toArrow(), stage, schema).cast(schema)
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
@@ -126,18 +139,17 @@ class Running(StageKind):
         keys = key_columns(stage)
         rows = live.select(
             *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
-            *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
+            *live_inputs(stage),
         )
         if seed is not None:
             seeds = spark.readStream.schema(seed.schema or self.state_schema(stage)).parquet(seed.path)
             if seed.columns is not None:
                 seeds = seeds.select(*keys, *[F.expr(sql).alias(name) for name, sql in seed.columns.items()])
-            rows = rows.unionByName(
-                seeds.select(*keys, *[F.col(a.name).cast(a.type).alias(a.name) for a in stage.accumulators])
+            seeds = seeds.select(
+                *keys, *[F.col(a.name).cast(a.type).alias(a.name) for a in stage.accumulators]
             )
-        return rows.groupBy(*keys).agg(
-            *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
-        )
+            rows = rows.unionByName(seed_inputs(seeds, stage).select(*keys, *row_columns(stage)))
+        return rows.groupBy(*keys).agg(*merges(stage))
 
     # -- compatibility ---------------------------------------------------------------------------
     def compare(self, old: AggregateStage, new: AggregateStage) -> Change:

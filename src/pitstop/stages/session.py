@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pitstop.planner.plan import WindowSpec
 from pitstop.sql.intervals import format_interval, interval_micros
 from pitstop.stages.base import Change, StageSeed
+from pitstop.stages.buffers import row_columns, seed_inputs
 from pitstop.stages.windowed import SAME, WindowKind, delay, key_columns, live_rows, merged, seed_rows
 
 if TYPE_CHECKING:
@@ -64,10 +65,10 @@ class Session(WindowKind):
                 pre = pre.filter(F.expr(f"unix_micros(__ts) + {old_gap} > {wm_us}"))
         if seed is not None and not seed.clock_only:
             old_gap = seed.old_gap_micros or gap
-            seeds = seed_rows(spark, self, stage, seed).select(
+            seeds = seed_inputs(seed_rows(spark, self, stage, seed), stage).select(
                 *keys,
                 F.col("window_start").alias("__ts"),
-                *[F.col(a.name).cast(a.type) for a in stage.accumulators],
+                *row_columns(stage),
                 F.lit(True).alias("__seed"),
                 F.expr(f"unix_micros(window_end) - {old_gap} + {gap} - unix_micros(window_start)").alias(
                     "__gap"

@@ -6,7 +6,11 @@ State contract of every window kind, format 1: one row per open window and key::
     keys..., window_start TIMESTAMP, window_end TIMESTAMP, acc0..accN
 
 named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
-:class:`~pitstop.planner.plan.Accumulator`). A restored stage receives these rows as seeds in its
+:class:`~pitstop.planner.plan.Accumulator`; :mod:`pitstop.stages.accumulators` lists each
+aggregate's accumulators: e.g. ``COUNT(DISTINCT x)`` an ARRAY of the distinct values,
+``APPROX_COUNT_DISTINCT(x)`` a BINARY HLL sketch, ``MIN_BY(x, y)`` a STRUCT<ord, val>). Spark's
+state holds them as buffers of its own (:mod:`pitstop.stages.buffers`), read positionally and
+turned into these columns. A restored stage receives these rows as seeds in its
 first micro-batch, merged into the windows they land in; each kind says where a seed lands and
 which live events are late (its own module).
 
@@ -38,12 +42,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from pitstop.errors import PitstopError, PlanError
-from pitstop.planner.plan import MERGE_FUNCTION, AggregateStage, KeyColumn, Projection, WindowSpec
+from pitstop.planner.plan import AggregateStage, KeyColumn, Projection, WindowSpec
 from pitstop.planner.scope import Input, Layer
-from pitstop.planner.types import decimal_parts
 from pitstop.sql.intervals import format_interval
-from pitstop.stages.accumulators import Evolution, evolve, plan_aggregate
+from pitstop.stages.accumulators import Evolution, comparator_changes, evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
+from pitstop.stages.buffers import (
+    decode_sets,
+    expected_buffer,
+    live_inputs,
+    merges,
+    row_columns,
+    seed_inputs,
+    state_columns,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -116,8 +128,9 @@ class WindowKind(StageKind):
             F.col(f"{window}.start").alias("window_start"),
             F.col(f"{window}.end").alias("window_end"),
         ]
-        columns += [F.col(f"v.{a.name}").cast(a.type).alias(a.name) for a in stage.accumulators]
-        return flat.select(*columns).toArrow().cast(state_arrow(self, stage))
+        columns += state_columns(stage, "v")
+        schema = state_arrow(self, stage)
+        return decode_sets(flat.select(*columns).toArrow(), stage, schema).cast(schema)
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
@@ -162,10 +175,10 @@ class WindowKind(StageKind):
         if seed is not None:
             pre = self.drop_late(pre, seed)
         if seed is not None and not seed.clock_only:
-            seeds = seed_rows(spark, self, stage, seed).select(
+            seeds = seed_inputs(seed_rows(spark, self, stage, seed), stage).select(
                 *keys,
                 self.seed_stamp(stage).alias("__ts"),
-                *[F.col(a.name).cast(a.type) for a in stage.accumulators],
+                *row_columns(stage),
                 F.lit(True).alias("__seed"),
             )
             pre = pre.unionByName(seeds)
@@ -173,7 +186,7 @@ class WindowKind(StageKind):
         rows = pre.select(
             self.assign(stage).alias("window"),
             *keys,
-            *[F.col(a.name) for a in stage.accumulators],
+            *row_columns(stage),
             "__seed",
             "__ts",
         )
@@ -282,7 +295,7 @@ def live_rows(live: DataFrame, stage: AggregateStage) -> DataFrame:
     return live.select(
         *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
         F.col(f"`{stage.spec.time_column}`").alias("__ts"),
-        *[F.expr(a.input_sql).cast(a.type).alias(a.name) for a in stage.accumulators],
+        *live_inputs(stage),
         F.lit(False).alias("__seed"),
     )
 
@@ -308,9 +321,7 @@ def merged(grouped: Any, stage: AggregateStage) -> DataFrame:
     from pyspark.sql import functions as F
 
     keys = key_columns(stage)
-    out = grouped.agg(
-        *[F.expr(f"{MERGE_FUNCTION[a.kind]}({a.name})").alias(a.name) for a in stage.accumulators]
-    )
+    out = grouped.agg(*merges(stage))
     return out.select(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
@@ -320,19 +331,6 @@ def merged(grouped: Any, stage: AggregateStage) -> DataFrame:
 
 
 # -- reading state ---------------------------------------------------------------------------------
-def expected_buffer(stage: AggregateStage) -> list[tuple[str, str]]:
-    """The state value fields Spark keeps for the stage's accumulators: (our name, Spark type)."""
-    fields: list[tuple[str, str]] = []
-    for a in stage.accumulators:
-        parts = decimal_parts(a.type)
-        if a.kind in ("sum", "count") and parts is not None:
-            fields.append((a.name, f"decimal({min(38, parts[0] + 10)},{parts[1]})"))
-            fields.append((f"{a.name}__empty", "boolean"))
-        else:
-            fields.append((a.name, {"INT": "int", "STRING": "string"}.get(a.type, a.type.lower())))
-    return fields
-
-
 def renamed(struct: Any, names: list[str]) -> Any:
     """``struct`` with its fields renamed positionally (a struct cast in Spark is positional)."""
     from pyspark.sql.types import StructField, StructType
@@ -359,7 +357,8 @@ def evolved(
     )
     if evolution.identity:  # the same accumulators, where a function may have changed in place
         reason = identical if window.reason == SAME else window.reason
-        return Change(False, reason, window.warnings + ((changed,) if evolution.changed else ()))
+        more = (changed, *comparator_changes(evolution.changed, in_flight)) if evolution.changed else ()
+        return Change(False, reason, window.warnings + more)
     reason = same if window.reason == SAME else window.reason
     if evolution.widened:
         reason += f"; widened, cast on restore: {', '.join(evolution.widened)}"
@@ -370,6 +369,7 @@ def evolved(
     warnings = list(window.warnings)
     if evolution.changed:
         warnings.append(changed)
+        warnings += comparator_changes(evolution.changed, in_flight)
     if evolution.added:
         verb = "starts" if len(evolution.added) == 1 else "start"
         warnings.append(
