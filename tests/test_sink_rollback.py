@@ -413,11 +413,21 @@ def test_a_duckdb_sink_table_gains_added_columns_and_widened_types_and_rollback_
     import pyarrow as pa
 
     from pitstop.catalog.rows import Mapping
+    from pitstop.catalog.store import now
     from pitstop.connectors.rollback import Span
     from pitstop.connectors.sinks import DuckDBSink
     from pitstop.connectors.types.duckdb import CONNECTOR
 
     sink = Mapping("windows", "duckdb", (), None, {})
+    with manager.catalog.transaction() as tx:  # the job's earlier run, whose plan writes the sink
+        tx.execute(
+            "INSERT INTO pitstop.runs VALUES ('j-0', 'j', ?, ?, NULL, ?)",
+            [
+                str(manager.home / "runs" / "j-0"),
+                json.dumps({"branches": [{"index": 0, "sink": "windows"}]}),
+                now(),
+            ],
+        )
     old = DuckDBSink(manager.catalog, sink, "j", "j-0", 0)
     old.prepare([("region", "string"), ("n", "int"), ("price", "float"), ("total", "decimal(12,2)")])
     rows = {"region": ["eu", "us"], "n": [1, 2], "price": [1.5, 2.5], "total": [Decimal("1.10"), None]}

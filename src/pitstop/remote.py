@@ -219,6 +219,11 @@ class RemoteCatalog:
     def snapshot_names(self) -> list[str]:
         return [r[3] for r in self.snapshot_listing()]
 
+    def snapshot_stages(self) -> dict[str, tuple[str, ...]]:
+        """Each snapshot's stage names (as :meth:`pitstop.catalog.store.Catalog.snapshot_stages`)."""
+        rows = self._rows("SELECT name, manifest FROM pitstop.snapshots")
+        return {str(n).lower(): tuple(sorted((_json(m).get("stages") or {}).keys())) for n, m in rows}
+
     def close(self) -> None:
         self.conn.close()
 

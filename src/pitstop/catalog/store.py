@@ -550,6 +550,16 @@ class Catalog:
         """Snapshot names only (for completion and suggestions; no manifest is read)."""
         return [row[3] for row in self.snapshot_listing()]
 
+    def snapshot_stages(self) -> dict[str, tuple[str, ...]]:
+        """Each snapshot's stage names (snapshot name, lower-case -> stages), for completion of
+        ``snapshot_state('s', 'stage')``; only the manifests' stage keys are read."""
+        rows = (
+            self.cursor()
+            .execute("SELECT name, json_keys(manifest, '$.stages') FROM pitstop.snapshots")
+            .fetchall()
+        )
+        return {str(n).lower(): tuple(sorted(k or ())) for n, k in rows}
+
     def snapshot_listing(self) -> list[tuple[Any, ...]]:
         """``(created, size_bytes, job, name, rows)`` of every snapshot, without the manifests
         (what SHOW SNAPSHOTS prints; parsing 1,000 manifests would cost more than the query)."""

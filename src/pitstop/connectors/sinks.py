@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
+from pitstop.errors import PlanError
 from pitstop.faults import crash_point
 from pitstop.sql.names import check_name
 
@@ -158,14 +159,34 @@ class DuckDBSink:
         self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
-        """Create the table, or give an existing one the job's new columns and widened types
-        (:func:`evolve_table`: a restored job whose aggregates were added or widened)."""
+        """Create the table, or give an existing one that this job's earlier runs wrote the job's
+        new columns and widened types (:func:`evolve_table`: a restored job whose aggregates were
+        added or widened). A table this job never wrote (another job's, or one made by hand) is
+        not changed: a column it lacks is an error naming it."""
         quoted = '"' + self.table.replace('"', '""') + '"'
         cols = ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in schema)
         with self.catalog.transaction() as tx:
             tx.execute(f"CREATE TABLE IF NOT EXISTS main.{quoted} ({cols})")
+            if not self._ours():
+                existing = {n.lower() for n, _ in table_columns(tx, self.table)}
+                missing = [n for n, _ in schema if n.lower() not in existing]
+                if missing:
+                    raise PlanError(
+                        f"sink table '{self.table}' (mapping '{self.mapping.name}') has no column(s) "
+                        f"{', '.join(missing)}, and job '{self.job}' never wrote it, so it is not changed; "
+                        "alias the job's columns to the table's, or write to a new mapping"
+                    )
+                return
             for change in evolve_table(tx, self.table, schema):
                 log.info("sink table '%s' (mapping '%s'): %s", self.table, self.mapping.name, change)
+
+    def _ours(self) -> bool:
+        """Whether an earlier run of this job wrote this sink (the job's own table, which evolves
+        with it across updates)."""
+        return any(
+            job.lower() == self.job.lower() and run_id != self.run_id
+            for job, run_id, _ in self.catalog.runs_writing(self.mapping.name)
+        )
 
     def last_batch(self) -> int | None:
         """The last batch this sink holds for its run and branch (from the bookkeeping)."""

@@ -56,9 +56,8 @@ class CatalogNames:
                 stages.update(s.name for s in JobPlan.from_json(catalog.get_run(job.run_id).plan).stages)
             except Exception:  # noqa: BLE001 - a plan completion cannot read is just not offered
                 log.debug("no stages for job '%s'", job.name, exc_info=True)
-        _, rows = catalog.query("SELECT name, json_keys(manifest, '$.stages') FROM pitstop.snapshots")
         return cls(
-            snapshot_stages={str(n).lower(): tuple(sorted(k or ())) for n, k in rows},
+            snapshot_stages=catalog.snapshot_stages(),
             mappings=tuple(m.name for m in mappings),
             columns={m.name.lower(): tuple(c.name for c in m.columns) for m in mappings},
             jobs=tuple(j.name for j in jobs),
