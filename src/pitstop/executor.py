@@ -434,17 +434,15 @@ class Executor:
             self._dropped.pop(("job", name.lower()), None)
             return Result("OK")
         rollback: tuple[SinkRollback, ...] = ()
-        if restore is not None and options.get("acceptSinkGap", "false").lower() != "true":
+        if restore is not None:
             snap = self._find_snapshot(restore.snapshot)
             assert isinstance(snap, Snapshot) and self.catalog is not None
-            gap = rolled_back_past(self.catalog, snap)
+            gap = None if _flag(options, "acceptSinkGap") else rolled_back_past(self.catalog, snap)
             if gap is not None:
                 raise PlanError(f"job '{name}' was not created: {gap}")
-        if restore is not None and options.get("sinkRollback", "false").lower() == "true":
-            snap = self._find_snapshot(restore.snapshot)
-            assert isinstance(snap, Snapshot)
-            rollback = self._rollback_plan(snap)
-            refuse_if_blocked(snap.name, rollback, self._still_running(snap))
+            if _flag(options, "sinkRollback"):
+                rollback = self._rollback_plan(snap)
+                refuse_if_blocked(snap.name, rollback, self._still_running(snap))
         self.manager.create_job(name, stmt.text, plan, restore, options, rollback)
         lines = [f"job '{name}' started"]
         if restore is not None:
@@ -745,17 +743,16 @@ class Executor:
                 restore = self._plan_restore(snap, plan, options)
                 verdicts, notes = list(restore.verdicts), restore.source_notes  # how each is restored
             if isinstance(snap, Snapshot) and self.manager is not None:
-                rolls = options.get("sinkRollback", "false").lower() == "true"
+                rolls = _flag(options, "sinkRollback")
                 running = self._still_running(snap) if rolls else None
                 past = batches_past(self.catalog, snap) if self.catalog is not None else None
                 sinks = describe.rollback_rows(
                     snap.name, self._rollback_plan(snap), rolls, plan, running, past
                 )
-                gap = None if self.catalog is None else rolled_back_past(self.catalog, snap)
-                if gap is not None and options.get("acceptSinkGap", "false").lower() != "true":
+                if self.catalog is not None and not _flag(options, "acceptSinkGap"):
+                    gap = rolled_back_past(self.catalog, snap)
+                if gap is not None:
                     sinks = (describe.gap_row(gap), *sinks)
-                else:
-                    gap = None
         rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes) + sinks
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""
@@ -932,3 +929,8 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
     connector.check_mapping(name, tuple(columns), options)
     kind = connector.key
     return Mapping(name, kind, tuple(columns), watermark, options, dsn.mask(sql))  # kept without passwords
+
+
+def _flag(options: dict[str, str], key: str) -> bool:
+    """A job option that is 'true' or 'false' (checked when the statement is planned)."""
+    return options.get(key, "false").lower() == "true"

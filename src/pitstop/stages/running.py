@@ -42,21 +42,18 @@ from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 
-from pitstop.errors import PitstopError
 from pitstop.planner.plan import AggregateStage, Projection
 from pitstop.planner.scope import Input, Layer
 from pitstop.stages.accumulators import evolve, plan_aggregate
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText
 from pitstop.stages.buffers import (
-    decode_sets,
     expected_buffer,
     live_inputs,
     merges,
     row_columns,
     seed_inputs,
-    state_columns,
 )
-from pitstop.stages.windowed import SAME, evolved, key_columns, keys_changed, renamed
+from pitstop.stages.windowed import SAME, evolved, key_columns, keys_changed, read_buffers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,28 +88,12 @@ class Running(StageKind):
         stage: AggregateStage,
         job: str,
     ) -> pa.Table:
-        from pyspark.sql import functions as F
-
-        state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
-        # Check the shape: the key holds the group keys, the value the buffers.
-        expected = expected_buffer(stage)
-        got = [f.dataType.simpleString() for f in value_t.fields]
-        if len(key_t.fields) != len(stage.keys) or got != [t for _, t in expected]:
-            raise PitstopError(
-                f"job '{job}', stage '{stage.name}': the state in the checkpoint has key "
-                f"{key_t.simpleString()} and value {value_t.simpleString()}, not the shape the plan expects "
-                f"({len(stage.keys)} key(s); {', '.join(t for _, t in expected)}); the snapshot was not "
-                "written"
-            )
-        key_names = [f"__k{i}" for i in range(len(stage.keys))]
-        flat = state.select(
-            F.col("key").cast(renamed(key_t, key_names)).alias("k"),
-            F.col("value").cast(renamed(value_t, [n for n, _ in expected])).alias("v"),
+        # Spark's key holds the group keys, its value the buffers.
+        keys = [f"__k{i}" for i in range(len(stage.keys))]
+        accs = [n for n, _ in expected_buffer(stage)]
+        return read_buffers(
+            self, spark, checkpoint, batch, operator, stage, job, keys, accs, slice(0, None), None
         )
-        columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
-        columns += state_columns(stage, "v")
-        schema = state_arrow(self, stage)
-        return decode_sets(flat.select(*columns).toArrow(), stage, schema).cast(schema)
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:

@@ -105,32 +105,11 @@ class WindowKind(StageKind):
         stage: AggregateStage,
         job: str,
     ) -> pa.Table:
-        from pyspark.sql import functions as F
-
-        state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
-        # Check the shape: the key holds the window and the keys, the value the buffers.
-        expected = expected_buffer(stage)
-        accs = [n for n, _ in expected]
+        accs = [n for n, _ in expected_buffer(stage)]
         key_names, value_names, window, buffers = self.state_layout(len(stage.keys), accs)
-        got = [f.dataType.simpleString() for f in value_t.fields[buffers]]
-        if len(key_t.fields) != len(key_names) or got != [t for _, t in expected]:
-            raise PitstopError(
-                f"job '{job}', stage '{stage.name}': the state in the checkpoint has key "
-                f"{key_t.simpleString()} and value {value_t.simpleString()}, not the shape the plan expects "
-                f"({', '.join(t for _, t in expected)}); the snapshot was not written"
-            )
-        flat = state.select(
-            F.col("key").cast(renamed(key_t, key_names)).alias("k"),
-            F.col("value").cast(renamed(value_t, value_names)).alias("v"),
+        return read_buffers(
+            self, spark, checkpoint, batch, operator, stage, job, key_names, value_names, buffers, window
         )
-        columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
-        columns += [
-            F.col(f"{window}.start").alias("window_start"),
-            F.col(f"{window}.end").alias("window_end"),
-        ]
-        columns += state_columns(stage, "v")
-        schema = state_arrow(self, stage)
-        return decode_sets(flat.select(*columns).toArrow(), stage, schema).cast(schema)
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
@@ -401,3 +380,48 @@ def key_identity(key: KeyColumn) -> tuple[str, str]:
 
 def cols_text(cols: list[tuple[str, str]]) -> str:
     return "(" + ", ".join(f"{n} {t}" for n, t in cols) + ")"
+
+
+def read_buffers(
+    kind: StageKind,
+    spark: SparkSession,
+    checkpoint: Path,
+    batch: int,
+    operator: int,
+    stage: AggregateStage,
+    job: str,
+    key_names: list[str],
+    value_names: list[str],
+    buffers: slice,
+    window: str | None,
+) -> pa.Table:
+    """An aggregating stage's state (a window kind's, or a running aggregate's: ``window`` None)
+    as rows of the kind's state schema. Spark's ``key`` and ``value`` structs are cast
+    positionally to ``key_names`` and ``value_names`` after checking their shape: the key holds
+    the window (at ``window``) and the keys, the ``buffers`` slice of the value the accumulators'
+    buffers (:func:`pitstop.stages.buffers.expected_buffer`)."""
+    from pyspark.sql import functions as F
+
+    state, key_t, value_t = load_state(spark, checkpoint, batch, operator)
+    expected = expected_buffer(stage)
+    got = [f.dataType.simpleString() for f in value_t.fields[buffers]]
+    if len(key_t.fields) != len(key_names) or got != [t for _, t in expected]:
+        keys = "" if window is not None else f"{len(stage.keys)} key(s); "
+        raise PitstopError(
+            f"job '{job}', stage '{stage.name}': the state in the checkpoint has key "
+            f"{key_t.simpleString()} and value {value_t.simpleString()}, not the shape the plan expects "
+            f"({keys}{', '.join(t for _, t in expected)}); the snapshot was not written"
+        )
+    flat = state.select(
+        F.col("key").cast(renamed(key_t, key_names)).alias("k"),
+        F.col("value").cast(renamed(value_t, value_names)).alias("v"),
+    )
+    columns = [F.col(f"k.__k{i}").cast(k.type).alias(k.name) for i, k in enumerate(stage.keys)]
+    if window is not None:
+        columns += [
+            F.col(f"{window}.start").alias("window_start"),
+            F.col(f"{window}.end").alias("window_end"),
+        ]
+    columns += state_columns(stage, "v")
+    schema = state_arrow(kind, stage)
+    return decode_sets(flat.select(*columns).toArrow(), stage, schema).cast(schema)
