@@ -515,15 +515,6 @@ class PostgresSink:
         crash_point("sink.after_commit")
 
     # -- rollback to a snapshot's cut (pitstop.connectors.rollback) -------------------------------
-    def upserts(self) -> bool:
-        """Whether the table is a running aggregate's (it has a history of before-images)."""
-        from psycopg import sql
-
-        with self._connect() as conn:
-            history = sql.Identifier(self._schema(conn), self.ref.name + HISTORY_SUFFIX)
-            found = conn.execute("SELECT to_regclass(%s)", [history.as_string(conn)]).fetchone()
-        return found not in (None, (None,))
-
     def upsert_keys(self, conn: psycopg.Connection[Any]) -> tuple[str, ...]:
         """The columns an upsert replaces rows by: the table's primary key (else its narrowest
         unique index); () when the table has no history of before-images (it is appended to)."""
@@ -542,15 +533,16 @@ class PostgresSink:
         ).fetchone()
         return () if row is None or row[0] is None else tuple(str(c) for c in row[0])
 
-    def restore_count(self, spans: list[tuple[str, int, int]]) -> int:
-        """How many keys of an upsert table the spans wrote: each gets its value at the cut back
-        (:meth:`roll_back`)."""
+    def restore_count(self, spans: list[tuple[str, int, int]]) -> int | None:
+        """How many keys of an upsert table (a running aggregate's: it has a history of
+        before-images) the spans wrote, each to get its value at the cut back (:meth:`roll_back`);
+        None for a table that is appended to."""
         from psycopg import sql
 
         with self._connect() as conn:
             keys = self.upsert_keys(conn)
             if not keys:
-                return 0
+                return None
             within, params = _spans(spans)
             history = sql.Identifier(self._schema(conn), self.ref.name + HISTORY_SUFFIX)
             by_key = sql.SQL(", ").join(sql.SQL("x.{}").format(sql.Identifier(k)) for k in keys)

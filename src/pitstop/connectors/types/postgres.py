@@ -75,8 +75,7 @@ class PostgresConnector(Connector):
         sink = PostgresSink(catalog, mapping, job, "", 0)
         try:
             per_run, hashed, others = sink.rollback_counts([(s.run_id, s.branch, s.after) for s in spans])
-            restores = sink.restore_count([(s.run_id, s.branch, s.after) for s in spans]) if per_run else 0
-            upserts = bool(per_run) and sink.upserts()
+            restores = sink.restore_count([(s.run_id, s.branch, s.after) for s in spans]) if per_run else None
         except Exception as exc:  # noqa: BLE001 - psycopg's errors, said without the password
             said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
             return SinkRollback(
@@ -90,7 +89,7 @@ class PostgresConnector(Connector):
         runs = tuple(RunShare(r, n, rows) for r, n, rows in per_run)
         total = sum(r.rows for r in runs)
         plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs, others=tuple(others))
-        if upserts:  # a running aggregate's table: keys get their values at the cut back
+        if restores is not None:  # a running aggregate's table: keys get their values at the cut back
             return SinkRollback(
                 mapping.name, self.type_name, spans, restores=restores, runs=runs, others=tuple(others)
             )
