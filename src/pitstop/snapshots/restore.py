@@ -161,10 +161,7 @@ def plan_restore(
 def job_clock(manifest: dict[str, Any], old: dict[str, AggregateStage], source: str) -> int | None:
     """The snapshot's watermark (ms) over ``source``: the least of its stages' that read it and
     have a watermark (Spark's own rule for several watermarks), or None if none did."""
-    read_by: dict[str, str] = {}
-    for b in manifest["plan"]["branches"]:
-        stages = b.get("stages") or ([b["stage"]] if b.get("stage") else [])
-        read_by.update({s["name"]: b["source"] for s in stages})
+    read_by = {s.name: b.source for b in JobPlan.from_json(manifest["plan"]).branches for s in b.stages}
     marks = [
         int(entry["watermark_ms"])
         for name, entry in manifest["stages"].items()

@@ -164,8 +164,7 @@ def finish_columns(manifest: dict[str, Any], stage: str, state_columns: list[str
     the state, are left out."""
     layers: list[dict[str, Any]] = []
     for branch in manifest.get("plan", {}).get("branches", []):
-        stages = branch.get("stages") or ([branch["stage"]] if branch.get("stage") else [])
-        if stages and stages[-1].get("name") == stage:
+        if (branch.get("stage") or {}).get("name") == stage:
             layers = list(branch.get("layers") or [])
     known: dict[str, exp.Expression | None] = {c.lower(): exp.column(c, quoted=True) for c in state_columns}
     for layer in layers:
