@@ -165,8 +165,7 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
     by_stage = {v.stage: v for v in verdicts or []}
     rows: list[tuple[Any, ...]] = []
     for b in plan.branches:
-        st = b.stage
-        if st is None:
+        if not b.stages:
             rows.append(
                 (
                     b.index + 1,
@@ -181,14 +180,16 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
                 )
             )
             continue
-        v = by_stage.get(st.name)
-        outcome = v.outcome if v is not None else compat.EMPTY
-        reason = v.detail() if v is not None else "no snapshot: starts empty"
-        text = stage_text(st)
-        rows.append(
-            (b.index + 1, source_cell(b), b.sink, st.name, text.shape + early_text(b), text.keys, text.state)
-            + (outcome, reason)
-        )
+        for st in b.stages:  # a chain of stages: one row each, from source to sink
+            v = by_stage.get(st.name)
+            outcome = v.outcome if v is not None else compat.EMPTY
+            reason = v.detail() if v is not None else "no snapshot: starts empty"
+            text = stage_text(st)
+            shape = text.shape + (early_text(b) if st is b.stage else "")
+            rows.append(
+                (b.index + 1, source_cell(b), b.sink, st.name, shape, text.keys, text.state)
+                + (outcome, reason)
+            )
     names = {s.name for s in plan.stages}
     for v in verdicts or []:
         if v.stage not in names:
@@ -323,7 +324,11 @@ def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:
             )
         )
         native = entry.get("native")
-        if native:
+        if native and native["path"] != f"native/{name}":  # a chain's stages share one copy
+            rows.append(
+                (f"stage {name} (native)", f"the copy of its branch's checkpoint, under {native['path']}")
+            )
+        elif native:
             rows.append(
                 (
                     f"stage {name} (native)",

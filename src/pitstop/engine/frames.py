@@ -1,6 +1,11 @@
 """Build the streaming DataFrame of one branch from its plan (and, on restore, its seeds).
 
-    source -> pre-layers (views, subqueries) -> [JOIN] -> [WHERE] -> stateful stages -> projections -> sink
+    source -> pre-layers (views, subqueries) -> [JOIN]
+           -> { [WHERE] -> stateful stage -> projections } ... -> sink
+
+A branch's stateful stages form a chain (:class:`pitstop.planner.plan.Step`): each stage's rows,
+through the projections after it, are the next stage's input, in one Spark query (Spark runs
+several stateful operators in append mode, the watermark flowing through them).
 
 A JOIN (:class:`pitstop.planner.plan.JoinSpec`) renames both sides' columns to the branch's flat
 names, then joins a static table (:mod:`pitstop.connectors.tables`) or, for an interval join,
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
-from pitstop.planner.plan import Branch
+from pitstop.planner.plan import Branch, Projection, Step
 from pitstop.planner.types import spark_type
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
@@ -88,7 +93,10 @@ def branch_frame(
         if layer.where_sql:
             df = df.filter(F.expr(layer.where_sql))
         df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
-    stages = branch.stages
+    steps = [*branch.before]
+    if branch.stage is not None:
+        steps.append(Step(branch.where_sql, branch.stage, ()))
+    joined = False  # an interval join: the first step's stage, run on both streams here
     join = branch.join
     if join is not None:
         assert right is not None, branch.sink
@@ -100,15 +108,33 @@ def branch_frame(
         else:
             other = source_frame(spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}")
             other = other.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
-            first, stages = stages[0], stages[1:]
+            first = steps[0].stage
             df = kinds.kind_of(first).join_frame(spark, df, other, first, seeds.get(first.name))
-    if branch.where_sql:
+            joined = True
+    if branch.stage is None and branch.where_sql:
         df = df.filter(F.expr(branch.where_sql))
-    for stage in stages:
-        df = kinds.kind_of(stage).frame(spark, df, stage, seeds.get(stage.name))
+    # Spark refuses a second watermark on one stream: a stage after one that set the watermark
+    # (a ROW_NUMBER deduplication, an interval join, a window) goes on with its rows' own.
+    watermarked = joined
+    for i, step in enumerate(steps):
+        stage = step.stage
+        kind = kinds.kind_of(stage)
+        if not (joined and i == 0):
+            if step.where_sql:
+                df = df.filter(F.expr(step.where_sql))
+            df = kind.frame(spark, df, stage, seeds.get(stage.name), watermarked=watermarked)
+        watermarked = watermarked or kind.clock(stage, 0) is not None
+        if i < len(steps) - 1:
+            df = _project(df, step.layers)
     if branch.upsert_keys:
         return _updated_rows(df, branch)
-    for layer in branch.layers:
+    return _project(df, branch.layers)
+
+
+def _project(df: DataFrame, layers: tuple[Projection, ...]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    for layer in layers:
         if layer.where_sql:
             df = df.filter(F.expr(layer.where_sql))
         df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])

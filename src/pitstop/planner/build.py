@@ -11,7 +11,7 @@ that says what to write instead.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from sqlglot import exp
@@ -20,7 +20,7 @@ from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
 from pitstop.errors import BadNameError, PlanError
 from pitstop.planner import joins
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection
+from pitstop.planner.plan import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection, Step
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.planner.types import SPARK, infer, spark_type
 from pitstop.sql.dialect import PitstopDialect
@@ -39,6 +39,7 @@ ViewLookup = Callable[[str], exp.Query | None]
 class _Lookups:
     mappings: MappingLookup
     views: ViewLookup
+    ctes: dict[str, tuple[str, exp.Select]] = field(default_factory=dict)  # the INSERT's, as declared
 
 
 def plan_job(
@@ -89,9 +90,53 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
             f"INSERT INTO {sink_name} needs a SELECT; UNION and other set operations are not "
             "supported in jobs yet"
         )
+    p = _plan_query(query, None, ctes, replace(lookup, ctes=ctes), sink)
+    return joins.buffered_in_chain(
+        Branch(
+            upsert_keys=p.upsert_keys,
+            index=index,
+            sink=sink.name,
+            source=p.src.source.name,
+            where_sql=p.where_sql,
+            stage=p.stage,
+            layers=p.layers,
+            pre_layers=p.src.pre_layers,
+            sql=insert.sql(dialect=PitstopDialect),
+            join=p.join,
+            before=p.src.chain,
+        )
+    )
 
-    # Walk down through CTE references to the select that reads the source.
-    chain: list[tuple[exp.Select, str | None]] = [(query, None)]
+
+@dataclass(frozen=True)
+class _Planned:
+    """A planned SELECT: ``src`` (with any stateful stages before this one: ``src.chain``), then
+    ``where_sql``, ``stage`` and ``layers``, whose last columns are ``layer``."""
+
+    src: Input
+    where_sql: str | None
+    stage: AggregateStage | None
+    layers: tuple[Projection, ...]
+    layer: Layer
+    join: JoinSpec | None
+    upsert_keys: tuple[str, ...]
+
+
+def _plan_query(
+    query: exp.Select,
+    query_cte: str | None,
+    ctes: dict[str, tuple[str, exp.Select]],
+    lookup: _Lookups,
+    sink: Mapping,
+) -> _Planned:
+    """Plan the SELECT an INSERT writes (``query_cte`` None), or, in a chain, the CTE, view or
+    subquery whose stateful stage feeds the next one (``query_cte``: the CTE's name)."""
+    mappings = lookup.mappings
+    sink_name = sink.name
+    plain_ctes = {k: v[1] for k, v in ctes.items()}
+    # Walk down through CTE references to the select that reads the source, or to the stateful
+    # select whose input is another stateful select (a chain: that input is planned on its own).
+    chain: list[tuple[exp.Select, str | None]] = [(query, query_cte)]
     while True:
         select, _ = chain[-1]
         from_table = _from_of(select, sink_name, dedup_ok=True, joins_ok=True)
@@ -99,11 +144,18 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
             name = from_table.name.lower()
             if any(n is not None and n.lower() == name for _, n in chain):
                 raise PlanError(f"CTE '{name}' refers to itself")
+            # (the sides of a JOIN are mappings: a JOIN's FROM is walked into, and refused there)
+            if (
+                _own_stateful(select)
+                and not select.args.get("joins")
+                and _stateful(ctes[name][1], plain_ctes, lookup, {name})
+            ):
+                break
             chain.append((ctes[name][1], ctes[name][0]))
             continue
         break
     core, core_cte = chain[-1]
-    outer = [s for s, _ in reversed(chain[:-1])]
+    outer = [sel for sel, _ in reversed(chain[:-1])]
     for select in outer:
         if select.args.get("joins"):
             raise PlanError(
@@ -117,7 +169,6 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         )
         core = joined.select
     from_node = _from_of(core, sink_name, dedup_ok=True)
-    plain_ctes = {k: v[1] for k, v in ctes.items()}
 
     # Deduplication: DISTINCT in the SELECT that reads the source, or Flink's ROW_NUMBER() pattern
     # (the numbered SELECT as a subquery or a CTE, filtered WHERE rn = 1 by the SELECT above it).
@@ -135,9 +186,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         if select is not numbered:
             _refuse_unsupported(select, sink_name)
     if numbered is not None:
-        return _plan_numbered(
-            index, insert, sink, numbered, first_outer, core, core_cte, outer, plain_ctes, lookup
-        )
+        return _plan_numbered(sink, numbered, first_outer, core, core_cte, outer, plain_ctes, lookup)
 
     tvf = from_node if isinstance(from_node, WindowTvf) else None
     if joined is not None:
@@ -152,11 +201,14 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
         if core.args.get("distinct") or has_aggregates:
             raise PlanError(
                 f"INSERT INTO {sink_name}: an interval join followed by an aggregation or DISTINCT in one "
-                "INSERT is not supported yet; write the join's rows to a mapping and aggregate that"
+                "SELECT is not supported: they are two stateful stages; put the join in a CTE and "
+                "aggregate that: WITH joined AS "
+                "(SELECT ... FROM a JOIN b ON ...) SELECT ... FROM TABLE(TUMBLE(TABLE joined, "
+                "DESCRIPTOR(ts), INTERVAL '1' HOUR)) GROUP BY ..."
             )
         # The WHERE holds on the joined rows: it goes after the join, with the projection.
         first, layer = _projection(core, src_layer, where=where_sql)
-        return _branch(index, insert, sink, src, None, joined.stage, [first], layer, outer, joined.join)
+        return _planned(sink, src, None, joined.stage, [first], layer, outer, joined.join)
     if core.args.get("distinct"):
         if has_aggregates or tvf is not None:
             raise PlanError(
@@ -187,23 +239,11 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
                 "window_end, ... and aggregates"
             )
         first, layer = _projection(core, src_layer, where=None)
-    return _branch(
-        index,
-        insert,
-        sink,
-        src,
-        where_sql,
-        stage,
-        [first],
-        layer,
-        outer,
-        None if joined is None else joined.join,
-    )
+    join = None if joined is None else joined.join
+    return _planned(sink, src, where_sql, stage, [first], layer, outer, join)
 
 
-def _branch(
-    index: int,
-    insert: exp.Insert,
+def _planned(
     sink: Mapping,
     src: Input,
     where_sql: str | None,
@@ -212,33 +252,34 @@ def _branch(
     layer: Layer,
     outer: list[exp.Select],
     join: JoinSpec | None = None,
-) -> Branch:
-    """The branch, with the stateless SELECTs above the stage as its last layers."""
+) -> _Planned:
+    """The planned SELECT, with the stateless SELECTs above the stage as its last layers. A
+    stateless SELECT over a chain (``src.chain``) ends with the chain's last stage."""
     sink_name = sink.name
-    source = src.source
     for select in outer:
         if _aggregates_in(select) or select.args.get("group") is not None:
             raise PlanError("only one aggregation per INSERT is supported; aggregate in one SELECT")
         projection, layer = _projection(select, layer, where=_where(select, layer))
         layers.append(projection)
+    if stage is None and src.chain:
+        last = src.chain[-1]
+        if where_sql is not None:  # this SELECT's WHERE holds on the chain's output rows
+            layers[0] = replace(layers[0], where_sql=where_sql)
+        src = replace(src, chain=src.chain[:-1])
+        where_sql, stage, layers = last.where_sql, last.stage, [*last.layers, *layers]
     updates = stage is not None and kinds.kind_of(stage).updates
-    return Branch(
-        upsert_keys=_upsert_keys(stage, layers, sink_name) if stage is not None and updates else (),
-        index=index,
-        sink=sink.name,
-        source=source.name,
+    return _Planned(
+        src=src,
         where_sql=where_sql,
         stage=stage,
         layers=tuple(layers),
-        pre_layers=src.pre_layers,
-        sql=insert.sql(dialect=PitstopDialect),
-        join=join,
+        layer=layer,
+        join=join or src.join,
+        upsert_keys=_upsert_keys(stage, layers, sink_name) if stage is not None and updates else (),
     )
 
 
 def _plan_numbered(
-    index: int,
-    insert: exp.Insert,
     sink: Mapping,
     numbered: exp.Select,
     above: exp.Select,
@@ -247,7 +288,7 @@ def _plan_numbered(
     outer: list[exp.Select],
     ctes: dict[str, exp.Select],
     lookup: _Lookups,
-) -> Branch:
+) -> _Planned:
     """Flink's deduplication: ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k
     ORDER BY ts) AS rn FROM t) WHERE rn = 1``. The numbered SELECT's other columns are projected
     before the stage; ``above`` is the SELECT that keeps ``rn = 1``."""
@@ -293,7 +334,7 @@ def _plan_numbered(
             )
     _refuse_unsupported(filtered, sink.name)
     projection, layer = _projection(filtered, layer, where=_where(filtered, layer))
-    return _branch(index, insert, sink, src, None, stage, [first, projection], layer, outer)
+    return _planned(sink, src, None, stage, [first, projection], layer, outer)
 
 
 def _upsert_keys(stage: AggregateStage, layers: list[Projection], sink: str) -> tuple[str, ...]:
@@ -325,21 +366,23 @@ def _resolve_input(
     """Follow views, stateless CTEs, subqueries and IMPOSE_ORDER down to a source mapping."""
     if isinstance(node, ImposeOrder):
         inner = _resolve_input(node.this, ctes, lookup, sink, seen)
+        if inner.chain:
+            raise PlanError(
+                f"IMPOSE_ORDER reads a source mapping or a stateless view; {node.this.name} runs a "
+                "stateful stage, whose rows already have the watermark of its input"
+            )
         column = node.args["descriptor"].name
         typ = next((t for n, t in inner.layer.columns.items() if n.lower() == column.lower()), None)
         if typ is None:
             raise PlanError(f"IMPOSE_ORDER: {inner.layer.table} has no column '{column}'")
         if typ != "TIMESTAMP":
             raise PlanError(f"IMPOSE_ORDER: column '{column}' is {typ}; it orders by a TIMESTAMP column")
-        return Input(
-            inner.source,
-            inner.layer,
-            inner.pre_layers,
-            WatermarkDef(column, interval_micros(node.args["lag"])),
-        )
+        return replace(inner, watermark=WatermarkDef(column, interval_micros(node.args["lag"])))
     if isinstance(node, exp.Subquery):
         if not isinstance(node.this, exp.Select):
             raise PlanError(f"INSERT INTO {sink}: a subquery in FROM must be a SELECT")
+        if _stateful(node.this, ctes, lookup, seen):
+            return _upstream(node.this, None, "the subquery", ctes, lookup, sink)
         return _input_of_select(node.this, "subquery", ctes, lookup, sink, seen)
     if not isinstance(node, exp.Table):
         raise PlanError(f"INSERT INTO {sink}: FROM must name a source mapping or a view")
@@ -347,6 +390,8 @@ def _resolve_input(
     if name.lower() in seen:
         raise PlanError(f"view or CTE '{name}' refers to itself")
     if name.lower() in ctes:
+        if _stateful(ctes[name.lower()], ctes, lookup, seen | {name.lower()}):
+            return _upstream(ctes[name.lower()], name, f"CTE '{name}'", ctes, lookup, sink)
         return _input_of_select(
             ctes[name.lower()], f"CTE '{name}'", ctes, lookup, sink, seen | {name.lower()}
         )
@@ -354,6 +399,8 @@ def _resolve_input(
     if view is not None:
         if not isinstance(view, exp.Select):
             raise PlanError(f"view '{name}' is a UNION; jobs read views that are one SELECT")
+        if _stateful(view, {}, lookup, seen | {name.lower()}):
+            return _upstream(view, name, f"view '{name}'", {}, lookup, sink)
         return _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
     source = _mapping(name, lookup.mappings, "source")
     if not registry.connector(source.type).source:
@@ -375,13 +422,92 @@ def _input_of_select(
     inner = _resolve_input(_from_of(select, sink), ctes, lookup, sink, seen)
     where = _where(select, inner.layer)
     projection, layer = _projection(select, inner.layer, where)
-    watermark = None
-    if inner.watermark is not None:
-        kept = [c for c in projection.columns if c.sql.strip("`").lower() == inner.watermark.column.lower()]
-        if kept:
-            watermark = WatermarkDef(kept[0].name, inner.watermark.delay_micros)
+    watermark = _kept(inner.watermark, projection)
+    if inner.chain:  # over a stateful stage: the projection is among the layers after it
+        last = inner.chain[-1]
+        chain = (*inner.chain[:-1], replace(last, layers=(*last.layers, projection)))
+        return replace(inner, layer=Layer(inner.source.name, layer.columns), watermark=watermark, chain=chain)
     return Input(
         inner.source, Layer(inner.source.name, layer.columns), (*inner.pre_layers, projection), watermark
+    )
+
+
+def _kept(watermark: WatermarkDef | None, projection: Projection) -> WatermarkDef | None:
+    """The watermark after ``projection``: on the column that passes the time column on as it is."""
+    if watermark is None:
+        return None
+    kept = [c for c in projection.columns if c.sql.strip("`").lower() == watermark.column.lower()]
+    return WatermarkDef(kept[0].name, watermark.delay_micros) if kept else None
+
+
+def _own_stateful(select: exp.Select) -> bool:
+    """Whether ``select`` itself runs a stateful stage (or the numbering of a deduplication)."""
+    return bool(
+        _aggregates_in(select)
+        or select.args.get("group") is not None
+        or select.args.get("distinct")
+        or select.args.get("joins")
+        or dedup.row_number_of(select) is not None
+    )
+
+
+def _stateful(select: exp.Select, ctes: dict[str, exp.Select], lookup: _Lookups, seen: set[str]) -> bool:
+    """Whether ``select`` or anything it reads through CTEs, views and subqueries is stateful."""
+    if _own_stateful(select):
+        return True
+    from_ = select.args.get("from_")
+    node = from_.this if from_ is not None else None
+    while isinstance(node, (WindowTvf, ImposeOrder)):
+        node = node.this
+    if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+        return _stateful(node.this, ctes, lookup, seen)
+    if isinstance(node, exp.Table):
+        name = node.name.lower()
+        if name in seen:
+            return False  # refused where the input is resolved
+        if name in ctes:
+            return _stateful(ctes[name], ctes, lookup, seen | {name})
+        view = lookup.views(node.name)
+        if isinstance(view, exp.Select):
+            return _stateful(view, {}, lookup, seen | {name})
+    return False
+
+
+def _upstream(
+    select: exp.Select, name: str | None, what: str, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str
+) -> Input:
+    """A chain: ``select`` (a CTE, view or subquery) runs a stateful stage whose rows are the input
+    of the stage above it. Only a stage that emits each row once, final, and passes event time
+    on can feed another: deduplication and an interval join (Spark runs several stateful
+    operators in one query in append mode, the watermark flowing through them)."""
+    full = {k: (lookup.ctes.get(k, (k, v))[0], v) for k, v in ctes.items()}
+    p = _plan_query(select, name, full, lookup, _mapping(sink, lookup.mappings, "sink"))
+    if p.stage is None:
+        raise PlanError(
+            f"INSERT INTO {sink}: JOIN is supported in the SELECT that reads the sources only "
+            f"(FROM a JOIN b ON ...), not in a view, CTE or subquery below it ({what} joins a table)"
+        )
+    kind = kinds.kind_of(p.stage)
+    if kind.updates or p.stage.window is not None:
+        raise PlanError(
+            f"INSERT INTO {sink}: {what} aggregates, and only one aggregation per INSERT is supported: a "
+            "stateful stage reads a source, a stateless view or CTE, or the rows of a deduplication or "
+            "an interval join, not an aggregation's (its "
+            f"{'rows change' if kind.updates else 'windows close'} as input arrives); aggregate in one SELECT"
+        )
+    watermark = p.src.watermark  # DISTINCT: the input's, on a column it keeps
+    if p.stage.time_column is not None:  # ROW_NUMBER dedup, interval join: the stage's own
+        watermark = WatermarkDef(p.stage.time_column, p.stage.watermark_delay_micros)
+    for projection in p.layers:
+        watermark = _kept(watermark, projection)
+    step = Step(p.where_sql, p.stage, p.layers)
+    return Input(
+        p.src.source,
+        Layer(p.src.source.name, p.layer.columns),
+        p.src.pre_layers,
+        watermark,
+        (*p.src.chain, step),
+        p.join,
     )
 
 

@@ -158,7 +158,7 @@ def toggled(old_plan: dict[str, Any] | None, stage: str, branch: Branch) -> str 
     for b in (old_plan or {}).get("branches", []):
         if (b.get("stage") or {}).get("name") == stage:
             was = bool(b.get("early_results_ms"))
-    now = bool(branch.early_results_ms)
+    now = bool(branch.early_results_ms) and branch.stage is not None and branch.stage.name == stage
     if was == now:
         return None
     return "on" if now else "off"

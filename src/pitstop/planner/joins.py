@@ -15,15 +15,25 @@ them with the join removed, so that the rest of the planner plans it as a SELECT
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
+import sqlglot
 from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.errors import PlanError
-from pitstop.planner.plan import AggregateStage, IntervalSpec, JoinSpec, KeyColumn, OutputColumn
+from pitstop.planner.plan import (
+    AggregateStage,
+    Branch,
+    IntervalSpec,
+    JoinSpec,
+    KeyColumn,
+    OutputColumn,
+    Projection,
+    Step,
+)
 from pitstop.planner.scope import Input, Layer
 from pitstop.planner.types import SPARK, spark_type
 from pitstop.sql.intervals import interval_micros
@@ -142,6 +152,88 @@ def plan_join(
     spec = JoinSpec("interval", "inner", right.name, lcols, rcols, "")
     flat_layer = Layer(left.name, {c.name: c.type for c in (*lcols, *rcols)})
     return PlannedJoin(rewritten, Input(left, flat_layer, (), None), spec, stage)
+
+
+def buffered_in_chain(branch: Branch) -> Branch:
+    """The branch, its interval join buffering the columns Spark keeps when the join feeds another
+    stage. Spark prunes every column that nothing after the join reads before the join, so a
+    side's buffered row (the state contract) is its keys, its time and what is read after it.
+    :func:`plan_join` finds those of the SELECT that holds the join; in a chain, the stages after
+    it may read fewer (a window reads its keys, time and aggregates' inputs): followed here from
+    the sink back to the join, and the layers between them keep only the columns read after them
+    (as Spark would), so that a restored join's rows, which hold only those, feed them."""
+    if branch.join is None or branch.join.kind != "interval" or not branch.before:
+        return branch
+    needed = _read_by(branch.layers, {c.name.lower() for c in branch.output})  # the sink writes all
+    if branch.stage is not None:
+        needed = _stage_reads(branch.stage, needed) | _columns(branch.where_sql)
+    steps: list[Step] = []
+    for i, step in reversed(list(enumerate(branch.before))):
+        layers, needed = _pruned(step.layers, needed)
+        steps.insert(0, replace(step, layers=layers))
+        if i > 0:
+            needed = _stage_reads(step.stage, needed) | _columns(step.where_sql)
+    join = branch.before[0].stage
+    iv = join.interval
+    assert iv is not None, join.name
+    keep_left = needed | {k.name.lower() for k in join.keys} | {str(join.time_column).lower()}
+    keep_right = needed | {k.lower() for k in iv.right_keys} | {iv.right_time.lower()}
+    pruned = replace(
+        iv,
+        left_columns=tuple(c for c in iv.left_columns if c.name.lower() in keep_left),
+        right_columns=tuple(c for c in iv.right_columns if c.name.lower() in keep_right),
+    )
+    spec = replace(
+        branch.join,
+        left_columns=tuple(c for c in branch.join.left_columns if c.name.lower() in keep_left),
+        right_columns=tuple(c for c in branch.join.right_columns if c.name.lower() in keep_right),
+    )
+    steps[0] = replace(steps[0], stage=replace(join, interval=pruned))
+    return replace(branch, join=spec, before=tuple(steps))
+
+
+def _pruned(layers: tuple[Projection, ...], needed: set[str]) -> tuple[tuple[Projection, ...], set[str]]:
+    """``layers`` keeping only the ``needed`` columns of each, and the input columns they read."""
+    out: list[Projection] = []
+    for layer in reversed(layers):
+        kept = tuple(c for c in layer.columns if c.name.lower() in needed)
+        out.insert(0, replace(layer, columns=kept))
+        needed = _columns(layer.where_sql)
+        for c in kept:
+            needed |= _columns(c.sql)
+    return tuple(out), needed
+
+
+def _columns(sql: str | None) -> set[str]:
+    if not sql:
+        return set()
+    return {c.name.lower() for c in sqlglot.parse_one(sql, read=SPARK).find_all(exp.Column)}
+
+
+def _read_by(layers: tuple[Projection, ...], needed: set[str]) -> set[str]:
+    """The input columns that ``layers`` read to give the ``needed`` columns of their output."""
+    for layer in reversed(layers):
+        read = _columns(layer.where_sql)
+        for c in layer.columns:
+            if c.name.lower() in needed:
+                read |= _columns(c.sql)
+        needed = read
+    return needed
+
+
+def _stage_reads(stage: AggregateStage, needed: set[str]) -> set[str]:
+    """The input columns a stage reads, when the ``needed`` columns of its output are read."""
+    read: set[str] = set()
+    for key in stage.keys:
+        read |= _columns(key.sql)
+    for acc in stage.accumulators:
+        read |= _columns(acc.input_sql)
+    for time in (stage.window.time_column if stage.window else None, stage.time_column):
+        if time is not None:
+            read.add(time.lower())
+    if stage.kind == "dedup" and stage.time_column is not None:
+        read |= needed  # ROW_NUMBER ... = 1 passes its input rows on
+    return read
 
 
 def _mapping_of(

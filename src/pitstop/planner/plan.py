@@ -2,7 +2,8 @@
 
 A job is a list of branches, one per ``INSERT``. A branch reads one source mapping (optionally
 joined to a second mapping: :class:`JoinSpec`), filters and projects it, optionally runs it
-through a **stateful stage**, and writes one sink mapping. Each
+through a chain of **stateful stages** (most often one; deduplication then a window is two), and
+writes one sink mapping. Each
 stateful stage is of a kind (:attr:`AggregateStage.kind`), and its kind's module in
 :mod:`pitstop.stages` declares how it is planned, run, snapshotted, restored, compared and shown,
 and its state contract: the rows a snapshot stores.
@@ -135,7 +136,24 @@ class JoinSpec:
 
 
 @dataclass(frozen=True)
+class Step:
+    """A stateful stage that feeds another stage of its branch (a chain: deduplication, then a
+    window): its input filtered by ``where_sql``, its output through ``layers`` to the next."""
+
+    where_sql: str | None
+    stage: AggregateStage
+    layers: tuple[Projection, ...]
+
+
+@dataclass(frozen=True)
 class Branch:
+    """One ``INSERT``::
+
+        source -> pre_layers -> [join] -> before[0] -> ... -> [where_sql] -> [stage] -> layers -> sink
+
+    where each of ``before`` is a :class:`Step` (a stateful stage and the layers after it) whose
+    output is the next one's input. An interval join's stage is the first stage of the chain."""
+
     index: int
     sink: str  # sink mapping name
     source: str  # source mapping name
@@ -153,6 +171,7 @@ class Branch:
     its micro-batches start at most this often, and ``upsert_keys`` are the window's bounds and
     keys. 0: none."""
     join: JoinSpec | None = None
+    before: tuple[Step, ...] = ()
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -169,8 +188,9 @@ class Branch:
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
-        """The branch's stateful stages from source to sink (today at most one)."""
-        return () if self.stage is None else (self.stage,)
+        """The branch's stateful stages from source to sink."""
+        last = () if self.stage is None else (self.stage,)
+        return (*(s.stage for s in self.before), *last)
 
     @property
     def output(self) -> tuple[OutputColumn, ...]:
@@ -259,4 +279,8 @@ def _branch(b: dict[str, Any]) -> Branch:
         upsert_keys=tuple(b.get("upsert_keys", ())),
         early_results_ms=int(b.get("early_results_ms", 0)),
         join=_join(b.get("join")),
+        before=tuple(
+            Step(s["where_sql"], stage_from_json(s["stage"]), tuple(_projection(p) for p in s["layers"]))
+            for s in b.get("before", ())
+        ),
     )

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.errors import PlanError
-from pitstop.planner.plan import OutputColumn, Projection
+from pitstop.planner.plan import JoinSpec, OutputColumn, Projection, Step
 
 
 @dataclass(frozen=True)
@@ -24,12 +24,16 @@ class Layer:
 @dataclass(frozen=True)
 class Input:
     """What a job's core SELECT reads: a source mapping seen through stateless layers (views,
-    subqueries, IMPOSE_ORDER), with the watermark that holds on the visible columns."""
+    subqueries, IMPOSE_ORDER), with the watermark that holds on the visible columns; or, in a
+    chain, the output of stateful stages (``chain``, after ``pre_layers`` and ``join``), whose
+    last step's layers are the stateless ones above them."""
 
     source: Mapping
     layer: Layer
     pre_layers: tuple[Projection, ...]
     watermark: WatermarkDef | None
+    chain: tuple[Step, ...] = ()
+    join: JoinSpec | None = None
 
 
 def check_columns(node: exp.Expression, layer: Layer) -> None:

@@ -75,6 +75,8 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             batch = cut.batches[bq.branch.index]
             if batch is not None and operators:
                 _check_operators(bq.checkpoint, operators, run.job)
+            # Each stage's clock: the branch's watermark, as each stage of a chain passes it on.
+            watermark = cut.watermarks_ms[bq.branch.index]
             for stage in bq.branch.stages:
                 kind = kinds.kind_of(stage)
                 if batch is None:  # nothing committed yet: no state
@@ -90,22 +92,25 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                     **kinds.manifest_entry(stage),
                     "plan": _stage_json(run, stage.name),
                     "rows": table.num_rows,
-                    "watermark_ms": cut.watermarks_ms[bq.branch.index],
+                    "watermark_ms": watermark,
                     "batch_id": batch,
                 }
+                watermark = kind.output_watermark(stage, watermark)
                 total_rows += table.num_rows
             if batch is not None and bq.branch.stages:
-                # One copy of the branch's checkpoint, under the name of its (today: only) stage.
-                stage = bq.branch.stages[-1]
-                native = safe_path(tmp / "native", "stage", stage.name)
-                stages[stage.name]["native"] = {
-                    "path": f"native/{stage.name}",
+                # One copy of the branch's checkpoint, under the name of its last stage; each
+                # stage of a chain names it (they go on from it together or not at all).
+                last = bq.branch.stages[-1]
+                native = safe_path(tmp / "native", "stage", last.name)
+                copy = {
+                    "path": f"native/{last.name}",
                     "source": bq.branch.source,
                     "partitions": copy_checkpoint(bq.checkpoint, batch, native),
-                    "seeded": stage.name in run.seeds,
                     "spark": spark.version,
                     "bytes": _size(native),
                 }
+                for stage in bq.branch.stages:
+                    stages[stage.name]["native"] = {**copy, "seeded": stage.name in run.seeds}
         # Step 3. Source positions.
         sources: dict[str, Any] = {}
         for src, pos in cut.positions.items():
@@ -167,8 +172,9 @@ def _size(folder: Path) -> int:
 
 def _stage_json(run: ActiveRun, name: str) -> dict[str, Any]:
     for branch in run.plan.to_json()["branches"]:
-        if branch["stage"] is not None and branch["stage"]["name"] == name:
-            return dict(branch["stage"])
+        for stage in [step["stage"] for step in branch.get("before", ())] + [branch["stage"]]:
+            if stage is not None and stage["name"] == name:
+                return dict(stage)
     raise AssertionError(name)
 
 

@@ -114,7 +114,8 @@ def plan_restore(
     seeds: dict[str, StageSeed] = {}
     native: dict[str, NativeCopy] = {}
     branches = {s.name: b for b in plan.branches for s in b.stages}
-    annotated: list[compat.StageVerdict] = []
+    old_chains = _old_chains(manifest)
+    againsts: dict[str, str | None] = {}
     for v in verdicts:
         if v.outcome == compat.RESTORED:
             entry = manifest["stages"][v.stage]
@@ -125,13 +126,37 @@ def plan_restore(
             moved = [src for src in branch.sources if src in elsewhere]
             if against is None and moved:
                 against = f"source '{moved[0]}' does not go on from the snapshot's position"
-            toggled = early.toggled(manifest.get("plan"), v.stage, branch)
-            if against is None and toggled == "on":
+            if early.toggled(manifest.get("plan"), v.stage, branch) == "on" and against is None:
                 against = (
                     "early results turned on: from Spark's state files, update mode would never write a "
                     "window in flight at the cut that gets no new event; the rows' first batch writes "
                     "every one of them"
                 )
+            chain = tuple(s.name for s in branch.stages)
+            if against is None and old_chains.get(v.stage, (v.stage,)) != chain:
+                against = (
+                    f"the stages of its branch changed ({', '.join(old_chains.get(v.stage, (v.stage,)))} -> "
+                    f"{', '.join(chain)}), and a branch's checkpoint holds all of them"
+                )
+            againsts[v.stage] = against
+    # One checkpoint per branch: its stages go on from the native copy together, or none does.
+    for name, against in list(againsts.items()):
+        others = [s.name for s in branches[name].stages if s.name != name]
+        seeded = next((o for o in others if againsts.get(o, "new") is not None), None)
+        if against is None and seeded is not None:
+            againsts[name] = (
+                f"stage '{seeded}' of its branch is not restored from the native copy, and a branch's "
+                "checkpoint holds all its stages"
+            )
+    annotated: list[compat.StageVerdict] = []
+    for v in verdicts:
+        if v.outcome == compat.RESTORED:
+            entry = manifest["stages"][v.stage]
+            branch = branches[v.stage]
+            new = plan.stage(v.stage)
+            assert new is not None
+            against = againsts[v.stage]
+            toggled = early.toggled(manifest.get("plan"), v.stage, branch)
             if against is None:
                 copy = entry["native"]
                 path = str(inside(root, copy["path"]))
@@ -158,16 +183,34 @@ def plan_restore(
     return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
 
 
+def _old_chains(manifest: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each snapshot stage's branch's stages, in order (a manifest without a plan was written
+    when a branch held one stage)."""
+    if not manifest.get("plan"):
+        return {}
+    return {
+        s.name: tuple(t.name for t in b.stages)
+        for b in JobPlan.from_json(manifest["plan"]).branches
+        for s in b.stages
+    }
+
+
 def job_clock(manifest: dict[str, Any], old: dict[str, AggregateStage], source: str) -> int | None:
     """The snapshot's watermark (ms) over ``source``: the least of its stages' that read it and
     have a watermark (Spark's own rule for several watermarks), or None if none did."""
-    read_by = {s.name: b.source for b in JobPlan.from_json(manifest["plan"]).branches for s in b.stages}
+    # The first stage of a branch that has a watermark runs on the branch's (a stage after it in
+    # a chain, on what the stages before it pass on: an interval join's is earlier).
+    read_by: dict[str, str] = {}
+    for b in JobPlan.from_json(manifest["plan"]).branches:
+        timed = [
+            s.name for s in b.stages if s.name in old and kinds.kind_of(old[s.name]).clock(old[s.name], 0)
+        ]
+        if timed:
+            read_by[timed[0]] = b.source
     marks = [
         int(entry["watermark_ms"])
         for name, entry in manifest["stages"].items()
         if read_by.get(name) == source
-        and name in old
-        and kinds.kind_of(old[name]).clock(old[name], 0) is not None
     ]
     return min(marks) if marks else None
 
@@ -189,7 +232,11 @@ def _on_the_jobs_clock(
     new = plan.stage(v.stage)
     assert new is not None
     wm = job_clock(manifest, old, branch.source) if branch.source in sources else None
-    clock = None if wm is None else kinds.kind_of(new).clock(new, wm)
+    if wm is None:
+        return v
+    for before in branch.stages[: branch.stages.index(new)]:
+        wm = kinds.kind_of(before).output_watermark(before, wm)  # a chain passes the clock on
+    clock = kinds.kind_of(new).clock(new, wm)
     if clock is None or wm is None:
         return v
     seeds[v.stage] = clock
@@ -271,14 +318,17 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
     for src, entry in restore.sources.items():
         registry.connector(entry["type"]).resume(entry, Path(restore.root), folder, src)
     seeds = dict(restore.seeds)
+    copied: set[int] = set()  # branches (the stages of a chain share their branch's copy)
     for stage, copy in restore.native.items():
         checkpoint = folder / "branches" / str(copy.branch) / "checkpoint"
-        copy_checkpoint(Path(copy.path), copy.batch, checkpoint)
-        # A query id of its own: Spark refuses two active queries with one id.
-        # (A new file, not a write into the hard link, which the snapshot shares.)
-        (checkpoint / "metadata").unlink(missing_ok=True)
-        (checkpoint / ".metadata.crc").unlink(missing_ok=True)
-        (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
+        if copy.branch not in copied:
+            copied.add(copy.branch)
+            copy_checkpoint(Path(copy.path), copy.batch, checkpoint)
+            # A query id of its own: Spark refuses two active queries with one id.
+            # (A new file, not a write into the hard link, which the snapshot shares.)
+            (checkpoint / "metadata").unlink(missing_ok=True)
+            (checkpoint / ".metadata.crc").unlink(missing_ok=True)
+            (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
         if copy.seeded:
             _forget_seed_files(checkpoint)
             empty = safe_path(folder / "seeds", "stage", stage)

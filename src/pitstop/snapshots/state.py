@@ -166,6 +166,9 @@ def finish_columns(manifest: dict[str, Any], stage: str, state_columns: list[str
     for branch in manifest.get("plan", {}).get("branches", []):
         if (branch.get("stage") or {}).get("name") == stage:
             layers = list(branch.get("layers") or [])
+        for step in branch.get("before") or ():  # a stage of a chain: the layers to the next stage
+            if step["stage"]["name"] == stage:
+                layers = list(step["layers"])
     known: dict[str, exp.Expression | None] = {c.lower(): exp.column(c, quoted=True) for c in state_columns}
     for layer in layers:
         level: dict[str, exp.Expression | None] = {}

@@ -15,7 +15,8 @@ reading state          :meth:`StageKind.read_state`: the stage's operator state 
 restore, from rows     :meth:`StageKind.seed` (what a restored stage receives) and
                        :meth:`StageKind.frame` (the running stage, fed its seed rows)
 one clock per job      :meth:`StageKind.clock`: what a stage new in a restored job receives so
-                       that events late for the old job are late for it too
+                       that events late for the old job are late for it too;
+                       :meth:`StageKind.output_watermark`: the clock of the stage after it
 restore, native        :meth:`StageKind.same_state`: the stateful part is unchanged, so Spark may
                        go on from the snapshot's copy of the old checkpoint
 compatibility          :meth:`StageKind.compare`: restored, with warnings, or refused, and why
@@ -140,12 +141,25 @@ class StageKind(ABC):
         None for a kind that has no watermark (nothing is ever late for it)."""
         return None
 
+    def output_watermark(self, stage: AggregateStage, watermark_ms: int) -> int:
+        """The watermark of the stage's output rows when its input's is ``watermark_ms``: what the
+        next stage of a chain runs on (Spark propagates it so; most kinds pass it on as it is)."""
+        return watermark_ms
+
     @abstractmethod
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         """The running stage over ``live`` rows (its input layer), fed ``seed`` when restored (or,
-        for a stage new in a restored job, given the job's clock: ``seed.clock_only``)."""
+        for a stage new in a restored job, given the job's clock: ``seed.clock_only``).
+        ``watermarked``: ``live`` is the output of a stage before it in the branch that set the
+        watermark, which this stage goes on with (Spark refuses to define a second one)."""
 
     def join_frame(
         self,

@@ -205,7 +205,13 @@ class Dedup(StageKind):
         )
 
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         """live rows [anti join the snapshot's keys] --+
         seeds (keys, stamped time, never emitted)   --+--> union -> [watermark] -> drop duplicates"""
@@ -244,6 +250,8 @@ class Dedup(StageKind):
             rows = rows.withColumn(SEED, F.lit(False)).unionByName(seeds.withColumn(SEED, F.lit(True)))
         if ts is None:
             out = rows.dropDuplicates(names)
+        elif watermarked:
+            out = rows.dropDuplicatesWithinWatermark(names)
         else:
             out = rows.withWatermark(
                 ts, duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"

@@ -178,6 +178,18 @@ class IntervalJoin(StageKind):
         # New in a restored job: a row at or below the job's watermark is late on either side.
         return StageSeed(path="", old_size_micros=0, old_watermark_ms=watermark_ms, clock_only=True)
 
+    def output_watermark(self, stage: AggregateStage, watermark_ms: int) -> int:
+        """Spark's (``StreamingSymmetricHashJoinExec.produceOutputWatermark``): the least of the
+        input watermark and each side's state watermark, the oldest time a buffered row of that
+        side can still be paired at: ``right time BETWEEN left time + lower AND left time + upper``
+        keeps a left row until the watermark passes its time + upper, a right row until it passes
+        its time - lower; one millisecond less for the inclusive bounds."""
+        iv = stage.interval
+        assert iv is not None, stage.name
+        left = watermark_ms - iv.upper_micros // 1000 - 1
+        right = watermark_ms + iv.lower_micros // 1000 - 1
+        return min(watermark_ms, left, right)
+
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         def part(s: AggregateStage) -> tuple[object, ...]:
             return (s.keys, s.time_column, s.watermark_delay_micros, s.interval)
@@ -185,7 +197,13 @@ class IntervalJoin(StageKind):
         return part(old) == part(new)
 
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         raise PitstopError(f"stage '{stage.name}': an interval join reads two streams (join_frame)")
 

@@ -111,7 +111,13 @@ class Running(StageKind):
         return (old.keys, old.accumulators, old.functions) == (new.keys, new.accumulators, new.functions)
 
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         """live rows -> (keys, acc inputs) --+
         seeds (keys, accs)                --+--> union -> GROUP BY keys: merge accumulators"""

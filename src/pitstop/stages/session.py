@@ -51,7 +51,13 @@ class Session(WindowKind):
         )
 
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         from pyspark.sql import functions as F
 
@@ -75,7 +81,8 @@ class Session(WindowKind):
                 ),
             )
             pre = pre.unionByName(seeds)
-        pre = pre.withWatermark("__ts", delay(stage))
+        if not watermarked:
+            pre = pre.withWatermark("__ts", delay(stage))
         gap_column = F.concat(F.col("__gap").cast("string"), F.lit(" microseconds"))
         return merged(pre.groupBy(F.session_window("__ts", gap_column).alias("window"), *keys), stage)
 

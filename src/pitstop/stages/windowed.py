@@ -145,7 +145,13 @@ class WindowKind(StageKind):
         )
 
     def frame(
-        self, spark: SparkSession, live: DataFrame, stage: AggregateStage, seed: StageSeed | None
+        self,
+        spark: SparkSession,
+        live: DataFrame,
+        stage: AggregateStage,
+        seed: StageSeed | None,
+        *,
+        watermarked: bool = False,
     ) -> DataFrame:
         from pyspark.sql import functions as F
 
@@ -161,7 +167,8 @@ class WindowKind(StageKind):
                 F.lit(True).alias("__seed"),
             )
             pre = pre.unionByName(seeds)
-        pre = pre.withWatermark("__ts", delay(stage))
+        if not watermarked:
+            pre = pre.withWatermark("__ts", delay(stage))
         rows = pre.select(
             self.assign(stage).alias("window"),
             *keys,
