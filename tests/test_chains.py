@@ -32,6 +32,7 @@ MAPPINGS_SQL = [
     "CREATE MAPPING paid_hourly TYPE DuckDB",
     "CREATE MAPPING totals TYPE DuckDB",
     "CREATE MAPPING out (k VARCHAR) TYPE File OPTIONS ('path'='/tmp/pitstop-tests/out')",
+    "CREATE MAPPING regions (region VARCHAR, zone VARCHAR) TYPE DuckDB",
 ]
 MAPPINGS: dict[str, Mapping] = {}
 for _sql in MAPPINGS_SQL:
@@ -116,6 +117,24 @@ def test_stateless_layers_and_other_stage_pairs_chain_too(body: str) -> None:
     assert len(branch.stages) == 2
 
 
+def test_a_static_join_in_a_cte_enriches_the_rows_a_window_reads() -> None:
+    body = (
+        "WITH enriched AS (SELECT o.k, o.amount, o.ts, r.zone FROM orders o JOIN regions r "
+        "ON o.region = r.region WHERE o.amount > 0), big AS (SELECT * FROM enriched WHERE amount > 5) "
+        "INSERT INTO hourly SELECT window_start, window_end, zone, SUM(amount) AS total "
+        "FROM TABLE(TUMBLE(TABLE big, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end, zone"
+    )
+    (branch,) = plan(body).branches
+    assert branch.join is not None and branch.join.kind == "table" and branch.join.right == "regions"
+    assert [s.kind for s in branch.stages] == ["tumble"] and branch.before == ()
+    # The join's WHERE, then the outer CTE's, both after the join and before the window.
+    assert [p.where_sql for p in branch.join_layers] == ["`amount` > 0", "amount > 5"]
+    assert [c.name for c in branch.join_layers[-1].columns] == ["k", "amount", "ts", "zone"]
+    assert branch.stages[0].watermark_delay_micros == 3_600_000_000
+    assert JobPlan.from_json(json.loads(json.dumps(plan(body).to_json()))) == plan(body)
+
+
 def test_a_stateless_select_over_a_chain_ends_with_its_last_stage() -> None:
     (branch,) = plan(f"WITH {FIRSTS} INSERT INTO out SELECT k, amount FROM firsts WHERE amount > 1").branches
     assert [s.kind for s in branch.stages] == ["dedup"] and branch.before == ()
@@ -156,25 +175,34 @@ def write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
     (folder / f".{name}.tmp").rename(folder / name)
 
 
-JOB = f"c {{options}} AS BEGIN {DEDUP_THEN_WINDOW}; {JOIN_THEN_WINDOW}; END"
+ENRICHED_THEN_WINDOW = (
+    "WITH enriched AS (SELECT o.amount, o.ts, z.zone FROM orders o JOIN zones z ON o.region = z.region) "
+    "INSERT INTO by_zone SELECT window_start, window_end, zone, SUM(amount) AS total "
+    "FROM TABLE(TUMBLE(TABLE enriched, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+    "GROUP BY window_start, window_end, zone"
+)
+JOB = f"c {{options}} AS BEGIN {DEDUP_THEN_WINDOW}; {JOIN_THEN_WINDOW}; {ENRICHED_THEN_WINDOW}; END"
 
 
 @pytest.mark.spark
 def test_chained_stages_across_pit_stops_equal_duckdbs_batch_truth(manager: Manager, tmp_path: Path) -> None:
-    """dedup -> window and interval join -> window, stopped twice mid-stream and restored from the
-    rows, then natively: the windows equal DuckDB's over all the input. A duplicate of an order
-    seen before the cut is dropped after it; a pair straddling the cut is counted once, in a window
-    that had closed for the job's input but not for the join's output (the join passes on an
-    earlier clock, which the restored window must keep)."""
-    odir, pdir = tmp_path / "orders", tmp_path / "pays"
+    """dedup -> window, interval join -> window and static join -> window, stopped twice
+    mid-stream and restored from the rows, then natively: the windows equal DuckDB's over all the
+    input. A duplicate of an order seen before the cut is dropped after it; a pair straddling the
+    cut is counted once, in a window that had closed for the job's input but not for the join's
+    output (the join passes on an earlier clock, which the restored window must keep)."""
+    odir, pdir, zdir = tmp_path / "orders", tmp_path / "pays", tmp_path / "zones"
     run(
         manager,
         "\n".join(
             sql.replace("/tmp/pitstop-tests/o'", f"{odir}'").replace("/tmp/pitstop-tests/p'", f"{pdir}'")
             + ";"
             for sql in MAPPINGS_SQL[:4]
-        ),
+        )
+        + f"CREATE MAPPING zones (region VARCHAR, zone VARCHAR) TYPE File OPTIONS ('path'='{zdir}');"
+        + "CREATE MAPPING by_zone TYPE DuckDB;",
     )
+    write(zdir, "z.json", [{"region": "eu", "zone": "emea"}, {"region": "us", "zone": "amer"}])
 
     def orders(name: str, *rows: tuple[str, str, int, str]) -> None:
         write(
@@ -209,10 +237,11 @@ def test_chained_stages_across_pit_stops_equal_duckdbs_batch_truth(manager: Mana
         (1, "hourly.aggregate", "restored"),
         (2, "paid", "restored"),
         (2, "paid_hourly.aggregate", "restored"),
+        (3, "by_zone.aggregate", "restored"),
     ]
     canonical = "OPTIONS ('restoreFormat'='canonical') FROM SNAPSHOT c1"
     started = run(manager, f"CREATE JOB {JOB.format(options=canonical)}; AWAIT JOB c;")[0].message
-    assert started.count(ROWS) == 4
+    assert started.count(ROWS) == 5
     run(manager, "DROP JOB c WITH SNAPSHOT c2;")
     shown = dict(run(manager, "DESCRIBE SNAPSHOT c2")[0].rows)
     assert (
@@ -224,7 +253,7 @@ def test_chained_stages_across_pit_stops_equal_duckdbs_batch_truth(manager: Mana
     orders("5.json", ("f", "us", 60, "04:45"))
     pays("4.json", ("e", 6, "02:50"), ("z", 0, "05:00"))
     started = run(manager, f"CREATE JOB {JOB.format(options='FROM SNAPSHOT c2')}; AWAIT JOB c;")[0].message
-    assert started.count(NATIVE) == 4
+    assert started.count(NATIVE) == 5
     run(manager, "DROP JOB c;")
 
     # The truth, in DuckDB over every file: first order per key; every pair in the bound; the
@@ -255,7 +284,14 @@ def test_chained_stages_across_pit_stops_equal_duckdbs_batch_truth(manager: Mana
         "GROUP BY ALL ORDER BY ALL",
         [wm[0]],
     ).fetchall()
-    assert len(firsts) == 5 and len(pairs) == 3  # the data closes what it should
+    db.execute(f"CREATE VIEW z AS SELECT * FROM read_json('{zdir}/*.json')")
+    zoned = db.execute(
+        "SELECT time_bucket(INTERVAL 1 HOUR, ts) AS ws, zone, sum(amount) FROM o JOIN z USING (region) "
+        "WHERE time_bucket(INTERVAL 1 HOUR, ts) + INTERVAL 1 HOUR <= ? GROUP BY ALL ORDER BY ALL",
+        [wm[0]],
+    ).fetchall()
+    assert len(firsts) == 5 and len(pairs) == 3 and len(zoned) == 6  # the data closes what it should
+    assert manager.catalog.query("SELECT window_start, zone, total FROM by_zone ORDER BY ALL")[1] == zoned
     assert (
         manager.catalog.query("SELECT window_start, region, n, total FROM hourly ORDER BY ALL")[1] == firsts
     )

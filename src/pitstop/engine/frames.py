@@ -104,7 +104,7 @@ def branch_frame(
         if join.kind == "table":
             table = tables.table_frame(spark, right, run_dir, query_key)
             table = table.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
-            df = df.join(table, F.expr(join.on_sql), join.how)
+            df = _project(df.join(table, F.expr(join.on_sql), join.how), branch.join_layers)
         else:
             other = source_frame(spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}")
             other = other.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])

@@ -104,6 +104,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
             sql=insert.sql(dialect=PitstopDialect),
             join=p.join,
             before=p.src.chain,
+            join_layers=p.src.join_layers,
         )
     )
 
@@ -423,6 +424,13 @@ def _input_of_select(
     where = _where(select, inner.layer)
     projection, layer = _projection(select, inner.layer, where)
     watermark = _kept(inner.watermark, projection)
+    if inner.join is not None and not inner.chain:  # over a static join: after it
+        return replace(
+            inner,
+            layer=Layer(inner.source.name, layer.columns),
+            watermark=watermark,
+            join_layers=(*inner.join_layers, projection),
+        )
     if inner.chain:  # over a stateful stage: the projection is among the layers after it
         last = inner.chain[-1]
         chain = (*inner.chain[:-1], replace(last, layers=(*last.layers, projection)))
@@ -482,10 +490,20 @@ def _upstream(
     operators in one query in append mode, the watermark flowing through them)."""
     full = {k: (lookup.ctes.get(k, (k, v))[0], v) for k, v in ctes.items()}
     p = _plan_query(select, name, full, lookup, _mapping(sink, lookup.mappings, "sink"))
-    if p.stage is None:
-        raise PlanError(
-            f"INSERT INTO {sink}: JOIN is supported in the SELECT that reads the sources only "
-            f"(FROM a JOIN b ON ...), not in a view, CTE or subquery below it ({what} joins a table)"
+    if p.stage is None:  # a static join (enrichment), stateless: its rows are the next one's input
+        assert p.join is not None and p.join.kind == "table" and not p.src.chain, what
+        layers = list(p.layers)
+        if p.where_sql is not None:  # the joined SELECT's WHERE holds on the joined rows
+            layers[0] = replace(layers[0], where_sql=p.where_sql)
+        watermark = p.src.watermark
+        for projection in layers:
+            watermark = _kept(watermark, projection)
+        return replace(
+            p.src,
+            layer=Layer(p.src.source.name, p.layer.columns),
+            watermark=watermark,
+            join=p.join,
+            join_layers=(*p.src.join_layers, *layers),
         )
     kind = kinds.kind_of(p.stage)
     if kind.updates or p.stage.window is not None:

@@ -149,7 +149,8 @@ class Step:
 class Branch:
     """One ``INSERT``::
 
-        source -> pre_layers -> [join] -> before[0] -> ... -> [where_sql] -> [stage] -> layers -> sink
+        source -> pre_layers -> [join -> join_layers] -> before[0] -> ... -> [where_sql] -> [stage]
+               -> layers -> sink
 
     where each of ``before`` is a :class:`Step` (a stateful stage and the layers after it) whose
     output is the next one's input. An interval join's stage is the first stage of the chain."""
@@ -172,6 +173,9 @@ class Branch:
     keys. 0: none."""
     join: JoinSpec | None = None
     before: tuple[Step, ...] = ()
+    join_layers: tuple[Projection, ...] = ()
+    """Stateless layers right after a static join that stands in a CTE, view or subquery which a
+    stateful stage reads (enrichment, then a window)."""
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -279,6 +283,7 @@ def _branch(b: dict[str, Any]) -> Branch:
         upsert_keys=tuple(b.get("upsert_keys", ())),
         early_results_ms=int(b.get("early_results_ms", 0)),
         join=_join(b.get("join")),
+        join_layers=tuple(_projection(p) for p in b.get("join_layers", ())),
         before=tuple(
             Step(s["where_sql"], stage_from_json(s["stage"]), tuple(_projection(p) for p in s["layers"]))
             for s in b.get("before", ())

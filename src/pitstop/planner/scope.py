@@ -34,6 +34,7 @@ class Input:
     watermark: WatermarkDef | None
     chain: tuple[Step, ...] = ()
     join: JoinSpec | None = None
+    join_layers: tuple[Projection, ...] = ()  # after a static join that a CTE or view holds
 
 
 def check_columns(node: exp.Expression, layer: Layer) -> None:
