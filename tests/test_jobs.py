@@ -91,7 +91,7 @@ def test_a_failed_job_says_why_in_one_sentence_and_logs_the_whole_error(
     sentence = (
         "INSERT INTO ratios failed: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate "
         'divisor being 0 and return NULL instead. If necessary set "spark.sql.ansi.enabled" to "false" '
-        "to bypass this error. (in: order_id DIV (order_id - order_id))"
+        "to bypass this error. (in: order_id DIV (order_id - order_id) AS `r`)"
     )
     assert failed.value.message == f"job 'ratio' failed: {sentence}"
     # It was restarted from its checkpoint before it was given up on.

@@ -27,7 +27,7 @@ from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
 from pitstop.planner.plan import Branch, Projection, Step
-from pitstop.planner.types import spark_type
+from pitstop.planner.types import named, spark_type
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
 
@@ -88,11 +88,7 @@ def branch_frame(
     join's right mapping (``right_start``: where an interval join starts reading it)."""
     from pyspark.sql import functions as F
 
-    df = source_frame(spark, source, run_dir, start, parallelism, query_key)
-    for layer in branch.pre_layers:
-        if layer.where_sql:
-            df = df.filter(F.expr(layer.where_sql))
-        df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
+    df = _project(source_frame(spark, source, run_dir, start, parallelism, query_key), branch.pre_layers)
     steps = [*branch.before]
     if branch.stage is not None:
         steps.append(Step(branch.where_sql, branch.stage, ()))
@@ -100,19 +96,19 @@ def branch_frame(
     join = branch.join
     if join is not None:
         assert right is not None, branch.sink
-        df = df.select(*[F.expr(c.sql).alias(c.name) for c in join.left_columns])
+        df = df.selectExpr(*[named(c.sql, c.name) for c in join.left_columns])
         if join.kind == "table":
             table = tables.table_frame(spark, right, run_dir, query_key)
-            table = table.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
+            table = table.selectExpr(*[named(c.sql, c.name) for c in join.right_columns])
             df = _project(df.join(table, F.expr(join.on_sql), join.how), branch.join_layers)
         else:
             other = source_frame(spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}")
-            other = other.select(*[F.expr(c.sql).alias(c.name) for c in join.right_columns])
+            other = other.selectExpr(*[named(c.sql, c.name) for c in join.right_columns])
             first = steps[0].stage
             df = kinds.kind_of(first).join_frame(spark, df, other, first, seeds.get(first.name))
             joined = True
     if branch.stage is None and branch.where_sql:
-        df = df.filter(F.expr(branch.where_sql))
+        df = df.filter(branch.where_sql)
     # Spark refuses a second watermark on one stream: a stage after one that set the watermark
     # (a ROW_NUMBER deduplication, an interval join, a window) goes on with its rows' own.
     watermarked = joined
@@ -121,7 +117,7 @@ def branch_frame(
         kind = kinds.kind_of(stage)
         if not (joined and i == 0):
             if step.where_sql:
-                df = df.filter(F.expr(step.where_sql))
+                df = df.filter(step.where_sql)
             df = kind.frame(spark, df, stage, seeds.get(stage.name), watermarked=watermarked)
         watermarked = watermarked or kind.clock(stage, 0) is not None
         if i < len(steps) - 1:
@@ -132,12 +128,11 @@ def branch_frame(
 
 
 def _project(df: DataFrame, layers: tuple[Projection, ...]) -> DataFrame:
-    from pyspark.sql import functions as F
-
+    """Each layer's filter and projection, from SQL text (one JVM call each: ``named``)."""
     for layer in layers:
         if layer.where_sql:
-            df = df.filter(F.expr(layer.where_sql))
-        df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns])
+            df = df.filter(layer.where_sql)
+        df = df.selectExpr(*[named(c.sql, c.name) for c in layer.columns])
     return df
 
 
@@ -145,12 +140,10 @@ def _updated_rows(df: DataFrame, branch: Branch) -> DataFrame:
     """The layers after an updating stage, whose filters mark rows instead of dropping them: a
     group that a filter (HAVING) no longer keeps must be removed from the sink, so its row goes
     on with ``__pitstop_keep`` false (:mod:`pitstop.connectors.upsert`)."""
-    from pyspark.sql import functions as F
-
-    df = df.withColumn(KEEP, F.lit(True))
+    keep = "true"
     for layer in branch.layers:
-        keep = F.col(KEEP)
         if layer.where_sql:
-            keep = keep & F.coalesce(F.expr(layer.where_sql), F.lit(False))
-        df = df.select(*[F.expr(c.sql).alias(c.name) for c in layer.columns], keep.alias(KEEP))
+            keep = f"{keep} AND coalesce(({layer.where_sql}), false)"
+        df = df.selectExpr(*[named(c.sql, c.name) for c in layer.columns], named(keep, KEEP))
+        keep = f"`{KEEP}`"
     return df

@@ -34,7 +34,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pitstop.planner.plan import MERGE_FUNCTION, Accumulator, AggregateStage
-from pitstop.planner.types import decimal_parts
+from pitstop.planner.types import decimal_parts, named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -81,17 +81,15 @@ def row_columns(stage: AggregateStage) -> list[str]:
     return names
 
 
-def live_inputs(stage: AggregateStage) -> list[Column]:
-    """A live row's input columns (over the stage's input layer)."""
-    from pyspark.sql import functions as F
-
-    cols: list[Column] = []
+def live_inputs(stage: AggregateStage) -> list[str]:
+    """A live row's input columns (over the stage's input layer), as ``selectExpr`` SQL."""
+    cols: list[str] = []
     for a in stage.accumulators:
         if a.kind == "hll":
-            cols.append(F.lit(None).cast("BINARY").alias(a.name))
-            cols.append(F.expr(a.input_sql).cast("STRING").alias(f"{a.name}__in"))
+            cols.append(named("CAST(NULL AS BINARY)", a.name))
+            cols.append(named(f"CAST(({a.input_sql}) AS STRING)", f"{a.name}__in"))
         else:
-            cols.append(F.expr(a.input_sql).cast(input_type(a)).alias(a.name))
+            cols.append(named(f"CAST(({a.input_sql}) AS {input_type(a)})", a.name))
     return cols
 
 
@@ -129,7 +127,7 @@ def merge_sql(acc: Accumulator) -> str:
 def merges(stage: AggregateStage) -> list[Column]:
     from pyspark.sql import functions as F
 
-    return [F.expr(merge_sql(a)).alias(a.name) for a in stage.accumulators]
+    return [F.expr(named(merge_sql(a), a.name)) for a in stage.accumulators]
 
 
 # -- reading state ---------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from pitstop.planner.plan import AggregateStage, Projection
 from pitstop.planner.scope import Input, Layer
+from pitstop.planner.types import named
 from pitstop.stages.accumulators import evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText
 from pitstop.stages.buffers import (
@@ -124,9 +125,8 @@ class Running(StageKind):
         from pyspark.sql import functions as F
 
         keys = key_columns(stage)
-        rows = live.select(
-            *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
-            *live_inputs(stage),
+        rows = live.selectExpr(
+            *[named(f"CAST(({k.sql}) AS {k.type})", k.name) for k in stage.keys], *live_inputs(stage)
         )
         if seed is not None:
             seeds = spark.readStream.schema(seed.schema or self.state_schema(stage)).parquet(seed.path)

@@ -44,6 +44,7 @@ import pyarrow as pa
 from pitstop.errors import PitstopError, PlanError
 from pitstop.planner.plan import AggregateStage, KeyColumn, Projection, WindowSpec
 from pitstop.planner.scope import Input, Layer
+from pitstop.planner.types import named
 from pitstop.sql.intervals import format_interval
 from pitstop.stages.accumulators import Evolution, comparator_changes, evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
@@ -276,13 +277,11 @@ def key_columns(stage: AggregateStage) -> list[Column]:
 
 def live_rows(live: DataFrame, stage: AggregateStage) -> DataFrame:
     """Each live row as the stage's keys, its event time ``__ts`` and its accumulators' inputs."""
-    from pyspark.sql import functions as F
-
-    return live.select(
-        *[F.expr(k.sql).cast(k.type).alias(k.name) for k in stage.keys],
-        F.col(f"`{stage.spec.time_column}`").alias("__ts"),
+    return live.selectExpr(
+        *[named(f"CAST(({k.sql}) AS {k.type})", k.name) for k in stage.keys],
+        named(f"`{stage.spec.time_column}`", "__ts"),
         *live_inputs(stage),
-        F.lit(False).alias("__seed"),
+        "false AS __seed",
     )
 
 
