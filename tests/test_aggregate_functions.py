@@ -219,6 +219,11 @@ def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computati
         + "CREATE MAPPING picks TYPE DuckDB; CREATE MAPPING totals TYPE DuckDB;"
         + f"CREATE JOB fns {JOB} AWAIT JOB fns; DROP JOB fns WITH SNAPSHOT s1;",
     )
+    # The running aggregate's rows at the cut are its state finished: snapshot_state finishes the
+    # sketch's estimate without Spark (datasketches) as Spark did into the sink, for every group.
+    finished = run(manager, "SELECT region, kinds, about FROM snapshot_state('s1', 'totals.aggregate')")[0]
+    at_cut = manager.catalog.query("SELECT region, kinds, about FROM totals")[1]
+    assert sorted(finished.rows) == sorted(at_cut) and len(at_cut) == 3
     for i, (fmt, how, limit) in enumerate([("canonical", ROWS, 600), ("auto", NATIVE, 900)], start=1):
         run(manager, EVENTS.format(limit=limit))
         message = run(manager, f"CREATE JOB fns OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT s{i} {JOB}")[

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,9 +121,13 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
         )
     table = naive_utc(pa.concat_tables([pq.read_table(f) for f in files]))
     accumulators = [a.name for a in old.accumulators]
+    helpers: list[str] = []
+    for acc in (a for a in old.accumulators if a.kind == "hll" and a.name in table.column_names):
+        helpers.append(estimate_column(acc.name))
+        table = table.append_column(helpers[-1], hll_estimates(table.column(acc.name)))
     finished = finish_columns(snapshot.manifest, name, list(table.column_names))
     if not finished:
-        return table
+        return table.drop_columns(helpers)
     # A private in-memory DuckDB computes them, with file access off like a server's: the
     # expressions come from a job's SQL, and read nothing but the state.
     import duckdb
@@ -139,10 +144,30 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
                 log.warning(
                     "snapshot '%s', stage '%s': column %s left out (%s)", snapshot.name, name, out, exc
                 )
-        firsts = [_quote(c) for c in table.column_names if c not in accumulators]
+        firsts = [_quote(c) for c in table.column_names if c not in accumulators and c not in helpers]
         select = [*firsts, *kept, *[_quote(c) for c in accumulators]]
         result: pa.Table = finisher.sql(f"SELECT {', '.join(select)} FROM state").to_arrow_table()
     return result
+
+
+def estimate_column(accumulator: str) -> str:
+    return f"{accumulator}__estimate"
+
+
+def hll_estimates(sketches: pa.ChunkedArray) -> pa.Array:
+    """Each APPROX_COUNT_DISTINCT sketch's estimate, as Spark's ``hll_sketch_estimate`` gives it
+    (``Math.round`` of the sketch's estimate). DuckDB has no HLL of this format, so the finished
+    column would be missing; the sketches are Apache DataSketches HLL sketches, which the
+    ``datasketches`` library (Apache's own, for Python) reads, without Spark."""
+    import datasketches
+
+    return pa.array(
+        [
+            None if s is None else math.floor(datasketches.hll_sketch.deserialize(s).get_estimate() + 0.5)
+            for s in sketches.to_pylist()
+        ],
+        pa.int64(),
+    )
 
 
 def naive_utc(table: pa.Table) -> pa.Table:
@@ -196,6 +221,13 @@ def _over(spark_sql: str, known: dict[str, exp.Expression | None]) -> exp.Expres
 
     def swap(node: exp.Expression) -> exp.Expression:
         nonlocal missing
+        if (
+            isinstance(node, exp.Anonymous)
+            and node.name.lower() == "hll_sketch_estimate"
+            and len(node.expressions) == 1
+            and isinstance(node.expressions[0], exp.Column)
+        ):  # computed beside the sketches (hll_estimates): DuckDB has no such function
+            node = exp.column(estimate_column(node.expressions[0].name))
         if isinstance(node, exp.Column):
             found = known.get(node.name.lower())
             if found is None:
