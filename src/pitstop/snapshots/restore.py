@@ -114,31 +114,11 @@ def plan_restore(
     seeds: dict[str, StageSeed] = {}
     native: dict[str, NativeCopy] = {}
     branches = {s.name: b for b in plan.branches for s in b.stages}
-    old_chains = _old_chains(manifest)
-    againsts: dict[str, str | None] = {}
-    for v in verdicts:
-        if v.outcome == compat.RESTORED:
-            entry = manifest["stages"][v.stage]
-            branch = branches[v.stage]
-            new = plan.stage(v.stage)
-            assert new is not None
-            against = native_reason(entry, old[v.stage], new, branch, partitions, fmt)
-            moved = [src for src in branch.sources if src in elsewhere]
-            if against is None and moved:
-                against = f"source '{moved[0]}' does not go on from the snapshot's position"
-            if early.toggled(manifest.get("plan"), v.stage, branch) == "on" and against is None:
-                against = (
-                    "early results turned on: from Spark's state files, update mode would never write a "
-                    "window in flight at the cut that gets no new event; the rows' first batch writes "
-                    "every one of them"
-                )
-            chain = tuple(s.name for s in branch.stages)
-            if against is None and old_chains.get(v.stage, (v.stage,)) != chain:
-                against = (
-                    f"the stages of its branch changed ({', '.join(old_chains.get(v.stage, (v.stage,)))} -> "
-                    f"{', '.join(chain)}), and a branch's checkpoint holds all of them"
-                )
-            againsts[v.stage] = against
+    againsts = {
+        v.stage: _why_not_native(v.stage, manifest, old, plan, branches[v.stage], partitions, fmt, elsewhere)
+        for v in verdicts
+        if v.outcome == compat.RESTORED
+    }
     # One checkpoint per branch: its stages go on from the native copy together, or none does.
     for name, against in list(againsts.items()):
         others = [s.name for s in branches[name].stages if s.name != name]
@@ -181,6 +161,39 @@ def plan_restore(
         annotated.append(v)
     start = {src: entry["pos"] for src, entry in sources.items()}
     return Restore(snapshot.name, tuple(annotated), start, seeds, sources, str(root), native, notes)
+
+
+def _why_not_native(
+    name: str,
+    manifest: dict[str, Any],
+    old: dict[str, AggregateStage],
+    plan: JobPlan,
+    branch: Branch,
+    partitions: int | None,
+    fmt: str,
+    elsewhere: set[str],
+) -> str | None:
+    """Why restored stage ``name`` cannot go on from the snapshot's native copy on its own (its
+    branch's other stages are weighed by the caller), or None."""
+    new = plan.stage(name)
+    assert new is not None
+    against = native_reason(manifest["stages"][name], old[name], new, branch, partitions, fmt)
+    moved = [src for src in branch.sources if src in elsewhere]
+    if against is None and moved:
+        against = f"source '{moved[0]}' does not go on from the snapshot's position"
+    if against is None and early.toggled(manifest.get("plan"), name, branch) == "on":
+        against = (
+            "early results turned on: from Spark's state files, update mode would never write a "
+            "window in flight at the cut that gets no new event; the rows' first batch writes "
+            "every one of them"
+        )
+    was, now = _old_chains(manifest).get(name, (name,)), tuple(s.name for s in branch.stages)
+    if against is None and was != now:
+        against = (
+            f"the stages of its branch changed ({', '.join(was)} -> {', '.join(now)}), and a "
+            "branch's checkpoint holds all of them"
+        )
+    return against
 
 
 def _old_chains(manifest: dict[str, Any]) -> dict[str, tuple[str, ...]]:
