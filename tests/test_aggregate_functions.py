@@ -173,6 +173,9 @@ JOB = f"""AS BEGIN
     INSERT INTO picks SELECT window_start, window_end, region, {FUNCTIONS}
         FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '2' MINUTE))
         GROUP BY window_start, window_end, region;
+    INSERT INTO hops SELECT window_start, window_end, region, {FUNCTIONS}
+        FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '2' MINUTE, INTERVAL '1' MINUTE))
+        GROUP BY window_start, window_end, region;
     INSERT INTO totals SELECT region, {FUNCTIONS} FROM events GROUP BY region;
 END;"""
 TRUTH = (
@@ -181,8 +184,12 @@ TRUTH = (
 )
 
 
-def events_truth(last: int) -> tuple[dict[tuple[Any, ...], tuple[Any, ...]], dict[str, tuple[Any, ...]]]:
-    """Per (2-minute window, region) and per region, the four functions over events 0..last-1, in
+Truth = dict[tuple[Any, ...], tuple[Any, ...]]
+
+
+def events_truth(last: int) -> tuple[Truth, Truth, dict[str, tuple[Any, ...]]]:
+    """Per (2-minute window, region), per (2-minute window sliding by 1, region) and per region,
+    the four functions over events 0..last-1, in
     DuckDB (the exact distinct count stands for the sketch's estimate: at these few values an HLL
     sketch counts exactly)."""
     import duckdb
@@ -203,20 +210,31 @@ def events_truth(last: int) -> tuple[dict[tuple[Any, ...], tuple[Any, ...]], dic
     con = duckdb.connect()
     con.register("events", pa.Table.from_batches([generate(schema, 0, last, options)]))
     windows = con.execute(f"SELECT time_bucket(INTERVAL 2 MINUTE, ts), region, {TRUTH}").fetchall()
+    con.execute(
+        "CREATE VIEW hopped AS SELECT unnest([time_bucket(INTERVAL 1 MINUTE, ts), "
+        "time_bucket(INTERVAL 1 MINUTE, ts) - INTERVAL 1 MINUTE]) AS ws, * FROM events"
+    )
+    hops = con.execute(f"SELECT ws, region, {TRUTH.replace('FROM events', 'FROM hopped')}").fetchall()
     regions = con.execute(f"SELECT region, {TRUTH}").fetchall()
-    return {(r[0], r[1]): tuple(r[2:]) for r in windows}, {r[0]: tuple(r[1:]) for r in regions}
+    return (
+        {(r[0], r[1]): tuple(r[2:]) for r in windows},
+        {(r[0], r[1]): tuple(r[2:]) for r in hops},
+        {r[0]: tuple(r[1:]) for r in regions},
+    )
 
 
 @pytest.mark.spark
 def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computation(manager: Manager) -> None:
-    """COUNT(DISTINCT), APPROX_COUNT_DISTINCT, MIN_BY and MAX_BY in a window and in a running
-    aggregate: stopped with a snapshot mid-stream twice, restored from the snapshot's rows, then
-    natively; every window and every group's total equals one computation over all events (values
-    seen on both sides of a cut counted once; MIN_BY kept from before a cut, MAX_BY from after)."""
+    """COUNT(DISTINCT), APPROX_COUNT_DISTINCT, MIN_BY and MAX_BY in a tumbling and a sliding
+    window and in a running aggregate: stopped with a snapshot mid-stream twice, restored from the
+    snapshot's rows, then natively; every window and every group's total equals one computation
+    over all events (values seen on both sides of a cut counted once; MIN_BY kept from before a
+    cut, MAX_BY from after)."""
     run(
         manager,
         EVENTS.format(limit=300)
-        + "CREATE MAPPING picks TYPE DuckDB; CREATE MAPPING totals TYPE DuckDB;"
+        + "CREATE MAPPING picks TYPE DuckDB; CREATE MAPPING hops TYPE DuckDB;"
+        + "CREATE MAPPING totals TYPE DuckDB;"
         + f"CREATE JOB fns {JOB} AWAIT JOB fns; DROP JOB fns WITH SNAPSHOT s1;",
     )
     # The running aggregate's rows at the cut are its state finished: snapshot_state finishes the
@@ -229,9 +247,9 @@ def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computati
         message = run(manager, f"CREATE JOB fns OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT s{i} {JOB}")[
             0
         ].message
-        assert message.count(how) == 2, message
+        assert message.count(how) == 3, message
         run(manager, "AWAIT JOB fns;" + ("DROP JOB fns WITH SNAPSHOT s2;" if i == 1 else ""))
-    windows, regions = events_truth(900)
+    windows, hops, regions = events_truth(900)
     closed = datetime(2024, 1, 1) + timedelta(seconds=899 - 5)
     _, rows = manager.catalog.query(
         "SELECT window_start, region, kinds, about, first_qty, last_qty FROM picks ORDER BY ALL"
@@ -239,6 +257,12 @@ def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computati
     written = [(r[0], r[1]) for r in rows]
     assert written == sorted(k for k in windows if k[0] + timedelta(minutes=2) <= closed)  # each once
     assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == {k: windows[k] for k in written}
+    _, rows = manager.catalog.query(
+        "SELECT window_start, region, kinds, about, first_qty, last_qty FROM hops ORDER BY ALL"
+    )
+    written = [(r[0], r[1]) for r in rows]
+    assert written == sorted(k for k in hops if k[0] + timedelta(minutes=2) <= closed)  # each once
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == {k: hops[k] for k in written}
     _, totals = manager.catalog.query("SELECT region, kinds, about, first_qty, last_qty FROM totals")
     assert {r[0]: tuple(r[1:]) for r in totals} == regions
     # The cuts fell inside windows (300 s and 600 s are inside [4, 6) and [10, 12) minutes), whose
