@@ -176,6 +176,9 @@ JOB = f"""AS BEGIN
     INSERT INTO hops SELECT window_start, window_end, region, {FUNCTIONS}
         FROM TABLE(HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '2' MINUTE, INTERVAL '1' MINUTE))
         GROUP BY window_start, window_end, region;
+    INSERT INTO sessions SELECT window_start, window_end, region, {FUNCTIONS}
+        FROM TABLE(SESSION(TABLE events, DESCRIPTOR(ts), INTERVAL '5' SECOND))
+        GROUP BY window_start, window_end, region;
     INSERT INTO totals SELECT region, {FUNCTIONS} FROM events GROUP BY region;
 END;"""
 TRUTH = (
@@ -187,9 +190,9 @@ TRUTH = (
 Truth = dict[tuple[Any, ...], tuple[Any, ...]]
 
 
-def events_truth(last: int) -> tuple[Truth, Truth, dict[str, tuple[Any, ...]]]:
-    """Per (2-minute window, region), per (2-minute window sliding by 1, region) and per region,
-    the four functions over events 0..last-1, in
+def events_truth(last: int) -> tuple[Truth, Truth, Truth, dict[str, tuple[Any, ...]]]:
+    """Per (2-minute window, region), per (2-minute window sliding by 1, region), per (5-second
+    session, region) and per region, the four functions over events 0..last-1, in
     DuckDB (the exact distinct count stands for the sketch's estimate: at these few values an HLL
     sketch counts exactly)."""
     import duckdb
@@ -215,26 +218,43 @@ def events_truth(last: int) -> tuple[Truth, Truth, dict[str, tuple[Any, ...]]]:
         "time_bucket(INTERVAL 1 MINUTE, ts) - INTERVAL 1 MINUTE]) AS ws, * FROM events"
     )
     hops = con.execute(f"SELECT ws, region, {TRUTH.replace('FROM events', 'FROM hopped')}").fetchall()
+    # A session goes on while the next event of its region comes at most the gap after the last
+    # (Spark merges [t, t + gap) with an event at t + gap): numbered by gaps and islands.
+    con.execute(
+        "CREATE VIEW marked AS SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY region ORDER BY ts) "
+        "<= INTERVAL 5 SECOND THEN 0 ELSE 1 END AS first FROM events"
+    )
+    con.execute(
+        "CREATE VIEW numbered AS SELECT *, sum(first) OVER (PARTITION BY region ORDER BY ts) AS n FROM marked"
+    )
+    con.execute(
+        "CREATE VIEW sessioned AS SELECT min(ts) OVER (PARTITION BY region, n) AS ws, "
+        "max(ts) OVER (PARTITION BY region, n) + INTERVAL 5 SECOND AS we, * FROM numbered"
+    )
+    sessions = con.execute(
+        f"SELECT ws, region, we, {TRUTH.replace('FROM events', 'FROM sessioned')}"
+    ).fetchall()
     regions = con.execute(f"SELECT region, {TRUTH}").fetchall()
     return (
         {(r[0], r[1]): tuple(r[2:]) for r in windows},
         {(r[0], r[1]): tuple(r[2:]) for r in hops},
+        {(r[0], r[1]): tuple(r[2:]) for r in sessions},
         {r[0]: tuple(r[1:]) for r in regions},
     )
 
 
 @pytest.mark.spark
 def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computation(manager: Manager) -> None:
-    """COUNT(DISTINCT), APPROX_COUNT_DISTINCT, MIN_BY and MAX_BY in a tumbling and a sliding
-    window and in a running aggregate: stopped with a snapshot mid-stream twice, restored from the
-    snapshot's rows, then natively; every window and every group's total equals one computation
+    """COUNT(DISTINCT), APPROX_COUNT_DISTINCT, MIN_BY and MAX_BY in a tumbling, a sliding and
+    a session window and in a running aggregate: stopped with a snapshot mid-stream twice, restored
+    from the snapshot's rows, then natively; every window and every group's total equals one computation
     over all events (values seen on both sides of a cut counted once; MIN_BY kept from before a
     cut, MAX_BY from after)."""
     run(
         manager,
         EVENTS.format(limit=300)
         + "CREATE MAPPING picks TYPE DuckDB; CREATE MAPPING hops TYPE DuckDB;"
-        + "CREATE MAPPING totals TYPE DuckDB;"
+        + "CREATE MAPPING sessions TYPE DuckDB; CREATE MAPPING totals TYPE DuckDB;"
         + f"CREATE JOB fns {JOB} AWAIT JOB fns; DROP JOB fns WITH SNAPSHOT s1;",
     )
     # The running aggregate's rows at the cut are its state finished: snapshot_state finishes the
@@ -247,9 +267,9 @@ def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computati
         message = run(manager, f"CREATE JOB fns OPTIONS ('restoreFormat'='{fmt}') FROM SNAPSHOT s{i} {JOB}")[
             0
         ].message
-        assert message.count(how) == 3, message
+        assert message.count(how) == 4, message
         run(manager, "AWAIT JOB fns;" + ("DROP JOB fns WITH SNAPSHOT s2;" if i == 1 else ""))
-    windows, hops, regions = events_truth(900)
+    windows, hops, sessions, regions = events_truth(900)
     closed = datetime(2024, 1, 1) + timedelta(seconds=899 - 5)
     _, rows = manager.catalog.query(
         "SELECT window_start, region, kinds, about, first_qty, last_qty FROM picks ORDER BY ALL"
@@ -263,6 +283,18 @@ def test_new_functions_through_pit_stops_in_both_formats_equal_a_batch_computati
     written = [(r[0], r[1]) for r in rows]
     assert written == sorted(k for k in hops if k[0] + timedelta(minutes=2) <= closed)  # each once
     assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == {k: hops[k] for k in written}
+    # Sessions close when the watermark passes their end; the cuts' watermarks closed some, the
+    # events after each cut went on others (a session open at a cut is finished by the next job).
+    _, rows = manager.catalog.query(
+        "SELECT window_start, region, window_end, kinds, about, first_qty, last_qty "
+        "FROM sessions ORDER BY ALL"
+    )
+    closed_sessions = [(r[0], r[1]) for r in rows]
+    assert closed_sessions == sorted(k for k in sessions if sessions[k][0] <= closed)  # each once
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == {k: sessions[k] for k in closed_sessions}
+    assert len(closed_sessions) > 30
+    cuts = [datetime(2024, 1, 1) + timedelta(seconds=s) for s in (300, 600)]
+    assert any(k[0] < cut <= sessions[k][0] - timedelta(seconds=5) for k in closed_sessions for cut in cuts)
     _, totals = manager.catalog.query("SELECT region, kinds, about, first_qty, last_qty FROM totals")
     assert {r[0]: tuple(r[1:]) for r in totals} == regions
     # The cuts fell inside windows (300 s and 600 s are inside [4, 6) and [10, 12) minutes), whose
