@@ -72,6 +72,8 @@ so is not kept either: the store errs towards running the query)."""
 CLOCK_FUNCTIONS = frozenset({"age", "current_localtime", "current_localtimestamp"})
 """Functions that read the clock although DuckDB 2.0 calls them CONSISTENT (``age(ts)`` counts
 from today)."""
+ZONED_TYPES = ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ_NS", "TIME WITH TIME ZONE")
+"""Parameter types whose functions read the session's TimeZone (see SharedResults.consistent)."""
 TABLE_REFS = frozenset({"BASE_TABLE", "SUBQUERY", "JOIN", "EMPTY", "EXPRESSION_LIST"})
 
 
@@ -176,12 +178,17 @@ class SharedResults:
 
     def consistent(self, cursor: duckdb.DuckDBPyConnection) -> frozenset[str]:
         """Names of the functions whose every overload DuckDB calls CONSISTENT, and the session
-        macros."""
+        macros. An overload that reads a time-zone-aware value counts too: DuckDB 2.0.1 calls
+        those CONSISTENT_WITHIN_QUERY (``timestamptz + interval`` depends on the session's
+        TimeZone, as every operator ``+`` then would), and the session's settings, TimeZone
+        among them, are part of a kept result's key."""
         with self._lock:
             if self._consistent is None:
                 rows = cursor.execute(
-                    "SELECT lower(function_name) FROM duckdb_functions() "
-                    "GROUP BY 1 HAVING bool_and(coalesce(stability, '') = 'CONSISTENT')"
+                    "SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 "
+                    "HAVING bool_and(coalesce(stability, '') = 'CONSISTENT' OR "
+                    "(stability = 'CONSISTENT_WITHIN_QUERY' AND list_has_any(parameter_types, "
+                    f"{list(ZONED_TYPES)})))"
                 ).fetchall()
                 self._consistent = (frozenset(r[0] for r in rows) - CLOCK_FUNCTIONS) | SESSION_MACROS
             return self._consistent
