@@ -159,7 +159,13 @@ def test_a_stateless_select_over_a_chain_ends_with_its_last_stage() -> None:
             "INSERT INTO hourly SELECT window_start, window_end, COUNT(*) AS n FROM "
             "TABLE(TUMBLE((SELECT DISTINCT k, region FROM orders), DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
             "GROUP BY window_start, window_end",
-            "has no column 'ts'",
+            "DESCRIPTOR(ts): a subquery (over mapping 'orders') has no column 'ts'",
+        ),
+        (
+            "WITH d AS (SELECT k, region, amount FROM orders) INSERT INTO hourly SELECT window_start, "
+            "window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE d, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+            "GROUP BY window_start, window_end",
+            "DESCRIPTOR(ts): CTE 'd' (over mapping 'orders') has no column 'ts'; known columns: k, region",
         ),
     ],
 )

@@ -383,8 +383,10 @@ def _resolve_input(
         if not isinstance(node.this, exp.Select):
             raise PlanError(f"INSERT INTO {sink}: a subquery in FROM must be a SELECT")
         if _stateful(node.this, ctes, lookup, seen):
-            return _upstream(node.this, None, "the subquery", ctes, lookup, sink)
-        return _input_of_select(node.this, "subquery", ctes, lookup, sink, seen)
+            got = _upstream(node.this, None, "the subquery", ctes, lookup, sink)
+        else:
+            got = _input_of_select(node.this, "subquery", ctes, lookup, sink, seen)
+        return replace(got, read_as="a subquery")
     if not isinstance(node, exp.Table):
         raise PlanError(f"INSERT INTO {sink}: FROM must name a source mapping or a view")
     name = node.name
@@ -392,17 +394,21 @@ def _resolve_input(
         raise PlanError(f"view or CTE '{name}' refers to itself")
     if name.lower() in ctes:
         if _stateful(ctes[name.lower()], ctes, lookup, seen | {name.lower()}):
-            return _upstream(ctes[name.lower()], name, f"CTE '{name}'", ctes, lookup, sink)
-        return _input_of_select(
-            ctes[name.lower()], f"CTE '{name}'", ctes, lookup, sink, seen | {name.lower()}
-        )
+            got = _upstream(ctes[name.lower()], name, f"CTE '{name}'", ctes, lookup, sink)
+        else:
+            got = _input_of_select(
+                ctes[name.lower()], f"CTE '{name}'", ctes, lookup, sink, seen | {name.lower()}
+            )
+        return replace(got, read_as=f"CTE '{name}'")
     view = lookup.views(name)
     if view is not None:
         if not isinstance(view, exp.Select):
             raise PlanError(f"view '{name}' is a UNION; jobs read views that are one SELECT")
         if _stateful(view, {}, lookup, seen | {name.lower()}):
-            return _upstream(view, name, f"view '{name}'", {}, lookup, sink)
-        return _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
+            got = _upstream(view, name, f"view '{name}'", {}, lookup, sink)
+        else:
+            got = _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
+        return replace(got, read_as=f"view '{name}'")
     source = _mapping(name, lookup.mappings, "source")
     if not registry.connector(source.type).source:
         raise PlanError(

@@ -35,6 +35,14 @@ class Input:
     chain: tuple[Step, ...] = ()
     join: JoinSpec | None = None
     join_layers: tuple[Projection, ...] = ()  # after a static join that a CTE or view holds
+    read_as: str = ""  # "CTE 'recent'", "view 'v'", "a subquery": what the SELECT names in FROM
+
+    def what(self) -> str:
+        """What the SELECT reads, for a message: ``mapping 'orders'``, or ``CTE 'recent' (over
+        mapping 'orders')``."""
+        if not self.read_as:
+            return f"mapping '{self.source.name}'"
+        return f"{self.read_as} (over mapping '{self.source.name}')"
 
 
 def check_columns(node: exp.Expression, layer: Layer) -> None:

@@ -237,12 +237,12 @@ def window_column(tvf: exp.Expression, input_: Input) -> str:
     col = next((n for n in src.columns if n.lower() == time_col.lower()), None)
     if col is None:
         raise PlanError(
-            f"DESCRIPTOR({time_col}): mapping '{source.name}' has no column '{time_col}'; known "
+            f"DESCRIPTOR({time_col}): {input_.what()} has no column '{time_col}'; known "
             f"columns: {', '.join(src.columns)}"
         )
     if src.columns[col] != "TIMESTAMP":
         raise PlanError(
-            f"DESCRIPTOR({time_col}): column '{col}' of mapping '{source.name}' is "
+            f"DESCRIPTOR({time_col}): column '{col}' of {input_.what()} is "
             f"{src.columns[col]}; a window needs a TIMESTAMP column"
         )
     watermark = input_.watermark
