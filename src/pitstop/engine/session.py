@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pitstop.engine import forkserver
 from pitstop.settings import Settings
 
 if TYPE_CHECKING:
@@ -19,16 +20,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_forkserver: forkserver.Server | None = None
 
 
 def spark_session(settings: Settings) -> SparkSession:
     """The process's Spark session, created on first use."""
-    global _session
+    global _session, _forkserver
     with _lock:
         if _session is not None:
             return _session
         # Python workers must run the interpreter that has pitstop installed.
         os.environ.setdefault("PYSPARK_PYTHON", worker_python(settings))
+        own_script = Path(os.environ["PYSPARK_PYTHON"]).name == "python-worker"  # WORKER_SCRIPT
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
@@ -67,6 +70,9 @@ def spark_session(settings: Settings) -> SparkSession:
         logs = settings.home / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / "spark.log", "ab") as handle:
+            if own_script:  # the JVM, and the worker script it runs, inherit the variable
+                _forkserver = forkserver.start(handle)
+                os.environ[forkserver.ENV] = _forkserver.path
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
         SparkContext(conf=conf, gateway=gateway)
         # The builder adopts the running context and registers the session as the JVM's default
@@ -104,6 +110,13 @@ for p in $PYTHONPATH; do
 done
 PYTHONPATH=$new
 export PYTHONPATH
+# A streaming query's Python source starts warm, forked by pitstop's fork server (forkserver.py).
+if [ "$1" = -m ] && [ "$2" = pyspark.sql.streaming.python_streaming_source_runner ] \
+    && [ -S "${PITSTOP_FORKSERVER:-}" ]; then
+  PITSTOP_PYTHON={python}
+  export PITSTOP_PYTHON
+  exec {python} -I -S {client} "$@"
+fi
 exec {python} "$@"
 """
 
@@ -123,7 +136,9 @@ def worker_python(settings: Settings) -> str:
     script = settings.home / "bin" / "python-worker"
     script.parent.mkdir(parents=True, exist_ok=True)
     tmp = script.with_name(f".{script.name}.{os.getpid()}.tmp")
-    tmp.write_text(WORKER_SCRIPT.replace("{python}", shlex.quote(sys.executable)))
+    client = Path(__file__).with_name("forkclient.py")
+    text = WORKER_SCRIPT.replace("{python}", shlex.quote(sys.executable))
+    tmp.write_text(text.replace("{client}", shlex.quote(str(client))))
     tmp.chmod(0o755)
     os.replace(tmp, script)
     try:  # a home on a file system mounted noexec cannot run it
@@ -150,9 +165,16 @@ def running_session() -> SparkSession | None:
     return _session
 
 
+def running_forkserver() -> forkserver.Server | None:
+    return _forkserver
+
+
 def stop_session() -> None:
-    global _session
+    global _session, _forkserver
     with _lock:
         if _session is not None:
             _session.stop()
             _session = None
+        if _forkserver is not None:
+            _forkserver.stop()
+            _forkserver = None
