@@ -71,6 +71,8 @@ def spark_session(settings: Settings) -> SparkSession:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / "spark.log", "ab") as handle:
             if own_script:  # the JVM, and the worker script it runs, inherit the variable
+                if _forkserver is not None:  # from a start that failed
+                    _forkserver.stop()
                 _forkserver = forkserver.start(handle)
                 os.environ[forkserver.ENV] = _forkserver.path
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
