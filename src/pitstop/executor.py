@@ -20,6 +20,7 @@ from pitstop.connectors.rollback import (
     batches_past,
     cut_of,
     cut_text,
+    cut_texts,
     plan_rollback,
     refuse_if_blocked,
     rolled_back_past,
@@ -594,11 +595,11 @@ class Executor:
 
     # -- snapshots ---------------------------------------------------------------------------------
     def _show_snapshots(self, node: exp.Expression, stmt: ParsedStatement) -> Result:
+        listing = self.catalog.snapshot_listing() if self.catalog is not None else []
+        cuts = self._cut_texts() if listing else {}
         rows = tuple(
-            (created.replace(microsecond=0), size, job, name, count, self._cut_text(name))
-            for created, size, job, name, count in (
-                self.catalog.snapshot_listing() if self.catalog is not None else []
-            )
+            (created.replace(microsecond=0), size, job, name, count, cuts.get(name.lower()))
+            for created, size, job, name, count in listing
         )
         return Result(
             f"{len(rows)} snapshot(s)",
@@ -618,6 +619,16 @@ class Executor:
 
         # Many clients may list the snapshots at once (a server): read once a second at most.
         return str(catalog.cached_for(f"cut:{name.lower()}", read, 1.0) or "") or None
+
+    def _cut_texts(self) -> dict[str, str]:
+        """:meth:`_cut_text` of every snapshot (by lower-case name), read together."""
+        if self.manager is None or self.catalog is None:
+            return {}
+        catalog = self.catalog
+        texts: dict[str, str] = catalog.cached_for(
+            "cut:*", lambda: cut_texts(catalog, catalog.snapshots()), 1.0
+        )
+        return texts
 
     def _drop_snapshot(self, node: nodes.DropSnapshot, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)

@@ -456,6 +456,18 @@ class Catalog:
             row[0], row[1], row[2], json.loads(row[3]), None if row[4] is None else json.loads(row[4]), row[5]
         )
 
+    def all_runs(self) -> list[Run]:
+        """Every run of every job, oldest first."""
+        rows = (
+            self.cursor()
+            .execute("SELECT run_id, job, folder, plan, restore, started FROM pitstop.runs ORDER BY started")
+            .fetchall()
+        )
+        return [
+            Run(r[0], r[1], r[2], json.loads(r[3]), None if r[4] is None else json.loads(r[4]), r[5])
+            for r in rows
+        ]
+
     def runs_after(self, job: str, run_id: str) -> list[Run]:
         """The runs of ``job`` (any case) started after run ``run_id``, oldest first."""
         rows = (
@@ -490,6 +502,13 @@ class Catalog:
         if not row:
             return None
         return {int(k): (None if v is None else int(v)) for k, v in json.loads(row[0][0]).items()}
+
+    def run_ends(self) -> dict[str, dict[int, int | None]]:
+        """:meth:`run_end` of every run that has one."""
+        rows = self.cursor().execute("SELECT run_id, batches FROM pitstop.run_ends").fetchall()
+        return {
+            r[0]: {int(k): (None if v is None else int(v)) for k, v in json.loads(r[1]).items()} for r in rows
+        }
 
     def runs_writing(self, sink: str) -> list[tuple[str, str, int]]:
         """``(job, run_id, branch)`` of every run's branch whose plan writes the sink mapping."""
@@ -588,6 +607,15 @@ class Catalog:
             own.execute("DELETE FROM pitstop.snapshots WHERE lower(name) = lower(?)", [name])
 
     # -- sink bookkeeping ------------------------------------------------------------------------
+    def last_sink_batches(self) -> dict[tuple[str, int], int]:
+        """:meth:`last_sink_batch` of every (run, branch) that wrote a DuckDB sink."""
+        rows = (
+            self.cursor()
+            .execute("SELECT run_id, branch, max(batch_id) FROM pitstop.sink_batches GROUP BY ALL")
+            .fetchall()
+        )
+        return {(r[0], int(r[1])): int(r[2]) for r in rows}
+
     def last_sink_batch(self, run_id: str, branch: int) -> int | None:
         row = (
             self.cursor()
