@@ -103,7 +103,7 @@ def _server_url(settings: Settings, connect: str | None) -> str | None:
     """Where statements go: --connect, else the server holding the home (if one runs)."""
     if connect:
         return connect
-    from pitstop.server.app import running_server
+    from pitstop.server.address import running_server
 
     address = running_server(settings.home)
     return None if address is None else address.url()

@@ -24,12 +24,11 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pitstop.errors import PitstopError
 from pitstop.server import sqlstate
+from pitstop.server.address import SERVER_FILE, ServerAddress
 from pitstop.server.connection import Connection
 from pitstop.server.params import SessionParameters
 from pitstop.server.session import Session
@@ -39,39 +38,8 @@ if TYPE_CHECKING:
     from pitstop.engine.manager import Manager
 
 log = logging.getLogger(__name__)
-SERVER_FILE = "server.json"
 MAX_CONNECTIONS = 200
 SHUTDOWN_WAIT_S = 15.0
-
-
-@dataclass(frozen=True)
-class ServerAddress:
-    """Where a running server listens (what ``<home>/server.json`` holds)."""
-
-    host: str
-    port: int
-    pid: int
-
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"postgresql://{host}:{self.port}/pitstop"
-
-
-def running_server(home: Path) -> ServerAddress | None:
-    """The server that holds ``home``, if one is running (its process is alive)."""
-    path = home / SERVER_FILE
-    try:
-        data = json.loads(path.read_text())
-        address = ServerAddress(str(data["host"]), int(data["port"]), int(data["pid"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    try:
-        os.kill(address.pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return address
 
 
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
