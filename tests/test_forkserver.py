@@ -11,7 +11,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,9 +44,9 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def until(check: object, what: str, seconds: float = 30) -> None:
+def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
-    while not check():  # type: ignore[operator]
+    while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {seconds} s: {what}")
         time.sleep(0.02)

@@ -607,15 +607,6 @@ class Catalog:
             own.execute("DELETE FROM pitstop.snapshots WHERE lower(name) = lower(?)", [name])
 
     # -- sink bookkeeping ------------------------------------------------------------------------
-    def last_sink_batches(self) -> dict[tuple[str, int], int]:
-        """:meth:`last_sink_batch` of every (run, branch) that wrote a DuckDB sink."""
-        rows = (
-            self.cursor()
-            .execute("SELECT run_id, branch, max(batch_id) FROM pitstop.sink_batches GROUP BY ALL")
-            .fetchall()
-        )
-        return {(r[0], int(r[1])): int(r[2]) for r in rows}
-
     def last_sink_batch(self, run_id: str, branch: int) -> int | None:
         row = (
             self.cursor()

@@ -35,6 +35,7 @@ The protocol (:meth:`pitstop.engine.manager.Manager.create_job`):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,42 +274,47 @@ def trash_folder(home: Path, run: Run) -> Path:
 
 
 class RunReads:
-    """The catalog reads of :func:`batches_past`, made once for many snapshots: every run, every
-    recorded run end and every sink's last batch, in three queries. SHOW SNAPSHOTS asks for every
-    snapshot's cut; one query after another, five per snapshot, 1,000 snapshots took 3.3 s
-    (bench/latency.py)."""
+    """The catalog reads of :func:`batches_past`, each made once. For one snapshot they are the
+    run's own queries; for many (:func:`cut_texts`: SHOW SNAPSHOTS asks for every snapshot's cut,
+    and one query after another, five per snapshot, 1,000 snapshots took 3.3 s in
+    bench/latency.py) every run and every recorded run end are read at once instead."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, every: bool = False) -> None:
         self.catalog = catalog
-        self._runs: dict[str, Run] | None = None
-        self._ends: dict[str, dict[int, int | None]] = {}
-        self._sinks: dict[tuple[str, int], int] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
         self._plans: dict[str, JobPlan] = {}
-        self._last: dict[tuple[str, int], int | None] = {}
+        self._runs: dict[str, Run] | None = None
         self._by_job: dict[str, list[Run]] = {}
+        self._ends: dict[str, dict[int, int | None]] | None = None
+        if every:
+            self._runs = {r.run_id: r for r in catalog.all_runs()}  # oldest first
+            for r in self._runs.values():
+                self._by_job.setdefault(r.job.lower(), []).append(r)
+            self._ends = catalog.run_ends()
 
-    def _all(self) -> dict[str, Run]:
-        if self._runs is None:
-            self._runs = {r.run_id: r for r in self.catalog.all_runs()}
-            self._ends = self.catalog.run_ends()
-            self._sinks = self.catalog.last_sink_batches()
-        return self._runs
+    def _once(self, key: tuple[Any, ...], read: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = read()
+        return self._memo[key]
 
     def get_run(self, run_id: str) -> Run:
-        run = self._all().get(run_id)
-        if run is None:
+        if self._runs is None:
+            run: Run = self._once(("run", run_id), lambda: self.catalog.get_run(run_id))
+            return run
+        if run_id not in self._runs:
             raise CatalogError(f"run '{run_id}' is missing from the catalog {self.catalog.path}")
-        return run
+        return self._runs[run_id]
 
     def runs_after(self, job: str, run_id: str) -> list[Run]:
         """The runs of ``job`` (any case) started after run ``run_id``, oldest first."""
-        runs = self._all()
-        if run_id not in runs:
+        if self._runs is None:
+            runs: list[Run] = self._once(
+                ("after", job.lower(), run_id), lambda: self.catalog.runs_after(job, run_id)
+            )
+            return runs
+        if run_id not in self._runs:
             return []
-        if not self._by_job:
-            for r in runs.values():  # oldest first
-                self._by_job.setdefault(r.job.lower(), []).append(r)
-        after = runs[run_id].started
+        after = self._runs[run_id].started
         return [r for r in self._by_job.get(job.lower(), []) if r.run_id != run_id and r.started > after]
 
     def plan(self, run: Run) -> JobPlan:
@@ -322,22 +328,25 @@ class RunReads:
         bookkeeping."""
         from pitstop.engine.checkpoint import latest_commit
 
-        key = (run.run_id, branch)
-        if key not in self._last:
-            self._all()
+        def read() -> int | None:
             ckpt = Path(run.folder) / "branches" / str(branch) / "checkpoint"
             if ckpt.is_dir():
-                self._last[key] = latest_commit(ckpt)
-            elif run.run_id in self._ends:
-                self._last[key] = self._ends[run.run_id].get(branch)
+                return latest_commit(ckpt)
+            if self._ends is None:
+                ended = self._once(("end", run.run_id), lambda: self.catalog.run_end(run.run_id))
             else:
-                self._last[key] = self._sinks.get(key)
-        return self._last[key]
+                ended = self._ends.get(run.run_id)
+            if ended is not None:
+                return ended.get(branch)
+            return self.catalog.last_sink_batch(run.run_id, branch)
+
+        last: int | None = self._once(("last", run.run_id, branch), read)
+        return last
 
 
 def cut_texts(catalog: Catalog, snaps: list[Snapshot]) -> dict[str, str]:
     """:func:`cut_text` of each snapshot (by lower-case name), the runs read once for all."""
-    reads = RunReads(catalog)
+    reads = RunReads(catalog, every=True)
     return {s.name.lower(): cut_text(catalog, s, reads) for s in snaps}
 
 

@@ -35,7 +35,6 @@ module Spark does not route through the daemon.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import runpy
 import shutil
@@ -51,8 +50,6 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-
-log = logging.getLogger(__name__)
 
 MODULES = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
 """What the fork server runs: the driver-side runner of Python streaming sources."""

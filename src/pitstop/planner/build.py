@@ -393,22 +393,22 @@ def _resolve_input(
     if name.lower() in seen:
         raise PlanError(f"view or CTE '{name}' refers to itself")
     if name.lower() in ctes:
-        if _stateful(ctes[name.lower()], ctes, lookup, seen | {name.lower()}):
-            got = _upstream(ctes[name.lower()], name, f"CTE '{name}'", ctes, lookup, sink)
+        what, cte = f"CTE '{name}'", ctes[name.lower()]
+        if _stateful(cte, ctes, lookup, seen | {name.lower()}):
+            got = _upstream(cte, name, what, ctes, lookup, sink)
         else:
-            got = _input_of_select(
-                ctes[name.lower()], f"CTE '{name}'", ctes, lookup, sink, seen | {name.lower()}
-            )
-        return replace(got, read_as=f"CTE '{name}'")
+            got = _input_of_select(cte, what, ctes, lookup, sink, seen | {name.lower()})
+        return replace(got, read_as=what)
     view = lookup.views(name)
     if view is not None:
         if not isinstance(view, exp.Select):
             raise PlanError(f"view '{name}' is a UNION; jobs read views that are one SELECT")
+        what = f"view '{name}'"
         if _stateful(view, {}, lookup, seen | {name.lower()}):
-            got = _upstream(view, name, f"view '{name}'", {}, lookup, sink)
+            got = _upstream(view, name, what, {}, lookup, sink)
         else:
-            got = _input_of_select(view, f"view '{name}'", {}, lookup, sink, seen | {name.lower()})
-        return replace(got, read_as=f"view '{name}'")
+            got = _input_of_select(view, what, {}, lookup, sink, seen | {name.lower()})
+        return replace(got, read_as=what)
     source = _mapping(name, lookup.mappings, "source")
     if not registry.connector(source.type).source:
         raise PlanError(

@@ -187,8 +187,8 @@ class SharedResults:
                 rows = cursor.execute(
                     "SELECT lower(function_name) FROM duckdb_functions() GROUP BY 1 "
                     "HAVING bool_and(coalesce(stability, '') = 'CONSISTENT' OR "
-                    "(stability = 'CONSISTENT_WITHIN_QUERY' AND list_has_any(parameter_types, "
-                    f"{list(ZONED_TYPES)})))"
+                    "(stability = 'CONSISTENT_WITHIN_QUERY' AND list_has_any(parameter_types, ?)))",
+                    [list(ZONED_TYPES)],
                 ).fetchall()
                 self._consistent = (frozenset(r[0] for r in rows) - CLOCK_FUNCTIONS) | SESSION_MACROS
             return self._consistent
