@@ -40,6 +40,7 @@ class BatchOffsets:
     watermark_ms: int  # the watermark the batch ran with
     positions: dict[str, Any]  # pitstop sources only (each as its connector defines)
     lines: int  # number of source lines (pitstop's and Spark's own, e.g. seed files)
+    others: int = 0  # source lines of Spark's own sources (a seeded run's seed files)
 
 
 def read_offsets(checkpoint: Path, batch_id: int) -> BatchOffsets | None:
@@ -49,11 +50,14 @@ def read_offsets(checkpoint: Path, batch_id: int) -> BatchOffsets | None:
         return None
     meta = json.loads(lines[1])
     positions: dict[str, Any] = {}
+    others = 0
     for line in lines[2:]:
         parsed = parse_offset(line)
         if parsed is not None:
             positions[parsed[0]] = parsed[1]
-    return BatchOffsets(batch_id, int(meta.get("batchWatermarkMs", 0)), positions, len(lines) - 2)
+        elif line.strip():
+            others += 1
+    return BatchOffsets(batch_id, int(meta.get("batchWatermarkMs", 0)), positions, len(lines) - 2, others)
 
 
 def commit_watermark(checkpoint: Path, batch_id: int) -> int | None:

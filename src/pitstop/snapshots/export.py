@@ -110,7 +110,10 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                     "bytes": _size(native),
                 }
                 for stage in bq.branch.stages:
-                    stages[stage.name]["native"] = {**copy, "seeded": stage.name in run.seeds}
+                    # Seeded: the stage read a seed source (its rows, or the empty one a native
+                    # restore keeps); a new stage's clock alone adds no source to the query.
+                    seed = run.seeds.get(stage.name)
+                    stages[stage.name]["native"] = {**copy, "seeded": seed is not None and not seed.clock_only}
         # Step 3. Source positions.
         sources: dict[str, Any] = {}
         for src, pos in cut.positions.items():

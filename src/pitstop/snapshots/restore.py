@@ -13,7 +13,7 @@ from typing import Any
 
 from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
-from pitstop.engine.checkpoint import copy_checkpoint
+from pitstop.engine.checkpoint import copy_checkpoint, read_offsets
 from pitstop.errors import CompatibilityError
 from pitstop.planner import compat, early
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan
@@ -140,7 +140,8 @@ def plan_restore(
             if against is None:
                 copy = entry["native"]
                 path = str(inside(root, copy["path"]))
-                native[v.stage] = NativeCopy(path, int(entry["batch_id"]), branch.index, bool(copy["seeded"]))
+                batch = int(entry["batch_id"])
+                native[v.stage] = NativeCopy(path, batch, branch.index, _seeded(copy, Path(path), batch))
                 v = replace(v, how=NATIVE)
             else:
                 seeds[v.stage] = kinds.kind_of(new).seed(
@@ -194,6 +195,17 @@ def _why_not_native(
             "branch's checkpoint holds all of them"
         )
     return against
+
+
+def _seeded(copy: dict[str, Any], path: Path, batch: int) -> bool:
+    """Whether the stage's old query read a seed source, which the restored query must keep (Spark
+    refuses a checkpoint whose number of sources differs). The manifest says so, but snapshots
+    written before issue 23's fix also said so of a stage that was new in its run, which read no
+    seeds: the copy's offsets, which list every source, decide."""
+    if not copy.get("seeded"):
+        return False
+    offsets = read_offsets(path, batch)
+    return offsets is None or offsets.others > 0
 
 
 def _old_chains(manifest: dict[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,617 @@
+"""Update chains (issue 23): a model of a job and its pit stops, a seeded generator of chains, a
+runner that plays a chain on real Spark and real DuckDB files and checks every sink against the
+model after every step, and a shrinker that makes a failing chain small enough to keep as a test.
+
+The job reads one File mapping ``ev (id, k, v, ts)`` with a 5-minute watermark and writes one
+DuckDB table per branch; each branch is a TUMBLE window by ``k`` with some of ``COUNT(*)``,
+``SUM(v)``, ``MIN(v)``, ``MAX(v)`` and perhaps a filter ``v >= x``. A chain is a list of steps:
+input arriving (one file, some of it out of order and late), the first ``CREATE JOB``, a pit stop
+(``DROP JOB ... WITH SNAPSHOT``, then ``CREATE JOB ... FROM SNAPSHOT`` with a changed job: a branch
+added, dropped or renamed, a filter changed, an aggregate added or dropped, a window resized by k;
+``restoreFormat`` auto or canonical), ``CREATE SNAPSHOT`` while it runs, a restore from an older
+snapshot with or without ``sinkRollback``, and ``ALTER JOB SUSPEND`` / ``RESUME``.
+
+The model is the documented rules (README "How it works", DESIGN.md section 4), not pitstop's code:
+
+- a branch's clock is the greatest event time its window has read (after its filter), less the
+  watermark delay; it never goes back, across pit stops included. One micro-batch reads all the
+  files there are, so an event is late when its window had closed (end <= clock) before its file's
+  batch began; a window is written once its end is at or below the clock;
+- a restored stage keeps its open windows (folded into the new size on a resize) and its clock; for
+  the run after the restore an event is also late when its *old* window had closed at the
+  snapshot's clock (the old job would have dropped it); a new stage starts empty on the job's clock
+  (the least of the snapshot's stages' clocks), dropped stages are forgotten;
+- aggregates are matched by call; a call new at the place of an old call that is gone takes its
+  state (a changed function); the other new calls start empty in windows in flight (NULL until an
+  event arrives);
+- a restore reads every file after the snapshot's cut; ``sinkRollback`` first removes every row
+  written after the cut; without it those rows stay and are written again.
+
+The truth for each sink is computed by DuckDB from the events the model kept per window.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+EPOCH = datetime(2024, 1, 1)
+DELAY = 5 * 60  # the mapping's WATERMARK delay, seconds
+KEYS = ("a", "b", "c")
+FUNCTIONS = {"n": "COUNT(*)", "total": "SUM(v)", "lo": "MIN(v)", "hi": "MAX(v)"}
+BASE_SIZES = (10, 30, 60)  # minutes
+
+
+# -- the job -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Branch:
+    """One INSERT: a TUMBLE stage named ``stage`` writing table ``sink``."""
+
+    sink: str
+    stage: str
+    size: int  # minutes
+    aggs: tuple[str, ...]  # keys of FUNCTIONS, in SELECT order
+    where: int | None = None  # v >= where
+
+    def sql(self) -> str:
+        cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
+        where = f" WHERE v >= {self.where}" if self.where is not None else ""
+        return (
+            f"INSERT INTO {self.sink} SELECT /*+ STAGE({self.stage}) */ window_start, window_end, k, {cols} "
+            f"FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)){where} "
+            "GROUP BY window_start, window_end, k"
+        )
+
+
+Job = tuple[Branch, ...]
+
+
+def job_sql(job: Job) -> str:
+    return "BEGIN\n  " + ";\n  ".join(b.sql() for b in job) + ";\nEND"
+
+
+# -- steps ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Input:
+    """One file of ``n`` events: most within ``advance`` minutes after the latest event time so
+    far, a share ``late`` up to 90 minutes before it."""
+
+    seed: int
+    n: int
+    advance: int
+    late: float
+
+
+@dataclass(frozen=True)
+class Start:
+    job: Job
+
+
+@dataclass(frozen=True)
+class Update:
+    """``DROP JOB c WITH SNAPSHOT``, then ``CREATE JOB c FROM SNAPSHOT`` it with ``job``."""
+
+    job: Job
+    fmt: str = "auto"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """``CREATE SNAPSHOT`` of the running job; the job goes on."""
+
+
+@dataclass(frozen=True)
+class Restore:
+    """``DROP JOB c``, then ``CREATE JOB c FROM SNAPSHOT`` the ``which``-th snapshot (an older one)."""
+
+    which: int
+    job: Job
+    rollback: bool
+    fmt: str = "auto"
+
+
+@dataclass(frozen=True)
+class Suspend:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume
+
+
+# -- the model -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    id: int
+    k: str
+    v: int
+    ts: int  # seconds after EPOCH
+
+    def json(self) -> str:
+        at = (EPOCH + timedelta(seconds=self.ts)).isoformat(sep=" ")
+        return json.dumps({"id": self.id, "k": self.k, "v": self.v, "ts": at})
+
+
+Acc = dict[str, int | None]  # aggregate column -> accumulator (None: empty)
+
+
+@dataclass
+class StageModel:
+    branch: Branch
+    clock: int | None  # seconds; None: no event yet
+    windows: dict[tuple[int, str], Acc] = field(default_factory=dict)  # (start, k) -> accumulators
+    late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size s, old clock) this run
+
+    def copy(self) -> StageModel:
+        return StageModel(self.branch, self.clock, {w: dict(a) for w, a in self.windows.items()}, [])
+
+
+@dataclass
+class Cut:
+    name: str
+    stages: dict[str, StageModel]
+    files: int  # files read
+    sink_rows: dict[str, int]  # rows in each sink's log at the cut
+    gapped: bool = False
+
+
+def merge(fn: str, acc: int | None, value: int) -> int:
+    if acc is None:
+        return value
+    if fn == "lo":
+        return min(acc, value)
+    if fn == "hi":
+        return max(acc, value)
+    return acc + value
+
+
+def contribution(fn: str, e: Event) -> int:
+    return 1 if fn == "n" else e.v
+
+
+class Model:
+    def __init__(self) -> None:
+        self.events: list[list[Event]] = []  # per file
+        self.next_id = 0
+        self.frontier = 0
+        self.stages: dict[str, StageModel] = {}
+        self.read = 0  # files read by the running job
+        self.state = "none"  # none | running | suspended
+        self.sinks: dict[str, list[dict[str, Any]]] = {}  # the rows each sink has, in write order
+        self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
+        self.cuts: list[Cut] = []
+
+    # events
+    def arrive(self, step: Input) -> list[Event]:
+        rnd = random.Random(step.seed)
+        out = []
+        for _ in range(step.n):
+            if rnd.random() < step.late:
+                ts = max(0, self.frontier - rnd.randint(0, 90 * 60))
+            else:
+                ts = self.frontier + rnd.randint(0, step.advance * 60)
+            out.append(Event(self.next_id, rnd.choice(KEYS), rnd.randint(1, 50), ts))
+            self.next_id += 1
+        self.frontier = max([self.frontier, *(e.ts for e in out)])
+        self.events.append(out)
+        return out
+
+    # one micro-batch: every file not read yet
+    def batch(self) -> None:
+        pending = [e for f in self.events[self.read :] for e in f]
+        self.read = len(self.events)
+        for st in self.stages.values():
+            self._stage_batch(st, pending)
+
+    def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
+        b = st.branch
+        size = b.size * 60
+        passed = [e for e in events if b.where is None or e.v >= b.where]
+        for e in passed:
+            if any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                continue
+            start = e.ts - e.ts % size
+            if st.clock is not None and start + size <= st.clock:
+                continue  # late: its window had closed before this batch
+            acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
+            for a in b.aggs:
+                acc[a] = merge(a, acc[a], contribution(a, e))
+        if passed:
+            top = max(e.ts for e in passed) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+        self._emit(st)
+
+    def _emit(self, st: StageModel) -> None:
+        b = st.branch
+        size = b.size * 60
+        cols = self.columns.setdefault(b.sink, ["window_start", "window_end", "k"])
+        cols += [a for a in b.aggs if a not in cols]
+        for (start, k), acc in sorted(st.windows.items()):
+            if st.clock is not None and start + size <= st.clock:
+                row: dict[str, Any] = {
+                    "window_start": EPOCH + timedelta(seconds=start),
+                    "window_end": EPOCH + timedelta(seconds=start + size),
+                    "k": k,
+                    **acc,
+                }
+                self.sinks.setdefault(b.sink, []).append(row)
+                del st.windows[(start, k)]
+
+    # statements
+    def start(self, job: Job) -> None:
+        self.stages = {b.stage: StageModel(b, None) for b in job}
+        for b in job:
+            self._sink_columns(b)
+        self.state = "running"
+        self.batch()
+
+    def _sink_columns(self, b: Branch) -> None:
+        cols = self.columns.setdefault(b.sink, ["window_start", "window_end", "k"])
+        cols += [a for a in b.aggs if a not in cols]
+        self.sinks.setdefault(b.sink, [])
+
+    def cut(self, name: str) -> Cut:
+        c = Cut(
+            name,
+            {n: st.copy() for n, st in self.stages.items()},
+            self.read,
+            {s: len(rows) for s, rows in self.sinks.items()},
+        )
+        self.cuts.append(c)
+        return c
+
+    def restore(self, c: Cut, job: Job, rollback: bool) -> None:
+        if rollback:
+            for sink, rows in self.sinks.items():
+                del rows[c.sink_rows.get(sink, 0) :]
+            # A snapshot taken after this cut now holds state whose output is gone.
+            for later in self.cuts[self.cuts.index(c) + 1 :]:
+                later.gapped = True
+        clocks = [st.clock for st in c.stages.values() if st.clock is not None]
+        job_clock = min(clocks) if clocks else None
+        self.stages = {}
+        for b in job:
+            self._sink_columns(b)
+            old = c.stages.get(b.stage)
+            if old is None:
+                late = [(b.size * 60, job_clock)] if job_clock is not None else []
+                self.stages[b.stage] = StageModel(b, job_clock, {}, late)
+                continue
+            st = StageModel(b, old.clock, {}, [])
+            if old.clock is not None:
+                st.late_before = [(old.branch.size * 60, old.clock)]
+            carried = evolve(old.branch.aggs, b.aggs)
+            size = b.size * 60
+            for (start, k), acc in old.windows.items():
+                new_start = start - start % size
+                target = st.windows.setdefault((new_start, k), {a: None for a in b.aggs})
+                for a in b.aggs:
+                    src = carried.get(a)
+                    if src is not None and acc[src] is not None:
+                        target[a] = merge(a, target[a], acc[src]) if target[a] is not None else acc[src]
+            self.stages[b.stage] = st
+        self.read = c.files
+        self.state = "running"
+        self.batch()
+
+
+def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
+    """Which old aggregate each new one takes its state from (pitstop's documented matching: by
+    call, else a gone call at the same place; every state type here is BIGINT)."""
+    out: dict[str, str | None] = {}
+    used: set[str] = set()
+    for i, a in enumerate(new):
+        src: str | None = a if a in old else None
+        if src is None and i < len(old) and old[i] not in new:
+            src = old[i]
+        if src is None or src in used:
+            out[a] = None
+            continue
+        used.add(src)
+        out[a] = src
+    return out
+
+
+# -- the generator -------------------------------------------------------------------------------
+SINKS = ("w1", "w2", "w3", "w4")
+
+
+def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
+    free = [s for s in SINKS if s not in {b.sink for b in job}]
+    if not free:
+        return None
+    sink = rnd.choice(free)
+    n = 0
+    while f"{sink}_s{n}" in used:
+        n += 1
+    aggs = tuple(rnd.sample(list(FUNCTIONS), rnd.randint(1, 3)))
+    where = rnd.choice([None, None, 10, 25])
+    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
+
+
+def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
+    """The job with one change (or none: the same SQL again)."""
+    change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
+    branches = list(job)
+    i = rnd.randrange(len(branches))
+    b = branches[i]
+    if change == "add":
+        new = _new_branch(rnd, used, job)
+        if new is not None:
+            branches.append(new)
+    elif change == "drop" and len(branches) > 1:
+        del branches[i]
+    elif change == "rename":
+        n = 0
+        while f"{b.sink}_s{n}" in used:
+            n += 1
+        branches[i] = replace(b, stage=f"{b.sink}_s{n}")
+    elif change == "filter":
+        branches[i] = replace(b, where=rnd.choice([w for w in (None, 5, 10, 25, 40) if w != b.where]))
+    elif change == "agg+":
+        missing = [a for a in FUNCTIONS if a not in b.aggs]
+        if missing:
+            branches[i] = replace(b, aggs=(*b.aggs, rnd.choice(missing)))
+    elif change == "agg-" and len(b.aggs) > 1:
+        branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != rnd.choice(b.aggs)))
+    elif change == "resize" and b.size <= 60:
+        branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
+    out = tuple(branches)
+    used.update(x.stage for x in out)
+    return out
+
+
+def generate(seed: int, steps: int) -> list[Step]:
+    """A chain: input, the first job, then ``steps`` steps with input between them."""
+    rnd = random.Random(seed)
+    used: set[str] = set()
+    first = _new_branch(rnd, used, ())
+    assert first is not None
+    job: Job = (first,)
+    used.add(first.stage)
+    chain: list[Step] = [_input(rnd), Start(job), _input(rnd)]
+    snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
+    gapped: set[int] = set()
+    running = True
+    for _ in range(steps):
+        roll = rnd.random()
+        if not running:
+            chain.append(Resume())
+            running = True
+        elif roll < 0.45:
+            job = _changed(rnd, job, used)
+            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"])))
+            snapshots += 1
+        elif roll < 0.6:
+            chain.append(Snapshot())
+            snapshots += 1
+        elif roll < 0.8 and snapshots > 0:
+            which = rnd.randrange(snapshots)
+            rollback = rnd.random() < 0.6 and which not in gapped
+            job = _changed(rnd, job, used)
+            chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"])))
+            if rollback:
+                gapped.update(range(which + 1, snapshots))
+        else:
+            chain.append(Suspend())
+            running = False
+        chain.append(_input(rnd))
+    if not running:
+        chain.append(Resume())
+    return chain
+
+
+def _input(rnd: random.Random) -> Input:
+    return Input(rnd.randrange(1 << 30), rnd.randint(5, 30), rnd.choice([10, 30, 60, 120]), rnd.choice([0, 0.1, 0.3]))
+
+
+# -- the runner ----------------------------------------------------------------------------------
+MAPPINGS = """CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+""" + "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS)
+
+
+class ChainFailure(AssertionError):
+    def __init__(self, step: int, message: str, script: str) -> None:
+        super().__init__(f"step {step}: {message}")
+        self.step = step
+        self.message = message
+        self.script = script
+
+
+class Player:
+    """Plays a chain through an executor (``execute(sql) -> results``), writing input files into
+    ``folder``, and checks the sinks after every step."""
+
+    def __init__(self, execute: Any, query: Any, folder: Path) -> None:
+        self.execute = execute
+        self.query = query  # sql -> (columns, rows) over the home's DuckDB
+        self.folder = folder
+        self.model = Model()
+        self.script: list[str] = []
+        self.snapshots: list[str] = []
+
+    def sql(self, text: str) -> list[Any]:
+        self.script.append(text.strip().rstrip(";") + ";")
+        return list(self.execute(text))
+
+    def play(self, chain: list[Step]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.sql(MAPPINGS.format(folder=self.folder))
+        for i, step in enumerate(chain):
+            try:
+                self.step(step)
+                self.check()
+            except ChainFailure:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure of a step is the chain's
+                raise ChainFailure(i, f"{type(exc).__name__}: {exc}", self.text()) from exc
+            except BaseException:
+                raise
+            else:
+                continue
+        # (no trailing step)
+
+    def text(self) -> str:
+        return "\n".join(self.script)
+
+    def step(self, step: Step) -> None:
+        m = self.model
+        if isinstance(step, Input):
+            events = m.arrive(step)
+            name = f"f{len(m.events):04d}.json"
+            tmp = self.folder / f".{name}.tmp"
+            tmp.write_text("".join(e.json() + "\n" for e in events))
+            os.replace(tmp, self.folder / name)
+            self.script.append(f"-- input: {name}, {len(events)} events ({step})")
+            if m.state == "running":
+                self.sql("AWAIT JOB c")
+                m.batch()
+        elif isinstance(step, Start):
+            self.sql(f"CREATE JOB c AS {job_sql(step.job)}")
+            self.sql("AWAIT JOB c")
+            m.start(step.job)
+        elif isinstance(step, Update):
+            name = f"s{len(self.snapshots)}"
+            self.snapshots.append(name)
+            self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
+            c = m.cut(name)
+            self.sql(self._create(name, step.job, step.fmt, False))
+            self.sql("AWAIT JOB c")
+            m.restore(c, step.job, rollback=False)
+        elif isinstance(step, Snapshot):
+            name = f"s{len(self.snapshots)}"
+            self.snapshots.append(name)
+            self.sql(f"CREATE SNAPSHOT {name} FOR JOB c")
+            m.cut(name)
+        elif isinstance(step, Restore):
+            c = m.cuts[step.which]
+            self.sql("DROP JOB c")
+            self.sql(self._create(c.name, step.job, step.fmt, step.rollback))
+            self.sql("AWAIT JOB c")
+            m.restore(c, step.job, step.rollback)
+        elif isinstance(step, Suspend):
+            self.sql("ALTER JOB c SUSPEND")
+            m.state = "suspended"
+        elif isinstance(step, Resume):
+            self.sql("ALTER JOB c RESUME")
+            self.sql("AWAIT JOB c")
+            m.state = "running"
+            m.batch()
+
+    def _create(self, snapshot: str, job: Job, fmt: str, rollback: bool) -> str:
+        options = [f"'restoreFormat'='{fmt}'"] if fmt != "auto" else []
+        if rollback:
+            options.append("'sinkRollback'='true'")
+        opts = f" OPTIONS ({', '.join(options)})" if options else ""
+        return f"CREATE JOB c{opts} FROM SNAPSHOT {snapshot} AS {job_sql(job)}"
+
+    def check(self) -> None:
+        for sink, expected in self.model.sinks.items():
+            got = self.sink_rows(sink)
+            want = Counter(self.truth(sink, expected))
+            if got != want:
+                missing = want - got
+                extra = got - want
+                raise ChainFailure(
+                    -1,
+                    f"sink {sink}: {sum(missing.values())} row(s) missing, {sum(extra.values())} unexpected\n"
+                    + "".join(f"  missing    {r}\n" for r in sorted(missing, key=str)[:8])
+                    + "".join(f"  unexpected {r}\n" for r in sorted(extra, key=str)[:8]),
+                    self.text(),
+                )
+
+    def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
+        cols = self.model.columns[sink]
+        try:
+            _, rows = self.query(f"SELECT {', '.join(cols)} FROM {sink}")
+        except Exception as exc:  # noqa: BLE001 - a table not there yet holds no row
+            if "does not exist" in str(exc) or "not found" in str(exc).lower():
+                return Counter()
+            raise
+        return Counter(tuple(_plain(v) for v in r) for r in rows)
+
+    def truth(self, sink: str, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """The expected rows, as DuckDB computes them from the model's rows (one per window
+        written, with NULL for a column the branch that wrote it does not have)."""
+        cols = self.model.columns[sink]
+        if not rows:
+            return []
+        con = duckdb.connect()
+        con.execute(
+            "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, "
+            + ", ".join(f"{a} BIGINT" for a in FUNCTIONS)
+            + ")"
+        )
+        con.executemany(
+            "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [[r["window_start"], r["window_end"], r["k"], *(r.get(a) for a in FUNCTIONS)] for r in rows],
+        )
+        out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
+        con.close()
+        return [tuple(_plain(v) for v in r) for r in out]
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if hasattr(v, "as_integer_ratio") and not isinstance(v, int | float):
+        return int(v) if v == int(v) else float(v)
+    return v
+
+
+# -- shrinking -----------------------------------------------------------------------------------
+def shrink(chain: list[Step], fails: Any) -> list[Step]:
+    """A smaller chain that still fails (``fails(chain) -> bool``): drop steps, one at a time,
+    from the end, keeping each removal that still fails and is still a valid chain."""
+    best = list(chain)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(best) - 1, -1, -1):
+            candidate = best[:i] + best[i + 1 :]
+            if valid(candidate) and fails(candidate):
+                best = candidate
+                changed = True
+    return best
+
+
+def valid(chain: list[Step]) -> bool:
+    """Whether every step can run where it stands."""
+    state, snapshots = "none", 0
+    gapped: set[int] = set()
+    for s in chain:
+        if isinstance(s, Start):
+            if state != "none":
+                return False
+            state = "running"
+        elif isinstance(s, Update | Snapshot):
+            if state != "running":
+                return False
+            snapshots += 1
+        elif isinstance(s, Restore):
+            if state != "running" or s.which >= snapshots or (s.rollback and s.which in gapped):
+                return False
+            if s.rollback:
+                gapped.update(range(s.which + 1, snapshots))
+        elif isinstance(s, Suspend):
+            if state != "running":
+                return False
+            state = "suspended"
+        elif isinstance(s, Resume):
+            if state != "suspended":
+                return False
+            state = "running"
+    return True
