@@ -46,7 +46,15 @@ import duckdb
 EPOCH = datetime(2024, 1, 1)
 DELAY = 5 * 60  # the mapping's WATERMARK delay, seconds
 KEYS = ("a", "b", "c")
-FUNCTIONS = {"n": "COUNT(*)", "total": "SUM(v)", "lo": "MIN(v)", "hi": "MAX(v)"}
+FUNCTIONS = {
+    "n": "COUNT(*)",
+    "total": "SUM(v)",
+    "lo": "MIN(v)",
+    "hi": "MAX(v)",
+    "first": "MIN_BY(v, ts)",  # ties on ts are common here: (ts, v) pairs decide
+    "last": "MAX_BY(v, ts)",
+}
+STATE_TYPE = {"n": "BIGINT", "total": "BIGINT", "lo": "BIGINT", "hi": "BIGINT", "first": "PAIR", "last": "PAIR"}
 BASE_SIZES = (10, 30, 60)  # minutes
 
 
@@ -144,7 +152,7 @@ class Event:
         return json.dumps({"id": self.id, "k": self.k, "v": self.v, "ts": at})
 
 
-Acc = dict[str, int | None]  # aggregate column -> accumulator (None: empty)
+Acc = dict[str, Any]  # aggregate column -> accumulator (None: empty; MIN_BY/MAX_BY: a (ts, v) pair)
 
 
 @dataclass
@@ -167,18 +175,24 @@ class Cut:
     gapped: bool = False
 
 
-def merge(fn: str, acc: int | None, value: int) -> int:
+def merge(fn: str, acc: Any, value: Any) -> Any:
     if acc is None:
         return value
-    if fn == "lo":
+    if fn in ("lo", "first"):
         return min(acc, value)
-    if fn == "hi":
+    if fn in ("hi", "last"):
         return max(acc, value)
     return acc + value
 
 
-def contribution(fn: str, e: Event) -> int:
+def contribution(fn: str, e: Event) -> Any:
+    if fn in ("first", "last"):
+        return (e.ts, e.v)
     return 1 if fn == "n" else e.v
+
+
+def finish(fn: str, acc: Any) -> Any:
+    return acc[1] if fn in ("first", "last") and acc is not None else acc
 
 
 class Model:
@@ -244,7 +258,7 @@ class Model:
                     "window_start": EPOCH + timedelta(seconds=start),
                     "window_end": EPOCH + timedelta(seconds=start + size),
                     "k": k,
-                    **acc,
+                    **{a: finish(a, v) for a, v in acc.items()},
                 }
                 self.sinks.setdefault(b.sink, []).append(row)
                 del st.windows[(start, k)]
@@ -314,8 +328,8 @@ def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
     used: set[str] = set()
     for i, a in enumerate(new):
         src: str | None = a if a in old else None
-        if src is None and i < len(old) and old[i] not in new:
-            src = old[i]
+        if src is None and i < len(old) and old[i] not in new and STATE_TYPE[old[i]] == STATE_TYPE[a]:
+            src = old[i]  # a changed function at the same place, of the same state type
         if src is None or src in used:
             out[a] = None
             continue
@@ -556,7 +570,7 @@ class Player:
             + ")"
         )
         con.executemany(
-            "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO t VALUES (?, ?, ?{', ?' * len(FUNCTIONS)})",
             [[r["window_start"], r["window_end"], r["k"], *(r.get(a) for a in FUNCTIONS)] for r in rows],
         )
         out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()

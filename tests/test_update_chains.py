@@ -8,6 +8,7 @@ test) and the SQL it ran."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -26,10 +27,12 @@ from chains import (
     Suspend,
     Update,
     generate,
+    job_sql,
     shrink,
 )
 from conftest import run, settings
 from pitstop.engine.manager import Manager
+from pitstop.errors import JobFailedError
 
 pytestmark = pytest.mark.spark
 
@@ -114,3 +117,55 @@ def test_generated_chain(tmp_path: Path, seed: int) -> None:
 
 
 __all__ = ["Resume", "Restore", "Snapshot", "Suspend"]
+
+
+def test_await_never_reports_ok_for_a_branch_that_fails_on_its_first_trigger(tmp_path: Path) -> None:
+    """A copied checkpoint says "caught up" before its query has run: AWAIT must wait for the
+    query's first trigger, where Spark checks the checkpoint, and report its failure. The copy is
+    damaged (its last offsets file's version line): Spark refuses it on the first trigger, whatever
+    the input."""
+    manager = Manager(settings(tmp_path / "home"))
+    try:
+        player = Player(lambda sql: run(manager, sql), manager.catalog.query, tmp_path / "ev")
+        player.play([inputs(1), Start((HOUR,)), inputs(2)])
+        run(manager, "DROP JOB c WITH SNAPSHOT damaged")
+        offsets = tmp_path / "home" / "snapshots" / "damaged" / "native" / "ck_1h" / "offsets"
+        last = offsets / str(max(int(p.name) for p in offsets.iterdir() if p.name.isdigit()))
+        lines = last.read_text().split("\n")
+        last.unlink()  # a hard link the old run shares: a new file instead
+        last.write_text("\n".join(["v99", *lines[1:]]))
+        created = run(manager, f"CREATE JOB c FROM SNAPSHOT damaged AS {job_sql((HOUR,))}")[0].message
+        assert "(native)" in created
+        with pytest.raises(JobFailedError) as failed:
+            run(manager, "AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
+        text = failed.value.message
+        assert "v99" in text, text
+        assert "restoreFormat'='canonical'" in text  # a failure of the copy: how to avoid it
+        assert [r[:2] for r in run(manager, "SHOW JOBS")[0].rows] == [("c", "FAILED")]
+    finally:
+        manager.close()
+
+
+def test_a_failure_that_is_not_the_native_copys_does_not_blame_it(tmp_path: Path) -> None:
+    """A natively restored branch failing on a malformed record under 'onError'='fail' is told
+    about the record, not advised to restore from the rows."""
+    manager = Manager(settings(tmp_path / "home"))
+    try:
+        player = Player(lambda sql: run(manager, sql), manager.catalog.query, tmp_path / "ev")
+        player.play([inputs(1), Start((HOUR,)), inputs(2)])
+        run(manager, "DROP JOB c WITH SNAPSHOT s")
+        run(
+            manager,
+            "CREATE OR REPLACE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts "
+            f"AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{tmp_path / 'ev'}', 'format'='json', "
+            "'onError'='fail')",
+        )
+        created = run(manager, f"CREATE JOB c FROM SNAPSHOT s AS {job_sql((HOUR,))}")[0].message
+        assert "(native)" in created
+        (tmp_path / "ev" / "bad.json").write_text('{"id": 1, "k": "a", "v": "not a number", "ts": 7\n')
+        with pytest.raises(JobFailedError) as failed:
+            run(manager, "AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
+        assert "bad.json" in failed.value.message
+        assert "restoreFormat" not in failed.value.message
+    finally:
+        manager.close()

@@ -75,6 +75,14 @@ class Gate:
             self._cond.wait_for(lambda: self.inflight == 0, timeout)
 
 
+# Spark's failures of a query that a checkpoint it was started on can cause: its offsets, commits,
+# operators or state do not fit the query.
+_CHECKPOINT_FAILURE = re.compile(
+    r"checkpoint|state ?store|state schema|StateSchema|STATEFUL_OPERATOR|operator ?id|metadata",
+    re.IGNORECASE,
+)
+
+
 @dataclass
 class BranchQuery:
     branch: Branch
@@ -279,12 +287,17 @@ class ActiveRun:
         return bq.last_reason
 
     def _failed_text(self, bq: BranchQuery, reason: str) -> str:
+        """The one sentence a failed branch is reported with. A branch that started on a
+        snapshot's native copy and failed on what that copy holds (its checkpoint or state) is
+        told how to restore it from the rows instead; any other failure is not its copy's."""
         native = (self.run.restore or {}).get("native") or []
-        for stage in (s for s in bq.branch.stages if s.name in native):
-            reason += (
-                f" (stage '{stage.name}' started on the snapshot's native state files; "
-                "OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows instead)"
-            )
+        if _CHECKPOINT_FAILURE.search(reason):
+            for stage in (s for s in bq.branch.stages if s.name in native):
+                reason += (
+                    f" (stage '{stage.name}' started on the snapshot's native state files, which Spark "
+                    "refused; OPTIONS ('restoreFormat'='canonical') restores it from the snapshot's rows "
+                    "instead)"
+                )
         return f"INSERT INTO {bq.branch.sink} failed: {reason}"
 
     def available(self) -> dict[str, Any]:
@@ -301,6 +314,8 @@ class ActiveRun:
 
     def caught_up(self, targets: dict[str, Any]) -> bool:
         for bq in self.branches:
+            if not self._has_run(bq):
+                return False
             p = checkpoint.progress(bq.checkpoint, self.start_positions)
             seeded = (s.name in self.seeds and not self.seeds[s.name].clock_only for s in bq.branch.stages)
             if p.committed is None and any(seeded):
@@ -313,6 +328,14 @@ class ActiveRun:
             if not p.settled:
                 return False
         return True
+
+    def _has_run(self, bq: BranchQuery) -> bool:
+        """Whether the branch's query is running and has run a trigger in this process. Its
+        checkpoint alone can say "caught up" (one copied from a snapshot, or a resumed one, holds
+        the positions already) while the query is still starting, restarting after a failure, or
+        about to fail on its first trigger, where Spark checks the checkpoint against the query."""
+        q = bq.query
+        return q is not None and q.isActive and q.lastProgress is not None
 
     def wait(
         self,

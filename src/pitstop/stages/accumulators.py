@@ -13,8 +13,9 @@ aggregate                   accumulator(s): kind and state column type       fin
 ``AVG(x)``                  sum, and count BIGINT                            sum / count
 ``MIN(x)``, ``MAX(x)``      min / max, of x's type                           itself
 ``MIN_BY(x, y)``,           min / max STRUCT<ord: type of y, val: type of    ``acc['val']``
-``MAX_BY(x, y)``            x>; a row whose y is NULL is skipped; of equal
-                            y, the least x wins
+``MAX_BY(x, y)``            x>; a row whose y is NULL is skipped; pairs
+                            compare by y, then x: of equal y, MIN_BY takes
+                            the least x, MAX_BY the greatest
 ``COUNT(DISTINCT x)``       set ARRAY<type of x>: the distinct non-NULL      its size
                             values (exact; merged by union)
 ``APPROX_COUNT_DISTINCT``   hll BINARY: an Apache DataSketches HLL sketch    its estimate
