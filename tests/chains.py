@@ -54,7 +54,14 @@ FUNCTIONS = {
     "first": "MIN_BY(v, ts)",  # ties on ts are common here: (ts, v) pairs decide
     "last": "MAX_BY(v, ts)",
 }
-STATE_TYPE = {"n": "BIGINT", "total": "BIGINT", "lo": "BIGINT", "hi": "BIGINT", "first": "PAIR", "last": "PAIR"}
+STATE_TYPE = {
+    "n": "BIGINT",
+    "total": "BIGINT",
+    "lo": "BIGINT",
+    "hi": "BIGINT",
+    "first": "PAIR",
+    "last": "PAIR",
+}
 BASE_SIZES = (10, 30, 60)  # minutes
 
 
@@ -428,7 +435,9 @@ def generate(seed: int, steps: int) -> list[Step]:
 
 
 def _input(rnd: random.Random) -> Input:
-    return Input(rnd.randrange(1 << 30), rnd.randint(5, 30), rnd.choice([10, 30, 60, 120]), rnd.choice([0, 0.1, 0.3]))
+    return Input(
+        rnd.randrange(1 << 30), rnd.randint(5, 30), rnd.choice([10, 30, 60, 120]), rnd.choice([0, 0.1, 0.3])
+    )
 
 
 # -- the runner ----------------------------------------------------------------------------------

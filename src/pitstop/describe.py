@@ -197,6 +197,38 @@ def explain_rows(plan: JobPlan, verdicts: list[compat.StageVerdict] | None) -> t
     return tuple(rows)
 
 
+def unwritten_columns(old_plan: dict[str, Any] | None, plan: JobPlan) -> list[tuple[str, tuple[str, ...]]]:
+    """Per sink the new job writes: the columns the snapshot's job wrote there and the new one
+    does not (an aggregate removed at the pit stop). Every row the new job writes has them NULL
+    (their default), as an INSERT of its columns would; rows it does not write keep theirs."""
+    if not old_plan:
+        return []
+    old = JobPlan.from_json(old_plan)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for sink in dict.fromkeys(b.sink for b in plan.branches):
+        now = {c.name.lower() for b in plan.branches if b.sink == sink for c in b.output}
+        was = [c.name for b in old.branches if b.sink.lower() == sink.lower() for c in b.output]
+        gone = tuple(dict.fromkeys(c for c in was if c.lower() not in now))
+        if gone:
+            out.append((sink, gone))
+    return out
+
+
+def unwritten_text(sink: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(f"'{c}'" for c in columns)
+    return (
+        f"column(s) {names} of {sink} no longer written: NULL in every row the job writes from now on "
+        "(a running aggregate's rewritten groups too); rows it does not write keep their values"
+    )
+
+
+def unwritten_rows(old_plan: dict[str, Any] | None, plan: JobPlan) -> tuple[tuple[Any, ...], ...]:
+    return tuple(
+        _sink_row(sink, "warning", unwritten_text(sink, cols))
+        for sink, cols in unwritten_columns(old_plan, plan)
+    )
+
+
 def tells_lag(mapping_type: str) -> bool:
     """Whether mappings of this type report a consumer lag (their connector defines ``lag``)."""
     from pitstop.connectors.base import Connector

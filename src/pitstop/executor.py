@@ -449,6 +449,9 @@ class Executor:
         if restore is not None:
             lines[0] += f" from snapshot '{restore.snapshot}'"
             lines += ["  " + v.text() for v in restore.verdicts]
+        if restore is not None and isinstance(snap, Snapshot):
+            for sink, cols in describe.unwritten_columns(snap.manifest.get("plan"), plan):
+                lines.append(f"  sink '{sink}': {describe.unwritten_text(sink, cols)}")
         for r in rollback:
             if r.anything:
                 lines.append(f"  sink '{r.mapping}' rolled back to the cut: {describe.rollback_done(r)}")
@@ -764,6 +767,8 @@ class Executor:
                     gap = rolled_back_past(self.catalog, snap)
                 if gap is not None:
                     sinks = (describe.gap_row(gap), *sinks)
+            if isinstance(snap, Snapshot):
+                sinks = (*sinks, *describe.unwritten_rows(snap.manifest.get("plan"), plan))
         rows = describe.explain_rows(plan, verdicts) + describe.source_rows(notes) + sinks
         refused = [v for v in verdicts or [] if v.outcome == compat.REFUSED]
         source = f" from snapshot '{snapshot_name}'" if snapshot_name else ""

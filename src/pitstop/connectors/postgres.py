@@ -800,14 +800,14 @@ class PostgresSink:
             sql.SQL("DELETE FROM {} t USING pitstop_batch b WHERE {} AND NOT {}").format(target, on, keep)
         )
         rest = [n for n in names if n not in self.keys]
+        # Whole rows, as an INSERT of the job's columns makes them: a column of the table the job
+        # does not write (an aggregate removed at a pit stop) gets its default, NULL unless the
+        # table says otherwise, in every row the job writes.
+        unwritten = [c for c in self.table_columns if c not in names and c not in self.keys]
+        sets = [sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in rest]
+        sets += [sql.SQL("{} = DEFAULT").format(sql.Identifier(c)) for c in unwritten]
         update = (
-            sql.SQL("DO UPDATE SET {}").format(
-                sql.SQL(", ").join(
-                    sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(n), sql.Identifier(n)) for n in rest
-                )
-            )
-            if rest
-            else sql.SQL("DO NOTHING")
+            sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(sets)) if sets else sql.SQL("DO NOTHING")
         )
         conn.execute(
             sql.SQL("INSERT INTO {} ({}) SELECT {} FROM pitstop_batch WHERE {} ON CONFLICT ({}) {}").format(

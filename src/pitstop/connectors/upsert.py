@@ -155,6 +155,7 @@ class UpsertSink(DuckDBSink):
         self.keys = keys
         self.columns: list[str] = []  # the job's columns
         self.table_columns: list[str] = []  # the sink table's, after prepare
+        self.defaults: dict[str, str] = {}  # the sink table's column defaults (SQL), after prepare
         self.windows: WindowRows | None = None  # a window branch's rows (early results)
 
     def _about(self) -> str:
@@ -193,6 +194,15 @@ class UpsertSink(DuckDBSink):
                     "is created with that key), or drop the table"
                 )
             self.table_columns = self._columns(tx, "main", self.table)
+            self.defaults = {
+                str(name): str(default)
+                for name, default in tx.execute(
+                    "SELECT column_name, column_default FROM information_schema.columns "
+                    "WHERE table_schema = 'main' AND lower(table_name) = lower(?) "
+                    "AND column_default IS NOT NULL",
+                    [self.table],
+                ).fetchall()
+            }
             history = history_table(self.table)
             meta = ", ".join(f"NULL::{t} AS {n}" for n, t in HISTORY_COLUMNS)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {history} AS SELECT {meta}, t.* FROM {target} t LIMIT 0")
@@ -283,10 +293,16 @@ class UpsertSink(DuckDBSink):
                     )
                     # Step 3. Rows no longer kept.
                     tx.execute(f"DELETE FROM {target} t USING __pitstop_batch b WHERE {on} AND NOT b.{KEEP}")
-                    # Step 4. The kept rows, replaced by key.
-                    cols = ", ".join(quote(c) for c in self.columns)
+                    # Step 4. The kept rows, replaced by key: whole rows, as an INSERT of the
+                    # job's columns makes them (a column the job does not write, e.g. an aggregate
+                    # removed at a pit stop, gets its default: NULL, or false for `early`).
+                    cols = ", ".join(quote(c) for c in self.table_columns)
+                    picked = ", ".join(
+                        quote(c) if c in self.columns else f"{self.defaults.get(c) or 'NULL'} AS {quote(c)}"
+                        for c in self.table_columns
+                    )
                     tx.execute(
-                        f"INSERT OR REPLACE INTO {target} ({cols}) SELECT {cols} FROM __pitstop_batch "
+                        f"INSERT OR REPLACE INTO {target} ({cols}) SELECT {picked} FROM __pitstop_batch "
                         f"WHERE {KEEP}"
                     )
                     # Step 4b. Windows the batch's watermark closed, final now.

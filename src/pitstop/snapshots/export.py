@@ -113,7 +113,10 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
                     # Seeded: the stage read a seed source (its rows, or the empty one a native
                     # restore keeps); a new stage's clock alone adds no source to the query.
                     seed = run.seeds.get(stage.name)
-                    stages[stage.name]["native"] = {**copy, "seeded": seed is not None and not seed.clock_only}
+                    stages[stage.name]["native"] = {
+                        **copy,
+                        "seeded": seed is not None and not seed.clock_only,
+                    }
         # Step 3. Source positions.
         sources: dict[str, Any] = {}
         for src, pos in cut.positions.items():
