@@ -386,7 +386,8 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
         if missing:
             branches[i] = replace(b, aggs=(*b.aggs, rnd.choice(missing)))
     elif change == "agg-" and len(b.aggs) > 1:
-        branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != rnd.choice(b.aggs)))
+        gone = rnd.choice(b.aggs)
+        branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != gone))
     elif change == "resize" and b.size <= 60:
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
     out = tuple(branches)

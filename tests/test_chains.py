@@ -302,3 +302,16 @@ def test_chained_stages_across_pit_stops_equal_duckdbs_batch_truth(manager: Mana
         manager.catalog.query("SELECT window_start, region, n, total FROM hourly ORDER BY ALL")[1] == firsts
     )
     assert manager.catalog.query("SELECT window_start, pairs, paid FROM paid_hourly ORDER BY ALL")[1] == pairs
+
+
+def test_a_group_by_without_an_aggregate_function_is_refused_with_what_to_write() -> None:
+    """Found by a generated update chain: a window or running aggregate without an aggregate
+    function failed inside Spark's groupBy().agg() at CREATE JOB ("exprs should not be empty")."""
+    for body in (
+        "INSERT INTO hourly SELECT window_start, window_end, region FROM TABLE(TUMBLE(TABLE orders, "
+        "DESCRIPTOR(ts), INTERVAL '1' HOUR)) GROUP BY window_start, window_end, region",
+        "INSERT INTO totals SELECT region FROM orders GROUP BY region",
+    ):
+        assert "a GROUP BY without an aggregate function is not supported; add one (e.g. COUNT(*) AS n)" in (
+            refusal(body)
+        )

@@ -105,6 +105,13 @@ def plan_aggregate(
         functions.append(text)
         finishes[text] = accumulate(call, src, add)
 
+    if not accumulators:
+        # Spark's aggregation needs a function to merge, and the state contract an accumulator.
+        raise PlanError(
+            f"stage '{stage_name}': a GROUP BY without an aggregate function is not supported; add "
+            "one (e.g. COUNT(*) AS n), or keep the first row of each key with ROW_NUMBER() OVER "
+            "(PARTITION BY ... ORDER BY ...) = 1"
+        )
     agg_columns = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP"} if windowed else {}
     agg_columns.update({k.name: k.type for k in keys})
     agg_columns.update({a.name: a.type for a in accumulators})
