@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test lint clean bi-demo cluster-test
+.PHONY: quickstart test lint clean bi-demo cluster-test chains
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ test: lint
 # moves them), the pit stop and a lost worker on them; the cluster is torn down by PID.
 cluster-test: $(STAMP)
 	PITSTOP_CLUSTER_TEST=1 $(VENV)/bin/pytest -q -m cluster tests/test_cluster.py
+
+# Many generated update chains (tests/chains.py), each checked against the model after every
+# step; a failure is shrunk and printed as a chain to keep as a test. N chains from seed SEED.
+N ?= 20
+SEED ?= 1
+STEPS ?= 8
+chains: $(STAMP)
+	$(VENV)/bin/python tests/tools/run_chains.py --n $(N) --seed $(SEED) --steps $(STEPS)
 
 bi-demo: $(STAMP)
 	bash examples/bi/demo.sh

@@ -1,0 +1,167 @@
+"""The update-chain model and its checker (tests/chains.py), without Spark: the model's windows,
+late events and restores on small hand-worked cases, the checker against a real DuckDB file, and
+the shrinker."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from chains import (
+    Branch,
+    ChainFailure,
+    Cut,
+    Event,
+    Input,
+    Model,
+    Player,
+    Restore,
+    Resume,
+    Snapshot,
+    Start,
+    Suspend,
+    Update,
+    evolve,
+    generate,
+    shrink,
+    valid,
+)
+
+TEN = Branch("w1", "w1_s0", 10, ("n", "total", "last"))
+
+
+def at(minute: int, second: int = 0) -> int:
+    return minute * 60 + second
+
+
+def feed(model: Model, events: list[tuple[str, int, int]]) -> None:
+    """One file of (k, v, ts seconds) events, read in one micro-batch."""
+    model.events.append([Event(i, k, v, ts) for i, (k, v, ts) in enumerate(events)])
+    model.batch()
+
+
+def test_a_window_is_written_once_the_clock_passes_its_end_and_late_events_are_dropped() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed(m, [("a", 1, at(1)), ("a", 2, at(9)), ("a", 3, at(9))])  # clock 00:04
+    assert m.sinks["w1"] == []
+    feed(m, [("a", 5, at(16))])  # clock 00:11: [00:00, 00:10) closes
+    assert m.sinks["w1"] == [
+        {
+            "window_start": datetime(2024, 1, 1, 0, 0),
+            "window_end": datetime(2024, 1, 1, 0, 10),
+            "k": "a",
+            "n": 3,
+            "total": 6,
+            "last": 3,  # MAX_BY(v, ts): of equal ts (00:09), the greatest v
+        }
+    ]
+    feed(m, [("a", 100, at(5)), ("a", 7, at(12))])  # 00:05 is late: its window ended at 00:10
+    assert m.stages["w1_s0"].windows == {(at(10), "a"): {"n": 2, "total": 12, "last": (at(16), 5)}}
+
+
+def test_a_restored_stage_keeps_its_windows_and_a_new_one_starts_on_the_jobs_clock() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed(m, [("a", 1, at(12)), ("b", 2, at(30))])  # clock 00:25; b's [00:30, 00:40) is open
+    cut = m.cut("s0")
+    hour = Branch("w2", "w2_s0", 60, ("n",))
+    m.events.append([Event(9, "a", 4, at(21)), Event(10, "a", 4, at(24)), Event(11, "b", 1, at(33))])
+    m.restore(cut, (TEN, hour), rollback=False)
+    # The restored stage: b's open window goes on; a's events at 00:21 and 00:24 are not late
+    # ([00:20, 00:30) ends after the clock).
+    assert m.stages["w1_s0"].windows[(at(20), "a")]["n"] == 2
+    assert m.stages["w1_s0"].windows[(at(30), "b")]["n"] == 2
+    # The new hourly stage starts on the job's clock (00:25): the hour [00:00, 01:00) is open.
+    assert m.stages["w2_s0"].clock == at(28)
+    assert m.stages["w2_s0"].windows[(0, "a")]["n"] == 2
+
+
+def test_a_resize_folds_old_windows_into_new_ones() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed(m, [("a", 1, at(21)), ("a", 2, at(31)), ("a", 4, at(36))])  # clock 00:31: 00:20 closes
+    cut = m.cut("s0")
+    m.restore(cut, (Branch("w1", "w1_s0", 30, ("n", "total", "last")),), rollback=False)
+    assert m.stages["w1_s0"].windows == {(at(30), "a"): {"n": 2, "total": 6, "last": (at(36), 4)}}
+
+
+def test_aggregates_are_matched_by_call_then_by_place_and_state_type() -> None:
+    assert evolve(("n", "total"), ("total", "hi")) == {"total": "total", "hi": None}
+    assert evolve(("n", "lo"), ("n", "hi")) == {"n": "n", "hi": "lo"}  # a changed function
+    assert evolve(("n", "first"), ("n", "hi")) == {"n": "n", "hi": None}  # another state type
+
+
+def test_a_rollback_removes_what_was_written_after_the_cut_and_gaps_later_snapshots() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed(m, [("a", 1, at(1)), ("a", 2, at(16))])
+    first = m.cut("s0")
+    feed(m, [("a", 3, at(40))])
+    later = m.cut("s1")
+    assert len(m.sinks["w1"]) == 2
+    m.restore(first, (TEN,), rollback=True)
+    assert later.gapped and not first.gapped
+    # Re-reading the file after the cut writes the window [00:10, 00:20) again, once.
+    assert [r["window_start"].minute for r in m.sinks["w1"]] == [0, 10]
+
+
+def test_the_checker_finds_a_missing_and_an_unexpected_row_in_a_real_duckdb_file(tmp_path: Path) -> None:
+    db = tmp_path / "sinks.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE w1 (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, n BIGINT)")
+    con.execute("INSERT INTO w1 VALUES ('2024-01-01 00:00', '2024-01-01 00:10', 'a', 3)")
+
+    def query(sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+        cur = con.execute(sql)
+        return [d[0] for d in cur.description], cur.fetchall()
+
+    player = Player(lambda sql: [], query, tmp_path / "ev")
+    branch = Branch("w1", "w1_s0", 10, ("n",))
+    player.model.start((branch,))
+    row = {"window_start": datetime(2024, 1, 1), "window_end": datetime(2024, 1, 1, 0, 10), "k": "a", "n": 3}
+    player.model.sinks["w1"] = [row]
+    player.check()  # equal: nothing raised
+    player.model.sinks["w1"] = [{**row, "n": 4}]
+    with pytest.raises(ChainFailure, match=r"sink w1: 1 row\(s\) missing, 1 unexpected"):
+        player.check()
+    player.model.sinks["w1"] = [row, row]  # a window written twice is a difference too
+    with pytest.raises(ChainFailure, match=r"1 row\(s\) missing, 0 unexpected"):
+        player.check()
+
+
+def test_a_failing_chain_shrinks_to_the_steps_that_make_it_fail() -> None:
+    chain = [
+        Input(1, 5, 10, 0),
+        Start((TEN,)),
+        Input(2, 5, 10, 0),
+        Snapshot(),
+        Suspend(),
+        Resume(),
+        Update((TEN,)),
+        Input(3, 5, 10, 0),
+        Restore(0, (TEN,), rollback=True),
+    ]
+    assert valid(chain)
+
+    def fails(c: list[object]) -> bool:  # "fails" whenever a restore follows a suspension
+        return any(isinstance(s, Suspend) for s in c) and any(isinstance(s, Restore) for s in c)
+
+    small = shrink(chain, fails)
+    assert small == [Start((TEN,)), Snapshot(), Suspend(), Resume(), Restore(0, (TEN,), rollback=True)]
+    assert not valid([Start((TEN,)), Restore(0, (TEN,), rollback=True)])  # no snapshot yet
+
+
+def test_generated_chains_are_valid_and_reproducible() -> None:
+    for seed in range(200):
+        chain = generate(seed, 8)
+        assert valid(chain), seed
+        assert chain == generate(seed, 8)
+    kinds = {type(s).__name__ for seed in range(200) for s in generate(seed, 8)}
+    assert kinds == {"Input", "Start", "Update", "Snapshot", "Restore", "Suspend", "Resume"}
+
+
+__all__ = ["Cut"]
