@@ -68,22 +68,35 @@ BASE_SIZES = (10, 30, 60)  # minutes
 # -- the job -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Branch:
-    """One INSERT: a TUMBLE stage named ``stage`` writing table ``sink``."""
+    """One INSERT: a stage named ``stage`` writing table ``sink``: a TUMBLE window of ``size``
+    minutes by ``k`` (appended rows), or a running aggregate by ``k`` (``size`` 0; rows replaced
+    by key)."""
 
     sink: str
     stage: str
-    size: int  # minutes
+    size: int  # minutes; 0: a running aggregate
     aggs: tuple[str, ...]  # keys of FUNCTIONS, in SELECT order
     where: int | None = None  # v >= where
+
+    @property
+    def running(self) -> bool:
+        return self.size == 0
 
     def sql(self) -> str:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
         where = f" WHERE v >= {self.where}" if self.where is not None else ""
+        hint = f"/*+ STAGE({self.stage}) */"
+        if self.running:
+            return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
         return (
-            f"INSERT INTO {self.sink} SELECT /*+ STAGE({self.stage}) */ window_start, window_end, k, {cols} "
+            f"INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
             f"FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)){where} "
             "GROUP BY window_start, window_end, k"
         )
+
+    @property
+    def key_columns(self) -> list[str]:
+        return ["k"] if self.running else ["window_start", "window_end", "k"]
 
 
 Job = tuple[Branch, ...]
@@ -165,12 +178,16 @@ Acc = dict[str, Any]  # aggregate column -> accumulator (None: empty; MIN_BY/MAX
 @dataclass
 class StageModel:
     branch: Branch
-    clock: int | None  # seconds; None: no event yet
+    clock: int | None  # seconds; None: no event yet (a running aggregate has none)
     windows: dict[tuple[int, str], Acc] = field(default_factory=dict)  # (start, k) -> accumulators
     late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size s, old clock) this run
+    committed: bool = False  # its query has committed a batch (a snapshot then has a native copy)
+    reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
 
     def copy(self) -> StageModel:
-        return StageModel(self.branch, self.clock, {w: dict(a) for w, a in self.windows.items()}, [])
+        return StageModel(
+            self.branch, self.clock, {w: dict(a) for w, a in self.windows.items()}, [], self.committed
+        )
 
 
 @dataclass
@@ -178,7 +195,8 @@ class Cut:
     name: str
     stages: dict[str, StageModel]
     files: int  # files read
-    sink_rows: dict[str, int]  # rows in each sink's log at the cut
+    sink_rows: dict[str, int]  # rows in each append sink's log at the cut
+    keyed: dict[str, dict[str, dict[str, Any]]]  # each upsert sink's rows at the cut
     gapped: bool = False
 
 
@@ -210,9 +228,15 @@ class Model:
         self.stages: dict[str, StageModel] = {}
         self.read = 0  # files read by the running job
         self.state = "none"  # none | running | suspended
-        self.sinks: dict[str, list[dict[str, Any]]] = {}  # the rows each sink has, in write order
+        self.sinks: dict[str, list[dict[str, Any]]] = {}  # append sinks: their rows, in write order
+        self.keyed: dict[str, dict[str, dict[str, Any]]] = {}  # upsert sinks: their row per key
         self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
         self.cuts: list[Cut] = []
+
+    def rows(self, sink: str) -> list[dict[str, Any]]:
+        if sink in self.keyed:
+            return list(self.keyed[sink].values())
+        return self.sinks[sink]
 
     # events
     def arrive(self, step: Input) -> list[Event]:
@@ -229,26 +253,41 @@ class Model:
         self.events.append(out)
         return out
 
-    # one micro-batch: every file not read yet
+    # one micro-batch per query: every file not read yet (a query runs one only when it has input:
+    # new files, or the seeds of a stage restored from the rows)
     def batch(self) -> None:
         pending = [e for f in self.events[self.read :] for e in f]
         self.read = len(self.events)
         for st in self.stages.values():
-            self._stage_batch(st, pending)
+            if pending or st.reseed:
+                self._stage_batch(st, pending)
 
     def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
         b = st.branch
-        size = b.size * 60
+        st.committed = True
         passed = [e for e in events if b.where is None or e.v >= b.where]
+        touched: set[tuple[int, str]] = set(st.windows) if st.reseed else set()
+        st.reseed = False
         for e in passed:
-            if any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
-                continue
-            start = e.ts - e.ts % size
-            if st.clock is not None and start + size <= st.clock:
-                continue  # late: its window had closed before this batch
+            if b.running:
+                start = 0
+            else:
+                size = b.size * 60
+                if any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                    continue
+                start = e.ts - e.ts % size
+                if st.clock is not None and start + size <= st.clock:
+                    continue  # late: its window had closed before this batch
             acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
             for a in b.aggs:
                 acc[a] = merge(a, acc[a], contribution(a, e))
+            touched.add((start, e.k))
+        if b.running:
+            for key in sorted(touched):
+                acc = st.windows[key]
+                row = {"k": key[1], **{a: finish(a, v) for a, v in acc.items()}}
+                self.keyed[b.sink][key[1]] = row  # the whole row: other columns NULL
+            return
         if passed:
             top = max(e.ts for e in passed) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
@@ -257,8 +296,6 @@ class Model:
     def _emit(self, st: StageModel) -> None:
         b = st.branch
         size = b.size * 60
-        cols = self.columns.setdefault(b.sink, ["window_start", "window_end", "k"])
-        cols += [a for a in b.aggs if a not in cols]
         for (start, k), acc in sorted(st.windows.items()):
             if st.clock is not None and start + size <= st.clock:
                 row: dict[str, Any] = {
@@ -267,7 +304,7 @@ class Model:
                     "k": k,
                     **{a: finish(a, v) for a, v in acc.items()},
                 }
-                self.sinks.setdefault(b.sink, []).append(row)
+                self.sinks[b.sink].append(row)
                 del st.windows[(start, k)]
 
     # statements
@@ -279,9 +316,12 @@ class Model:
         self.batch()
 
     def _sink_columns(self, b: Branch) -> None:
-        cols = self.columns.setdefault(b.sink, ["window_start", "window_end", "k"])
+        cols = self.columns.setdefault(b.sink, list(b.key_columns))
         cols += [a for a in b.aggs if a not in cols]
-        self.sinks.setdefault(b.sink, [])
+        if b.running:
+            self.keyed.setdefault(b.sink, {})
+        else:
+            self.sinks.setdefault(b.sink, [])
 
     def cut(self, name: str) -> Cut:
         c = Cut(
@@ -289,14 +329,17 @@ class Model:
             {n: st.copy() for n, st in self.stages.items()},
             self.read,
             {s: len(rows) for s, rows in self.sinks.items()},
+            {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
         )
         self.cuts.append(c)
         return c
 
-    def restore(self, c: Cut, job: Job, rollback: bool) -> None:
+    def restore(self, c: Cut, job: Job, rollback: bool, fmt: str = "auto") -> None:
         if rollback:
             for sink, rows in self.sinks.items():
                 del rows[c.sink_rows.get(sink, 0) :]
+            for sink in self.keyed:
+                self.keyed[sink] = {k: dict(r) for k, r in c.keyed.get(sink, {}).items()}
             # A snapshot taken after this cut now holds state whose output is gone.
             for later in self.cuts[self.cuts.index(c) + 1 :]:
                 later.gapped = True
@@ -306,22 +349,27 @@ class Model:
         for b in job:
             self._sink_columns(b)
             old = c.stages.get(b.stage)
+            if old is not None and old.branch.running != b.running:
+                raise AssertionError(f"the generator changed stage {b.stage}'s kind")
             if old is None:
-                late = [(b.size * 60, job_clock)] if job_clock is not None else []
-                self.stages[b.stage] = StageModel(b, job_clock, {}, late)
+                late = [(b.size * 60, job_clock)] if job_clock is not None and not b.running else []
+                self.stages[b.stage] = StageModel(b, None if b.running else job_clock, {}, late)
                 continue
-            st = StageModel(b, old.clock, {}, [])
+            native = (
+                fmt == "auto" and old.committed and old.branch.aggs == b.aggs and old.branch.size == b.size
+            )
+            st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native)
             if old.clock is not None:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             carried = evolve(old.branch.aggs, b.aggs)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
-                new_start = start - start % size
+                new_start = start - start % size if size else 0
                 target = st.windows.setdefault((new_start, k), {a: None for a in b.aggs})
                 for a in b.aggs:
                     src = carried.get(a)
                     if src is not None and acc[src] is not None:
-                        target[a] = merge(a, target[a], acc[src]) if target[a] is not None else acc[src]
+                        target[a] = merge(a, target[a], acc[src])
             self.stages[b.stage] = st
         self.read = c.files
         self.state = "running"
@@ -346,11 +394,14 @@ def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
 
 
 # -- the generator -------------------------------------------------------------------------------
-SINKS = ("w1", "w2", "w3", "w4")
+WINDOW_SINKS = ("w1", "w2", "w3", "w4")
+RUNNING_SINKS = ("r1", "r2")
+SINKS = WINDOW_SINKS + RUNNING_SINKS
 
 
 def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
-    free = [s for s in SINKS if s not in {b.sink for b in job}]
+    running = rnd.random() < 0.3
+    free = [s for s in (RUNNING_SINKS if running else WINDOW_SINKS) if s not in {b.sink for b in job}]
     if not free:
         return None
     sink = rnd.choice(free)
@@ -359,7 +410,7 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
         n += 1
     aggs = tuple(rnd.sample(list(FUNCTIONS), rnd.randint(1, 3)))
     where = rnd.choice([None, None, 10, 25])
-    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
+    return Branch(sink, f"{sink}_s{n}", 0 if running else rnd.choice(BASE_SIZES), aggs, where)
 
 
 def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
@@ -388,7 +439,7 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
     elif change == "agg-" and len(b.aggs) > 1:
         gone = rnd.choice(b.aggs)
         branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != gone))
-    elif change == "resize" and b.size <= 60:
+    elif change == "resize" and 0 < b.size <= 60:
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
     out = tuple(branches)
     used.update(x.stage for x in out)
@@ -514,7 +565,7 @@ class Player:
             c = m.cut(name)
             self.sql(self._create(name, step.job, step.fmt, False))
             self.sql("AWAIT JOB c")
-            m.restore(c, step.job, rollback=False)
+            m.restore(c, step.job, rollback=False, fmt=step.fmt)
         elif isinstance(step, Snapshot):
             name = f"s{len(self.snapshots)}"
             self.snapshots.append(name)
@@ -525,7 +576,7 @@ class Player:
             self.sql("DROP JOB c")
             self.sql(self._create(c.name, step.job, step.fmt, step.rollback))
             self.sql("AWAIT JOB c")
-            m.restore(c, step.job, step.rollback)
+            m.restore(c, step.job, step.rollback, step.fmt)
         elif isinstance(step, Suspend):
             self.sql("ALTER JOB c SUSPEND")
             m.state = "suspended"
@@ -543,7 +594,8 @@ class Player:
         return f"CREATE JOB c{opts} FROM SNAPSHOT {snapshot} AS {job_sql(job)}"
 
     def check(self) -> None:
-        for sink, expected in self.model.sinks.items():
+        for sink in self.model.columns:
+            expected = self.model.rows(sink)
             got = self.sink_rows(sink)
             want = Counter(self.truth(sink, expected))
             if got != want:
@@ -581,7 +633,10 @@ class Player:
         )
         con.executemany(
             f"INSERT INTO t VALUES (?, ?, ?{', ?' * len(FUNCTIONS)})",
-            [[r["window_start"], r["window_end"], r["k"], *(r.get(a) for a in FUNCTIONS)] for r in rows],
+            [
+                [r.get("window_start"), r.get("window_end"), r["k"], *(r.get(a) for a in FUNCTIONS)]
+                for r in rows
+            ],
         )
         out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
         con.close()

@@ -4,6 +4,7 @@ the shrinker."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -165,3 +166,20 @@ def test_generated_chains_are_valid_and_reproducible() -> None:
 
 
 __all__ = ["Cut"]
+
+
+def test_a_running_aggregate_replaces_its_groups_and_a_restore_from_rows_writes_every_group() -> None:
+    totals = Branch("r1", "r1_s0", 0, ("n", "total"))
+    m = Model()
+    m.start((totals,))
+    feed(m, [("a", 1, at(1)), ("b", 2, at(2)), ("a", 3, at(3))])
+    assert m.rows("r1") == [{"k": "a", "n": 2, "total": 4}, {"k": "b", "n": 1, "total": 2}]
+    cut = m.cut("s0")
+    # Same aggregates, 'auto': native; nothing is written until input arrives.
+    m.restore(cut, (totals,), rollback=False)
+    assert not m.stages["r1_s0"].reseed
+    # An aggregate removed: from the rows, whose batch writes every group, without it.
+    m.restore(cut, (replace(totals, aggs=("n",)),), rollback=False)
+    assert m.rows("r1") == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
+    feed(m, [("b", 5, at(9))])
+    assert m.rows("r1") == [{"k": "a", "n": 2}, {"k": "b", "n": 2}]
