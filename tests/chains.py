@@ -35,13 +35,20 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from pitstop.engine.manager import Manager
 
 EPOCH = datetime(2024, 1, 1)
 DELAY = 5 * 60  # the mapping's WATERMARK delay, seconds
@@ -156,7 +163,23 @@ class Resume:
     pass
 
 
-Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume
+@dataclass(frozen=True)
+class Kill:
+    """A ``pitstop run`` process resumes the job, ``input`` arrives, and the process is killed
+    with SIGKILL ``after_ms`` later."""
+
+    input: Input
+    after_ms: int
+
+
+@dataclass(frozen=True)
+class Serve:
+    """``pitstop serve`` resumes the job, ``input`` arrives, a client awaits it; SIGTERM."""
+
+    input: Input
+
+
+Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -470,7 +493,11 @@ def generate(seed: int, steps: int) -> list[Step]:
         elif roll < 0.6:
             chain.append(Snapshot())
             snapshots += 1
-        elif roll < 0.8 and snapshots > 0:
+        elif roll < 0.67:
+            chain.append(Kill(_input(rnd), rnd.randint(0, 4000)))
+        elif roll < 0.72:
+            chain.append(Serve(_input(rnd)))
+        elif roll < 0.85 and snapshots > 0:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
             job = _changed(rnd, job, used)
@@ -507,50 +534,69 @@ class ChainFailure(AssertionError):
 
 
 class Player:
-    """Plays a chain through an executor (``execute(sql) -> results``), writing input files into
-    ``folder``, and checks the sinks after every step."""
+    """Plays a chain on a pitstop home: statements through an in-process manager
+    (``open_manager()``), a ``pitstop run`` process killed with SIGKILL (:class:`Kill`), a
+    ``pitstop serve`` process and a PostgreSQL client (:class:`Serve`); input files into
+    ``folder``. Checks every sink against the model after every step."""
 
-    def __init__(self, execute: Any, query: Any, folder: Path) -> None:
-        self.execute = execute
-        self.query = query  # sql -> (columns, rows) over the home's DuckDB
+    def __init__(self, open_manager: Callable[[], Manager], folder: Path, home: Path) -> None:
+        self.open_manager = open_manager
+        self.manager: Manager | None = None
         self.folder = folder
+        self.home = home
         self.model = Model()
         self.script: list[str] = []
         self.snapshots: list[str] = []
 
     def sql(self, text: str) -> list[Any]:
+        from pitstop.executor import Executor
+
         self.script.append(text.strip().rstrip(";") + ";")
-        return list(self.execute(text))
+        if self.manager is None:
+            self.manager = self.open_manager()
+        return [r for _, r in Executor(self.manager).run_script(text)]
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if self.manager is None:
+            self.manager = self.open_manager()
+        columns, rows = self.manager.catalog.query(sql)
+        return list(columns), list(rows)
+
+    def close(self) -> None:
+        if self.manager is not None:
+            self.manager.close()
+            self.manager = None
 
     def play(self, chain: list[Step]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.sql(MAPPINGS.format(folder=self.folder))
-        for i, step in enumerate(chain):
-            try:
-                self.step(step)
-                self.check()
-            except ChainFailure:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any failure of a step is the chain's
-                raise ChainFailure(i, f"{type(exc).__name__}: {exc}", self.text()) from exc
-            except BaseException:
-                raise
-            else:
-                continue
-        # (no trailing step)
+        try:
+            self.sql(MAPPINGS.format(folder=self.folder))
+            for i, step in enumerate(chain):
+                try:
+                    self.step(step)
+                    self.check()
+                except ChainFailure as failure:
+                    raise ChainFailure(i, failure.message, self.text()) from None
+                except Exception as exc:  # noqa: BLE001 - any failure of a step is the chain's
+                    raise ChainFailure(i, f"{type(exc).__name__}: {exc}", self.text()) from exc
+        finally:
+            self.close()
 
     def text(self) -> str:
         return "\n".join(self.script)
 
+    def write_input(self, step: Input) -> None:
+        events = self.model.arrive(step)
+        name = f"f{len(self.model.events):04d}.json"
+        tmp = self.folder / f".{name}.tmp"
+        tmp.write_text("".join(e.json() + "\n" for e in events))
+        os.replace(tmp, self.folder / name)
+        self.script.append(f"-- input: {name}, {len(events)} events ({step})")
+
     def step(self, step: Step) -> None:
         m = self.model
         if isinstance(step, Input):
-            events = m.arrive(step)
-            name = f"f{len(m.events):04d}.json"
-            tmp = self.folder / f".{name}.tmp"
-            tmp.write_text("".join(e.json() + "\n" for e in events))
-            os.replace(tmp, self.folder / name)
-            self.script.append(f"-- input: {name}, {len(events)} events ({step})")
+            self.write_input(step)
             if m.state == "running":
                 self.sql("AWAIT JOB c")
                 m.batch()
@@ -585,6 +631,80 @@ class Player:
             self.sql("AWAIT JOB c")
             m.state = "running"
             m.batch()
+        elif isinstance(step, Kill):
+            self.kill(step)
+        elif isinstance(step, Serve):
+            self.serve(step)
+
+    def kill(self, step: Kill) -> None:
+        """This process lets go of the home (its jobs stop at a batch boundary); a ``pitstop run``
+        process resumes the job, input arrives, and the process is killed with SIGKILL
+        ``step.after_ms`` later; this process opens the home again and resumes the job."""
+        self.close()
+        self.script.append(
+            f"-- a pitstop run process resumes the job; SIGKILL {step.after_ms} ms after input"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "run", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("AWAIT JOB c;\n")  # stdin stays open: the process runs its jobs
+            proc.stdin.flush()
+            self.write_input(step.input)
+            time.sleep(step.after_ms / 1000)  # the kill lands where the process happens to be
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.sql("AWAIT JOB c")
+        self.model.batch()
+
+    def serve(self, step: Serve) -> None:
+        """``pitstop serve`` takes the home over and resumes the job; input arrives, a PostgreSQL
+        client awaits the job through it; the server stops on SIGTERM, and this process resumes."""
+        import psycopg
+
+        self.close()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if "127.0.0.1:" not in line:
+                raise AssertionError(
+                    f"pitstop serve did not start: {line}{proc.stderr.read() if proc.stderr else ''}"
+                )
+            port = int(line.split("127.0.0.1:")[1].split("/")[0])
+            self.write_input(step.input)
+            self.script.append("-- through pitstop serve and psycopg:")
+            with psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True) as conn:
+                self.script.append("AWAIT JOB c;")
+                conn.execute("AWAIT JOB c")
+            os.killpg(proc.pid, signal.SIGTERM)
+            code = proc.wait(120)
+            if code != 0:
+                raise AssertionError(
+                    f"pitstop serve exited {code} on SIGTERM: {proc.stderr.read() if proc.stderr else ''}"
+                )
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.model.batch()
+        self.sql("AWAIT JOB c")
 
     def _create(self, snapshot: str, job: Job, fmt: str, rollback: bool) -> str:
         options = [f"'restoreFormat'='{fmt}'"] if fmt != "auto" else []
@@ -643,6 +763,15 @@ class Player:
         return [tuple(_plain(v) for v in r) for r in out]
 
 
+def subprocess_env() -> dict[str, str]:
+    return dict(
+        os.environ,
+        PITSTOP_TRIGGER_MS="200",
+        PITSTOP_SPARK_MASTER="local[2]",
+        PITSTOP_SHUFFLE_PARTITIONS="2",
+    )
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, float) and v.is_integer():
         return int(v)
@@ -689,6 +818,9 @@ def valid(chain: list[Step]) -> bool:
             if state != "running":
                 return False
             state = "suspended"
+        elif isinstance(s, Kill | Serve):
+            if state != "running":
+                return False
         elif isinstance(s, Resume):
             if state != "suspended":
                 return False

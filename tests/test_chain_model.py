@@ -120,7 +120,8 @@ def test_the_checker_finds_a_missing_and_an_unexpected_row_in_a_real_duckdb_file
         cur = con.execute(sql)
         return [d[0] for d in cur.description], cur.fetchall()
 
-    player = Player(lambda sql: [], query, tmp_path / "ev")
+    player = Player(lambda: pytest.fail("no manager needed"), tmp_path / "ev", tmp_path / "home")
+    player.query = query  # type: ignore[method-assign]  # the sinks of the real DuckDB file above
     branch = Branch("w1", "w1_s0", 10, ("n",))
     player.model.start((branch,))
     row = {"window_start": datetime(2024, 1, 1), "window_end": datetime(2024, 1, 1, 0, 10), "k": "a", "n": 3}
@@ -162,7 +163,7 @@ def test_generated_chains_are_valid_and_reproducible() -> None:
         assert valid(chain), seed
         assert chain == generate(seed, 8)
     kinds = {type(s).__name__ for seed in range(200) for s in generate(seed, 8)}
-    assert kinds == {"Input", "Start", "Update", "Snapshot", "Restore", "Suspend", "Resume"}
+    assert kinds == {"Input", "Start", "Update", "Snapshot", "Restore", "Suspend", "Resume", "Kill", "Serve"}
 
 
 __all__ = ["Cut"]

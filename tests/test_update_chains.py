@@ -19,9 +19,11 @@ from chains import (
     Branch,
     ChainFailure,
     Input,
+    Kill,
     Player,
     Restore,
     Resume,
+    Serve,
     Snapshot,
     Start,
     Step,
@@ -40,14 +42,16 @@ pytestmark = pytest.mark.spark
 DAY, HOUR_SIZE = timedelta(hours=24), timedelta(hours=1)
 
 
+def player(tmp_path: Path) -> Player:
+    home = tmp_path / "home"
+    return Player(lambda: Manager(settings(home)), tmp_path / "ev", home)
+
+
 def play(tmp_path: Path, chain: list[Step]) -> Player:
-    manager = Manager(settings(tmp_path / "home"))
-    try:
-        player = Player(lambda sql: run(manager, sql), manager.catalog.query, tmp_path / "ev")
-        player.play(chain)
-        return player
-    finally:
-        manager.close()
+    """Play ``chain`` (the player's manager is closed at the end; ``player.sql`` opens it again)."""
+    p = player(tmp_path)
+    p.play(chain)
+    return p
 
 
 HOUR = Branch("w1", "ck_1h", 60, ("n", "total"))
@@ -127,51 +131,46 @@ def test_await_never_reports_ok_for_a_branch_that_fails_on_its_first_trigger(tmp
     query's first trigger, where Spark checks the checkpoint, and report its failure. The copy is
     damaged (its last offsets file's version line): Spark refuses it on the first trigger, whatever
     the input."""
-    manager = Manager(settings(tmp_path / "home"))
+    p = play(tmp_path, [inputs(1), Start((HOUR,)), inputs(2)])
     try:
-        player = Player(lambda sql: run(manager, sql), manager.catalog.query, tmp_path / "ev")
-        player.play([inputs(1), Start((HOUR,)), inputs(2)])
-        run(manager, "DROP JOB c WITH SNAPSHOT damaged")
+        p.sql("DROP JOB c WITH SNAPSHOT damaged")
         offsets = tmp_path / "home" / "snapshots" / "damaged" / "native" / "ck_1h" / "offsets"
         last = offsets / str(max(int(p.name) for p in offsets.iterdir() if p.name.isdigit()))
         lines = last.read_text().split("\n")
         last.unlink()  # a hard link the old run shares: a new file instead
         last.write_text("\n".join(["v99", *lines[1:]]))
-        created = run(manager, f"CREATE JOB c FROM SNAPSHOT damaged AS {job_sql((HOUR,))}")[0].message
+        created = p.sql(f"CREATE JOB c FROM SNAPSHOT damaged AS {job_sql((HOUR,))}")[0].message
         assert "(native)" in created
         with pytest.raises(JobFailedError) as failed:
-            run(manager, "AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
+            p.sql("AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
         text = failed.value.message
         assert "v99" in text, text
         assert "restoreFormat'='canonical'" in text  # a failure of the copy: how to avoid it
-        assert [r[:2] for r in run(manager, "SHOW JOBS")[0].rows] == [("c", "FAILED")]
+        assert [r[:2] for r in p.sql("SHOW JOBS")[0].rows] == [("c", "FAILED")]
     finally:
-        manager.close()
+        p.close()
 
 
 def test_a_failure_that_is_not_the_native_copys_does_not_blame_it(tmp_path: Path) -> None:
     """A natively restored branch failing on a malformed record under 'onError'='fail' is told
     about the record, not advised to restore from the rows."""
-    manager = Manager(settings(tmp_path / "home"))
+    p = play(tmp_path, [inputs(1), Start((HOUR,)), inputs(2)])
     try:
-        player = Player(lambda sql: run(manager, sql), manager.catalog.query, tmp_path / "ev")
-        player.play([inputs(1), Start((HOUR,)), inputs(2)])
-        run(manager, "DROP JOB c WITH SNAPSHOT s")
-        run(
-            manager,
+        p.sql("DROP JOB c WITH SNAPSHOT s")
+        p.sql(
             "CREATE OR REPLACE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts "
             f"AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{tmp_path / 'ev'}', 'format'='json', "
             "'onError'='fail')",
         )
-        created = run(manager, f"CREATE JOB c FROM SNAPSHOT s AS {job_sql((HOUR,))}")[0].message
+        created = p.sql(f"CREATE JOB c FROM SNAPSHOT s AS {job_sql((HOUR,))}")[0].message
         assert "(native)" in created
         (tmp_path / "ev" / "bad.json").write_text('{"id": 1, "k": "a", "v": "not a number", "ts": 7\n')
         with pytest.raises(JobFailedError) as failed:
-            run(manager, "AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
+            p.sql("AWAIT JOB c TIMEOUT INTERVAL '120' SECOND")
         assert "bad.json" in failed.value.message
         assert "restoreFormat" not in failed.value.message
     finally:
-        manager.close()
+        p.close()
 
 
 def test_an_aggregate_removed_at_a_pit_stop_is_null_in_every_row_the_job_writes_after_it(
@@ -253,3 +252,22 @@ def test_the_quickstart_job_pit_stopped_twice_stays_exact(tmp_path: Path) -> Non
     assert daily == closed(batch_windows(early + kept, DAY), DAY, wm)
     assert hourly == closed(batch_windows(kept, HOUR_SIZE), HOUR_SIZE, wm)
     assert len(hourly) > 300
+
+
+def test_a_chain_through_a_killed_process_and_a_server_restart_stays_exact(tmp_path: Path) -> None:
+    """Between pit stops, a ``pitstop run`` process that resumed the job is killed with SIGKILL
+    while its input arrives, and a ``pitstop serve`` resumes it and stops on SIGTERM."""
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((HOUR, Branch("r1", "totals", 0, ("n", "last")))),
+            inputs(2),
+            Kill(inputs(3), 700),
+            Update((HOUR, TEN, Branch("r1", "totals", 0, ("n", "last", "total")))),
+            Serve(inputs(4)),
+            Update((HOUR, TEN, Branch("r1", "totals", 0, ("n", "last", "total")))),
+            Kill(inputs(5), 2500),
+            inputs(6),
+        ],
+    )

@@ -26,21 +26,14 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredS
 from chains import ChainFailure, Player, Restore, Step, generate, shrink  # noqa: E402
 from pitstop.engine.manager import Manager  # noqa: E402
 from pitstop.engine.session import stop_session  # noqa: E402
-from pitstop.executor import Executor  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 
 
 def play(folder: Path, chain: list[Step]) -> None:
     shutil.rmtree(folder, ignore_errors=True)
-    manager = Manager(Settings(home=folder / "home", master="local[2]", shuffle_partitions=2, trigger_ms=200))
-    try:
-        executor = Executor(manager)
-        player = Player(
-            lambda sql: [r for _, r in executor.run_script(sql)], manager.catalog.query, folder / "ev"
-        )
-        player.play(chain)
-    finally:
-        manager.close()
+    home = folder / "home"
+    settings = Settings(home=home, master="local[2]", shuffle_partitions=2, trigger_ms=200)
+    Player(lambda: Manager(settings), folder / "ev", home).play(chain)
 
 
 def fails(folder: Path, chain: list[Step]) -> bool:
