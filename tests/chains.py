@@ -84,10 +84,20 @@ class Branch:
     size: int  # minutes; 0: a running aggregate
     aggs: tuple[str, ...]  # keys of FUNCTIONS, in SELECT order
     where: int | None = None  # v >= where
+    slide: int = 0  # minutes: a HOP window of ``size`` sliding by ``slide``; 0: TUMBLE
 
     @property
     def running(self) -> bool:
         return self.size == 0
+
+    def windows_of(self, ts: int) -> list[int]:
+        """The starts of the windows an event at ``ts`` (seconds) is in."""
+        size = self.size * 60
+        if not self.slide:
+            return [ts - ts % size]
+        slide = self.slide * 60
+        first = ts - ts % slide
+        return [s for s in range(first, ts - size, -slide)]
 
     def sql(self) -> str:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
@@ -95,10 +105,14 @@ class Branch:
         hint = f"/*+ STAGE({self.stage}) */"
         if self.running:
             return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
+        if self.slide:
+            sizes = f"INTERVAL '{self.size}' MINUTE, INTERVAL '{self.slide}' MINUTE"
+            tvf = f"HOP(TABLE ev, DESCRIPTOR(ts), {sizes})"
+        else:
+            tvf = f"TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
         return (
             f"INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
-            f"FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)){where} "
-            "GROUP BY window_start, window_end, k"
+            f"FROM TABLE({tvf}){where} GROUP BY window_start, window_end, k"
         )
 
     @property
@@ -291,20 +305,20 @@ class Model:
         passed = [e for e in events if b.where is None or e.v >= b.where]
         touched: set[tuple[int, str]] = set(st.windows) if st.reseed else set()
         st.reseed = False
+        size = b.size * 60
         for e in passed:
             if b.running:
-                start = 0
+                starts = [0]
+            elif any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                continue  # the old job would have dropped it: its old window had closed
             else:
-                size = b.size * 60
-                if any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
-                    continue
-                start = e.ts - e.ts % size
-                if st.clock is not None and start + size <= st.clock:
-                    continue  # late: its window had closed before this batch
-            acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
-            for a in b.aggs:
-                acc[a] = merge(a, acc[a], contribution(a, e))
-            touched.add((start, e.k))
+                # Late per window: one whose end the clock had passed before this batch.
+                starts = [w for w in b.windows_of(e.ts) if st.clock is None or w + size > st.clock]
+            for start in starts:
+                acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
+                for a in b.aggs:
+                    acc[a] = merge(a, acc[a], contribution(a, e))
+                touched.add((start, e.k))
         if b.running:
             for key in sorted(touched):
                 acc = st.windows[key]
@@ -375,19 +389,25 @@ class Model:
             if old is not None and old.branch.running != b.running:
                 raise AssertionError(f"the generator changed stage {b.stage}'s kind")
             if old is None:
-                late = [(b.size * 60, job_clock)] if job_clock is not None and not b.running else []
+                # A tumbling stage's clock drops an event whose window had closed at the job's
+                # clock; a sliding one's, each window that had (the clock itself, per window).
+                tumbling = not b.running and not b.slide
+                late = [(b.size * 60, job_clock)] if job_clock is not None and tumbling else []
                 self.stages[b.stage] = StageModel(b, None if b.running else job_clock, {}, late)
                 continue
             native = (
                 fmt == "auto" and old.committed and old.branch.aggs == b.aggs and old.branch.size == b.size
             )
             st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native)
-            if old.clock is not None:
+            if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             carried = evolve(old.branch.aggs, b.aggs)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
-                new_start = start - start % size if size else 0
+                if b.slide:  # the new window with the same end
+                    new_start = start + old.branch.size * 60 - size
+                else:  # the tumbling window that holds the old one's start
+                    new_start = start - start % size if size else 0
                 target = st.windows.setdefault((new_start, k), {a: None for a in b.aggs})
                 for a in b.aggs:
                     src = carried.get(a)
@@ -433,7 +453,12 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
         n += 1
     aggs = tuple(rnd.sample(list(FUNCTIONS), rnd.randint(1, 3)))
     where = rnd.choice([None, None, 10, 25])
-    return Branch(sink, f"{sink}_s{n}", 0 if running else rnd.choice(BASE_SIZES), aggs, where)
+    if running:
+        return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
+    if rnd.random() < 0.3:
+        slide = rnd.choice([10, 15])
+        return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide)
+    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
 
 
 def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
@@ -462,6 +487,8 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
     elif change == "agg-" and len(b.aggs) > 1:
         gone = rnd.choice(b.aggs)
         branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != gone))
+    elif change == "resize" and b.slide:
+        branches[i] = replace(b, size=max(b.slide, b.size + b.slide * rnd.choice([-1, 1])))
     elif change == "resize" and 0 < b.size <= 60:
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
     out = tuple(branches)

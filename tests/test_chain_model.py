@@ -184,3 +184,17 @@ def test_a_running_aggregate_replaces_its_groups_and_a_restore_from_rows_writes_
     assert m.rows("r1") == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
     feed(m, [("b", 5, at(9))])
     assert m.rows("r1") == [{"k": "a", "n": 2}, {"k": "b", "n": 2}]
+
+
+def test_a_sliding_window_takes_each_event_in_every_window_it_is_in_and_resizes_by_end() -> None:
+    hop = Branch("w1", "w1_s0", 20, ("n",), slide=10)
+    m = Model()
+    m.start((hop,))
+    feed(m, [("a", 1, at(15))])  # in [00:00, 00:20) and [00:10, 00:30)
+    assert sorted(m.stages["w1_s0"].windows) == [(0, "a"), (at(10), "a")]
+    feed(m, [("a", 1, at(26)), ("a", 1, at(3))])  # clock 00:21; 00:03 was in [00:00, 00:20) only
+    assert [(r["window_start"].minute, r["n"]) for r in m.sinks["w1"]] == [(0, 2)]
+    cut = m.cut("s0")
+    m.restore(cut, (replace(hop, size=30),), rollback=False)
+    # [00:10, 00:30) goes to [00:00, 00:30), [00:20, 00:40) to [00:10, 00:40): the same ends.
+    assert m.stages["w1_s0"].windows == {(0, "a"): {"n": 2}, (at(10), "a"): {"n": 1}}

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -30,15 +32,16 @@ from pitstop.settings import Settings  # noqa: E402
 
 
 def play(folder: Path, chain: list[Step]) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
+    """One chain on a home of its own. (Homes are removed only at the end: the process's one
+    Spark session starts its Python workers through a script in the first home it opened.)"""
     home = folder / "home"
     settings = Settings(home=home, master="local[2]", shuffle_partitions=2, trigger_ms=200)
     Player(lambda: Manager(settings), folder / "ev", home).play(chain)
 
 
-def fails(folder: Path, chain: list[Step]) -> bool:
+def fails(folders: Iterator[Path], chain: list[Step]) -> bool:
     try:
-        play(folder, chain)
+        play(next(folders), chain)
     except ChainFailure:
         return True
     return False
@@ -63,7 +66,7 @@ def main() -> int:
             kinds.update(type(s).__name__ for s in chain)
             kinds.update("Restore+rollback" for s in chain if isinstance(s, Restore) and s.rollback)
             try:
-                play(work / "chain", chain)
+                play(work / f"chain{seed}", chain)
                 print(f"chain {seed}: ok ({len(chain)} steps)", flush=True)
                 continue
             except ChainFailure as failure:
@@ -71,9 +74,10 @@ def main() -> int:
             print(f"chain {seed}: FAILED at {found}", flush=True)
             small = chain
             if not args.no_shrink:
-                small = shrink(chain, lambda candidate: fails(work / "try", candidate))
+                folders = (work / f"try{seed}-{i}" for i in range(100_000))
+                small = shrink(chain, partial(fails, folders))
                 try:
-                    play(work / "small", small)
+                    play(work / f"small{seed}", small)
                 except ChainFailure as again:
                     found = again
             failures.append(
