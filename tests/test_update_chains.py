@@ -271,3 +271,23 @@ def test_a_chain_through_a_killed_process_and_a_server_restart_stays_exact(tmp_p
             inputs(6),
         ],
     )
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "auto"])
+def test_the_jobs_clock_survives_a_run_that_read_no_input(tmp_path: Path, fmt: str) -> None:
+    """Two pit stops with no input between them: the second run's query read only seeds (or
+    nothing), so Spark's own watermark in it is below the job's clock; the snapshot taken of it
+    must still carry the job's clock, or an event whose window had closed is counted again."""
+    TEN_ = Branch("w1", "w1_s0", 10, ("n", "total"))
+    play(
+        tmp_path,
+        [
+            Input(1, 30, 60, 0.0),
+            Start((TEN_,)),
+            Update((TEN_,), "canonical"),
+            Update((TEN_,), fmt),
+            Input(2, 30, 5, 0.6),  # most of it late, by up to 90 minutes
+            Update((TEN_,), fmt),
+            Input(3, 30, 5, 0.6),
+        ],
+    )

@@ -79,6 +79,12 @@ def export(spark: SparkSession, home: Path, name: str, run: ActiveRun, cut: Cut)
             watermark = cut.watermarks_ms[bq.branch.index]
             for stage in bq.branch.stages:
                 kind = kinds.kind_of(stage)
+                # The job's clock never goes back: a run that started from a snapshot (its stages
+                # seeded, natively restored or new) has Spark's own watermark only from what it
+                # read itself, which may be below the snapshot's (no input yet, or seeds alone).
+                seed = run.seeds.get(stage.name)
+                if seed is not None and kind.clock(stage, 0) is not None:
+                    watermark = max(watermark, seed.old_watermark_ms)
                 if batch is None:  # nothing committed yet: no state
                     table = pa.Table.from_batches([], schema=state_arrow(kind, stage))
                 else:

@@ -142,6 +142,11 @@ def plan_restore(
                 path = str(inside(root, copy["path"]))
                 batch = int(entry["batch_id"])
                 native[v.stage] = NativeCopy(path, batch, branch.index, _seeded(copy, Path(path), batch))
+                # The copy's own watermark may be below the job's clock (its run started from a
+                # snapshot and read little since): the stage drops what the clock makes late.
+                clock = kinds.kind_of(new).clock(new, int(entry["watermark_ms"]))
+                if clock is not None and int(entry["watermark_ms"]) > 0:
+                    seeds[v.stage] = clock
                 v = replace(v, how=NATIVE)
             else:
                 seeds[v.stage] = kinds.kind_of(new).seed(
@@ -358,8 +363,14 @@ def prepare_run_folder(folder: Path, restore: Restore) -> Restore:
             _forget_seed_files(checkpoint)
             empty = safe_path(folder / "seeds", "stage", stage)
             empty.mkdir(parents=True, exist_ok=True)
-            # Watermark 0: no late-event filter (Spark applies the checkpoint's watermark).
-            seeds[stage] = StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)
+            # An empty seed source, with the stage's clock as its late-event filter (none for a
+            # stage without one: Spark applies the checkpoint's watermark).
+            clock = seeds.get(stage)
+            seeds[stage] = (
+                replace(clock, path=str(empty), clock_only=False)
+                if clock is not None
+                else StageSeed(path=str(empty), old_size_micros=1, old_watermark_ms=0)
+            )
     return replace(restore, seeds=seeds)
 
 
