@@ -288,10 +288,17 @@ class ActiveRun:
 
     def _failed_text(self, bq: BranchQuery, reason: str) -> str:
         """The one sentence a failed branch is reported with. A branch that started on a
-        snapshot's native copy and failed on what that copy holds (its checkpoint or state) is
-        told how to restore it from the rows instead; any other failure is not its copy's."""
-        native = (self.run.restore or {}).get("native") or []
-        if _CHECKPOINT_FAILURE.search(reason):
+        snapshot's native copy and failed on what that copy holds (before committing a batch past
+        it, or Spark names its checkpoint or state) is told how to restore it from the rows
+        instead; any other failure (a malformed record, a later batch's) is not its copy's."""
+        restore = self.run.restore or {}
+        native = restore.get("native") or []
+        batches = restore.get("native_batches") or {}
+        on_copy = any(  # nothing committed past the copy: it failed on what the copy holds
+            batches.get(s.name) is not None and checkpoint.latest_commit(bq.checkpoint) == batches[s.name]
+            for s in bq.branch.stages
+        )
+        if (on_copy and not bq.final) or _CHECKPOINT_FAILURE.search(reason):
             for stage in (s for s in bq.branch.stages if s.name in native):
                 reason += (
                     f" (stage '{stage.name}' started on the snapshot's native state files, which Spark "

@@ -52,6 +52,7 @@ class Restore:
             "snapshot": self.snapshot,
             "verdicts": [v.text() for v in self.verdicts],
             "native": sorted(self.native),
+            "native_batches": {k: c.batch for k, c in sorted(self.native.items())},
             "start_positions": self.start_positions,
             "seeds": {
                 k: {
