@@ -85,6 +85,7 @@ class Branch:
     aggs: tuple[str, ...]  # keys of FUNCTIONS, in SELECT order
     where: int | None = None  # v >= where
     slide: int = 0  # minutes: a HOP window of ``size`` sliding by ``slide``; 0: TUMBLE
+    session: bool = False  # a SESSION window whose gap is ``size``
 
     @property
     def running(self) -> bool:
@@ -105,7 +106,9 @@ class Branch:
         hint = f"/*+ STAGE({self.stage}) */"
         if self.running:
             return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
-        if self.slide:
+        if self.session:
+            tvf = f"SESSION(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+        elif self.slide:
             sizes = f"INTERVAL '{self.size}' MINUTE, INTERVAL '{self.slide}' MINUTE"
             tvf = f"HOP(TABLE ev, DESCRIPTOR(ts), {sizes})"
         else:
@@ -217,7 +220,7 @@ class StageModel:
     branch: Branch
     clock: int | None  # seconds; None: no event yet (a running aggregate has none)
     windows: dict[tuple[int, str], Acc] = field(default_factory=dict)  # (start, k) -> accumulators
-    late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size s, old clock) this run
+    late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size or gap s, old clock)
     committed: bool = False  # its query has committed a batch (a snapshot then has a native copy)
     reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
 
@@ -306,6 +309,9 @@ class Model:
         touched: set[tuple[int, str]] = set(st.windows) if st.reseed else set()
         st.reseed = False
         size = b.size * 60
+        if b.session:
+            self._session_batch(st, passed)
+            return
         for e in passed:
             if b.running:
                 starts = [0]
@@ -329,6 +335,57 @@ class Model:
             top = max(e.ts for e in passed) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
         self._emit(st)
+
+    def _session_batch(self, st: StageModel, passed: list[Event]) -> None:
+        """Sessions: an event is late when ``ts + gap`` is at or below the clock (or ``ts + old gap``
+        below the snapshot's clock, in the run after a restore); the batch's events and the open
+        sessions of their key merge where they touch or overlap; a session closes once its end
+        (last event + gap) is at or below the clock. ``windows``: (start, k) -> accumulators with
+        the session's end under ``__end``."""
+        b = st.branch
+        gap = b.size * 60
+        keys: set[str] = {k for _, k in st.windows} if st.reseed else set()
+        st.reseed = False
+        new: dict[str, list[tuple[int, int, Acc]]] = {}
+        for e in passed:
+            if any(e.ts + g <= wm for g, wm in st.late_before):
+                continue
+            if st.clock is not None and e.ts + gap <= st.clock:
+                continue
+            new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.aggs}))
+            keys.add(e.k)
+        for k in keys:
+            spans = [(start, acc["__end"], acc) for (start, kk), acc in st.windows.items() if kk == k]
+            spans += new.get(k, [])
+            for start, _, _ in spans:
+                st.windows.pop((start, k), None)
+            merged: list[list[Any]] = []
+            for start, end, acc in sorted(spans, key=lambda x: (x[0], x[1])):
+                values = {a: acc.get(a) for a in b.aggs}
+                if merged and start <= merged[-1][1]:
+                    last = merged[-1]
+                    last[1] = max(last[1], end)
+                    for a in b.aggs:
+                        if values[a] is not None:
+                            last[2][a] = merge(a, last[2][a], values[a])
+                else:
+                    merged.append([start, end, dict(values)])
+            for start, end, acc in merged:
+                st.windows[(start, k)] = {**acc, "__end": end}
+        if passed:
+            top = max(e.ts for e in passed) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+        for (start, k), acc in sorted(st.windows.items()):
+            if st.clock is not None and acc["__end"] <= st.clock:
+                self.sinks[b.sink].append(
+                    {
+                        "window_start": EPOCH + timedelta(seconds=start),
+                        "window_end": EPOCH + timedelta(seconds=acc["__end"]),
+                        "k": k,
+                        **{a: finish(a, acc[a]) for a in b.aggs},
+                    }
+                )
+                del st.windows[(start, k)]
 
     def _emit(self, st: StageModel) -> None:
         b = st.branch
@@ -386,17 +443,19 @@ class Model:
         for b in job:
             self._sink_columns(b)
             old = c.stages.get(b.stage)
-            if old is not None and old.branch.running != b.running:
+            if old is not None and (old.branch.running, old.branch.session) != (b.running, b.session):
                 raise AssertionError(f"the generator changed stage {b.stage}'s kind")
             if old is None:
                 # A tumbling stage's clock drops an event whose window had closed at the job's
                 # clock; a sliding one's, each window that had (the clock itself, per window).
-                tumbling = not b.running and not b.slide
+                tumbling = not b.running and not b.slide  # (a session's: its own gap)
                 late = [(b.size * 60, job_clock)] if job_clock is not None and tumbling else []
                 self.stages[b.stage] = StageModel(b, None if b.running else job_clock, {}, late)
                 continue
             native = (
-                fmt == "auto" and old.committed and old.branch.aggs == b.aggs and old.branch.size == b.size
+                fmt == "auto"
+                and old.committed
+                and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
             )
             st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native)
             if old.clock is not None and not b.slide:
@@ -404,6 +463,11 @@ class Model:
             carried = evolve(old.branch.aggs, b.aggs)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
+                if b.session:  # re-formed as [start, last event + new gap), merged in the first batch
+                    end = acc["__end"] - old.branch.size * 60 + size
+                    values = {a: acc[carried[a]] if carried.get(a) else None for a in b.aggs}
+                    st.windows[(start, k)] = {**values, "__end": end}
+                    continue
                 if b.slide:  # the new window with the same end
                     new_start = start + old.branch.size * 60 - size
                 else:  # the tumbling window that holds the old one's start
@@ -455,6 +519,8 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
     where = rnd.choice([None, None, 10, 25])
     if running:
         return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
+    if rnd.random() < 0.2:
+        return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True)
     if rnd.random() < 0.3:
         slide = rnd.choice([10, 15])
         return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide)
@@ -487,6 +553,8 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
     elif change == "agg-" and len(b.aggs) > 1:
         gone = rnd.choice(b.aggs)
         branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != gone))
+    elif change == "resize" and b.session:
+        branches[i] = replace(b, size=max(5, b.size + rnd.choice([-5, 5, 10])))
     elif change == "resize" and b.slide:
         branches[i] = replace(b, size=max(b.slide, b.size + b.slide * rnd.choice([-1, 1])))
     elif change == "resize" and 0 < b.size <= 60:
@@ -534,7 +602,8 @@ def generate(seed: int, steps: int) -> list[Step]:
         else:
             chain.append(Suspend())
             running = False
-        chain.append(_input(rnd))
+        if rnd.random() < 0.75:  # or the next step right away: a run that reads nothing
+            chain.append(_input(rnd))
     if not running:
         chain.append(Resume())
     return chain

@@ -198,3 +198,19 @@ def test_a_sliding_window_takes_each_event_in_every_window_it_is_in_and_resizes_
     m.restore(cut, (replace(hop, size=30),), rollback=False)
     # [00:10, 00:30) goes to [00:00, 00:30), [00:20, 00:40) to [00:10, 00:40): the same ends.
     assert m.stages["w1_s0"].windows == {(0, "a"): {"n": 2}, (at(10), "a"): {"n": 1}}
+
+
+def test_sessions_merge_where_they_touch_close_at_their_end_and_regrow_on_a_new_gap() -> None:
+    sessions = Branch("w1", "w1_s0", 10, ("n",), session=True)
+    m = Model()
+    m.start((sessions,))
+    feed(m, [("a", 1, at(0)), ("a", 1, at(10))])  # they touch: one session, [00:00, 00:20)
+    assert m.stages["w1_s0"].windows == {(0, "a"): {"n": 2, "__end": at(20)}}
+    feed(m, [("a", 1, at(30))])  # clock 00:25: [00:00, 00:20) closes
+    assert [(r["window_start"].minute, r["window_end"].minute, r["n"]) for r in m.sinks["w1"]] == [(0, 20, 2)]
+    feed(m, [("a", 1, at(21)), ("a", 1, at(2))])
+    # 00:02 (+10 min = 00:12 <= 00:25) is late; 00:21 joins the session at 00:30
+    assert m.stages["w1_s0"].windows == {(at(21), "a"): {"n": 2, "__end": at(40)}}
+    cut = m.cut("s0")
+    m.restore(cut, (replace(sessions, size=20),), rollback=False)
+    assert m.stages["w1_s0"].windows == {(at(21), "a"): {"n": 2, "__end": at(50)}}
