@@ -42,7 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -501,9 +501,10 @@ def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
 
 
 # -- the generator -------------------------------------------------------------------------------
-WINDOW_SINKS = ("w1", "w2", "w3", "w4")
+WINDOW_SINKS = ("w1", "w2", "w3", "f1")  # f1: a File sink (parquet), the others DuckDB tables
 RUNNING_SINKS = ("r1", "r2")
 SINKS = WINDOW_SINKS + RUNNING_SINKS
+FILE_SINKS = ("f1",)
 
 
 def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
@@ -616,9 +617,16 @@ def _input(rnd: random.Random) -> Input:
 
 
 # -- the runner ----------------------------------------------------------------------------------
-MAPPINGS = """CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
+MAPPINGS = (
+    """CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
-""" + "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS)
+"""
+    + "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
+    + "".join(
+        f"CREATE MAPPING {s} TYPE File OPTIONS ('path'='{{folder}}-{s}', 'format'='parquet');\n"
+        for s in FILE_SINKS
+    )
+)
 
 
 class ChainFailure(AssertionError):
@@ -827,6 +835,26 @@ class Player:
 
     def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
         cols = self.model.columns[sink]
+        if sink in FILE_SINKS:  # the batches' files, read by DuckDB
+            files = sorted(Path(f"{self.folder}-{sink}").glob("part-*.parquet"))
+            if not files:
+                return Counter()
+            con = duckdb.connect()
+            try:
+                have = {
+                    r[0]
+                    for r in con.execute(
+                        "DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)",
+                        [[str(f) for f in files]],
+                    ).fetchall()
+                }
+                picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
+                rows = con.execute(
+                    f"SELECT {picked} FROM read_parquet(?, union_by_name=true)", [[str(f) for f in files]]
+                ).fetchall()
+            finally:
+                con.close()
+            return Counter(tuple(_plain(v) for v in r) for r in rows)
         try:
             _, rows = self.query(f"SELECT {', '.join(cols)} FROM {sink}")
         except Exception as exc:  # noqa: BLE001 - a table not there yet holds no row
@@ -869,6 +897,8 @@ def subprocess_env() -> dict[str, str]:
 
 
 def _plain(v: Any) -> Any:
+    if isinstance(v, datetime) and v.tzinfo is not None:
+        return v.astimezone(UTC).replace(tzinfo=None)
     if isinstance(v, float) and v.is_integer():
         return int(v)
     if hasattr(v, "as_integer_ratio") and not isinstance(v, int | float):

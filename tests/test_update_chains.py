@@ -291,3 +291,24 @@ def test_the_jobs_clock_survives_a_run_that_read_no_input(tmp_path: Path, fmt: s
             Input(3, 30, 5, 0.6),
         ],
     )
+
+
+def test_sessions_hops_and_a_file_sink_through_a_chain_with_a_rollback(tmp_path: Path) -> None:
+    sessions = Branch("f1", "visits", 10, ("n", "last"), session=True)
+    hop = Branch("w2", "sliding", 30, ("n", "hi"), slide=10)
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((sessions, hop)),
+            inputs(2),
+            Snapshot(),
+            inputs(3),
+            Update((Branch("f1", "visits", 20, ("n", "last"), session=True), hop), "auto"),
+            inputs(4),
+            Restore(0, (sessions, Branch("w2", "sliding", 40, ("n", "hi"), slide=10)), rollback=True),
+            inputs(5),
+            Update((sessions, hop), "canonical"),
+            inputs(6),
+        ],
+    )

@@ -160,6 +160,12 @@ class WindowKind(StageKind):
         pre = live_rows(live, stage)
         if seed is not None:
             pre = self.drop_late(pre, seed)
+        if not watermarked:
+            # The live rows alone set the watermark: a seed's stamp places it in its window,
+            # which a resized HOP's may put past every event the old job read (its watermark
+            # would then close windows before their time). The union keeps the live side's
+            # event-time column (Spark's Union takes its first child's attributes).
+            pre = pre.withWatermark("__ts", delay(stage))
         if seed is not None and not seed.clock_only:
             seeds = seed_inputs(seed_rows(spark, self, stage, seed), stage).select(
                 *keys,
@@ -168,8 +174,6 @@ class WindowKind(StageKind):
                 F.lit(True).alias("__seed"),
             )
             pre = pre.unionByName(seeds)
-        if not watermarked:
-            pre = pre.withWatermark("__ts", delay(stage))
         rows = pre.select(
             self.assign(stage).alias("window"),
             *keys,
