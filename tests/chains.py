@@ -86,10 +86,11 @@ class Branch:
     where: int | None = None  # v >= where
     slide: int = 0  # minutes: a HOP window of ``size`` sliding by ``slide``; 0: TUMBLE
     session: bool = False  # a SESSION window whose gap is ``size``
+    dedup: str = ""  # "distinct": SELECT DISTINCT id, k; "first": ROW_NUMBER() by id = 1 (no aggs)
 
     @property
     def running(self) -> bool:
-        return self.size == 0
+        return self.size == 0 and not self.dedup
 
     def windows_of(self, ts: int) -> list[int]:
         """The starts of the windows an event at ``ts`` (seconds) is in."""
@@ -104,6 +105,12 @@ class Branch:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
         where = f" WHERE v >= {self.where}" if self.where is not None else ""
         hint = f"/*+ STAGE({self.stage}) */"
+        if self.dedup == "distinct":
+            return f"INSERT INTO {self.sink} SELECT {hint} DISTINCT id, k FROM ev{where}"
+        if self.dedup == "first":
+            rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
+            numbered = f"SELECT {hint} id, k, ts, {rn} FROM ev{where}"
+            return f"INSERT INTO {self.sink} SELECT id, k, ts FROM ({numbered}) WHERE rn = 1"
         if self.running:
             return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
         if self.session:
@@ -120,6 +127,8 @@ class Branch:
 
     @property
     def key_columns(self) -> list[str]:
+        if self.dedup:
+            return ["id", "k", "ts"] if self.dedup == "first" else ["id", "k"]
         return ["k"] if self.running else ["window_start", "window_end", "k"]
 
 
@@ -134,12 +143,13 @@ def job_sql(job: Job) -> str:
 @dataclass(frozen=True)
 class Input:
     """One file of ``n`` events: most within ``advance`` minutes after the latest event time so
-    far, a share ``late`` up to 90 minutes before it."""
+    far, a share ``late`` up to 90 minutes before it, a share ``dup`` copies of earlier events."""
 
     seed: int
     n: int
     advance: int
     late: float
+    dup: float = 0.0  # a share sent again: exact copies of events of earlier files
 
 
 @dataclass(frozen=True)
@@ -223,10 +233,16 @@ class StageModel:
     late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size or gap s, old clock)
     committed: bool = False  # its query has committed a batch (a snapshot then has a native copy)
     reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
+    seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
 
     def copy(self) -> StageModel:
         return StageModel(
-            self.branch, self.clock, {w: dict(a) for w, a in self.windows.items()}, [], self.committed
+            self.branch,
+            self.clock,
+            {w: dict(a) for w, a in self.windows.items()},
+            [],
+            self.committed,
+            seen=dict(self.seen),
         )
 
 
@@ -282,7 +298,11 @@ class Model:
     def arrive(self, step: Input) -> list[Event]:
         rnd = random.Random(step.seed)
         out = []
+        earlier = [e for f in self.events for e in f]
         for _ in range(step.n):
+            if earlier and rnd.random() < step.dup:
+                out.append(rnd.choice(earlier))  # delivered again (at least once): the same event
+                continue
             if rnd.random() < step.late:
                 ts = max(0, self.frontier - rnd.randint(0, 90 * 60))
             else:
@@ -312,6 +332,9 @@ class Model:
         if b.session:
             self._session_batch(st, passed)
             return
+        if b.dedup:
+            self._dedup_batch(st, passed)
+            return
         for e in passed:
             if b.running:
                 starts = [0]
@@ -335,6 +358,30 @@ class Model:
             top = max(e.ts for e in passed) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
         self._emit(st)
+
+    def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
+        """Deduplication by ``id``: an event whose id was seen (and, for ROW_NUMBER, has not
+        expired: first event + delay at or below the clock) is dropped; ROW_NUMBER also drops
+        an event below the clock (late) or, in the run after a restore, below the snapshot's."""
+        b = st.branch
+        st.reseed = False
+        first = b.dedup == "first"
+        for e in passed:
+            if first and (
+                st.clock is not None and e.ts < st.clock or any(e.ts < wm for _, wm in st.late_before)
+            ):
+                continue
+            if e.id in st.seen:
+                continue
+            st.seen[e.id] = e.ts + DELAY if first else None
+            row = {"id": e.id, "k": e.k}
+            if first:
+                row["ts"] = EPOCH + timedelta(seconds=e.ts)
+            self.sinks[b.sink].append(row)
+        if first and passed:
+            top = max(e.ts for e in passed) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
 
     def _session_batch(self, st: StageModel, passed: list[Event]) -> None:
         """Sessions: an event is late when ``ts + gap`` is at or below the clock (or ``ts + old gap``
@@ -443,8 +490,17 @@ class Model:
         for b in job:
             self._sink_columns(b)
             old = c.stages.get(b.stage)
-            if old is not None and (old.branch.running, old.branch.session) != (b.running, b.session):
+            if old is not None and (old.branch.running, old.branch.session, old.branch.dedup) != (
+                b.running,
+                b.session,
+                b.dedup,
+            ):
                 raise AssertionError(f"the generator changed stage {b.stage}'s kind")
+            if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
+                clocked = b.dedup == "first" and job_clock is not None
+                late = [(0, job_clock)] if clocked and job_clock is not None else []
+                self.stages[b.stage] = StageModel(b, job_clock if clocked else None, {}, late)
+                continue
             if old is None:
                 # A tumbling stage's clock drops an event whose window had closed at the job's
                 # clock; a sliding one's, each window that had (the clock itself, per window).
@@ -457,7 +513,7 @@ class Model:
                 and old.committed
                 and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
             )
-            st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native)
+            st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native, seen=dict(old.seen))
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             carried = evolve(old.branch.aggs, b.aggs)
@@ -503,13 +559,16 @@ def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
 # -- the generator -------------------------------------------------------------------------------
 WINDOW_SINKS = ("w1", "w2", "w3", "f1")  # f1: a File sink (parquet), the others DuckDB tables
 RUNNING_SINKS = ("r1", "r2")
-SINKS = WINDOW_SINKS + RUNNING_SINKS
+DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
+SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
 FILE_SINKS = ("f1",)
 
 
 def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
-    running = rnd.random() < 0.3
-    free = [s for s in (RUNNING_SINKS if running else WINDOW_SINKS) if s not in {b.sink for b in job}]
+    roll = rnd.random()
+    running, dedup = roll < 0.25, roll > 0.85
+    pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
+    free = [s for s in pool if s not in {b.sink for b in job}]
     if not free:
         return None
     sink = rnd.choice(free)
@@ -518,6 +577,8 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
         n += 1
     aggs = tuple(rnd.sample(list(FUNCTIONS), rnd.randint(1, 3)))
     where = rnd.choice([None, None, 10, 25])
+    if dedup:
+        return Branch(sink, f"{sink}_s{n}", 0, (), where, dedup="distinct" if sink == "d1" else "first")
     if running:
         return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
     if rnd.random() < 0.2:
@@ -534,6 +595,8 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
     branches = list(job)
     i = rnd.randrange(len(branches))
     b = branches[i]
+    if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
+        change = "same"
     if change == "add":
         new = _new_branch(rnd, used, job)
         if new is not None:
@@ -612,7 +675,11 @@ def generate(seed: int, steps: int) -> list[Step]:
 
 def _input(rnd: random.Random) -> Input:
     return Input(
-        rnd.randrange(1 << 30), rnd.randint(5, 30), rnd.choice([10, 30, 60, 120]), rnd.choice([0, 0.1, 0.3])
+        rnd.randrange(1 << 30),
+        rnd.randint(5, 30),
+        rnd.choice([10, 30, 60, 120]),
+        rnd.choice([0, 0.1, 0.3]),
+        rnd.choice([0, 0, 0.2]),
     )
 
 
@@ -870,17 +937,16 @@ class Player:
         if not rows:
             return []
         con = duckdb.connect()
+        fixed = ["window_start", "window_end", "k", "id", "ts"]
         con.execute(
-            "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, "
+            "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
+            + "ts TIMESTAMP, "
             + ", ".join(f"{a} BIGINT" for a in FUNCTIONS)
             + ")"
         )
         con.executemany(
-            f"INSERT INTO t VALUES (?, ?, ?{', ?' * len(FUNCTIONS)})",
-            [
-                [r.get("window_start"), r.get("window_end"), r["k"], *(r.get(a) for a in FUNCTIONS)]
-                for r in rows
-            ],
+            f"INSERT INTO t VALUES ({', '.join('?' for _ in fixed + list(FUNCTIONS))})",
+            [[r.get(c) for c in fixed + list(FUNCTIONS)] for r in rows],
         )
         out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
         con.close()

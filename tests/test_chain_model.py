@@ -214,3 +214,21 @@ def test_sessions_merge_where_they_touch_close_at_their_end_and_regrow_on_a_new_
     cut = m.cut("s0")
     m.restore(cut, (replace(sessions, size=20),), rollback=False)
     assert m.stages["w1_s0"].windows == {(at(21), "a"): {"n": 2, "__end": at(50)}}
+
+
+def test_deduplication_writes_each_id_once_and_row_number_drops_late_ones() -> None:
+    distinct = Branch("d1", "d1_s0", 0, (), dedup="distinct")
+    first = Branch("d2", "d2_s0", 0, (), dedup="first")
+    m = Model()
+    m.start((distinct, first))
+    m.events.append([Event(1, "a", 1, at(30)), Event(2, "b", 1, at(31)), Event(1, "a", 1, at(30))])
+    m.batch()  # clock 00:26
+    assert [r["id"] for r in m.sinks["d1"]] == [1, 2] and [r["id"] for r in m.sinks["d2"]] == [1, 2]
+    m.events.append([Event(3, "a", 1, at(20)), Event(2, "b", 1, at(31))])
+    m.batch()  # 00:20 is below the clock: late for ROW_NUMBER, not for DISTINCT; 2 was seen
+    assert [r["id"] for r in m.sinks["d1"]] == [1, 2, 3] and [r["id"] for r in m.sinks["d2"]] == [1, 2]
+    cut = m.cut("s0")
+    m.restore(cut, (distinct, replace(first, stage="d2_s1")), rollback=False)
+    m.events.append([Event(2, "b", 1, at(31)), Event(4, "c", 1, at(25))])
+    m.batch()  # the renamed ROW_NUMBER stage starts empty on the job's clock: 2 again, 4 is late
+    assert [r["id"] for r in m.sinks["d1"]] == [1, 2, 3, 4] and [r["id"] for r in m.sinks["d2"]] == [1, 2, 2]

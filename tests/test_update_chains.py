@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -310,5 +311,25 @@ def test_sessions_hops_and_a_file_sink_through_a_chain_with_a_rollback(tmp_path:
             inputs(5),
             Update((sessions, hop), "canonical"),
             inputs(6),
+        ],
+    )
+
+
+def test_deduplications_with_duplicates_delivered_again_through_a_chain(tmp_path: Path) -> None:
+    distinct = Branch("d1", "uniq", 0, (), dedup="distinct")
+    first = Branch("d2", "firsts", 0, (), 10, dedup="first")
+    again = Input(7, 20, 30, 0.2, dup=0.4)
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((distinct, first)),
+            again,
+            Update((distinct, first), "auto"),
+            replace(again, seed=8),
+            Update((distinct, replace(first, where=None)), "canonical"),
+            replace(again, seed=9),
+            Update((replace(distinct, stage="uniq2"), first), "auto"),
+            replace(again, seed=10),
         ],
     )
