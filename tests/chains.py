@@ -60,6 +60,8 @@ FUNCTIONS = {
     "hi": "MAX(v)",
     "first": "MIN_BY(v, ts)",  # ties on ts are common here: (ts, v) pairs decide
     "last": "MAX_BY(v, ts)",
+    "mean": "AVG(v)",
+    "kinds": "COUNT(DISTINCT v % 5)",
 }
 STATE_TYPE = {
     "n": "BIGINT",
@@ -68,6 +70,8 @@ STATE_TYPE = {
     "hi": "BIGINT",
     "first": "PAIR",
     "last": "PAIR",
+    "mean": "BIGINT, BIGINT",
+    "kinds": "SET",
 }
 BASE_SIZES = (10, 30, 60)  # minutes
 
@@ -259,6 +263,10 @@ class Cut:
 def merge(fn: str, acc: Any, value: Any) -> Any:
     if acc is None:
         return value
+    if fn == "mean":  # (sum, count)
+        return (acc[0] + value[0], acc[1] + value[1])
+    if fn == "kinds":
+        return acc | value
     if fn in ("lo", "first"):
         return min(acc, value)
     if fn in ("hi", "last"):
@@ -267,13 +275,23 @@ def merge(fn: str, acc: Any, value: Any) -> Any:
 
 
 def contribution(fn: str, e: Event) -> Any:
+    if fn == "mean":
+        return (e.v, 1)
+    if fn == "kinds":
+        return frozenset({e.v % 5})
     if fn in ("first", "last"):
         return (e.ts, e.v)
     return 1 if fn == "n" else e.v
 
 
 def finish(fn: str, acc: Any) -> Any:
-    return acc[1] if fn in ("first", "last") and acc is not None else acc
+    if fn == "kinds":  # the set's size; an empty (added) set is 0
+        return len(acc) if acc is not None else 0
+    if acc is None:
+        return None
+    if fn == "mean":
+        return float(acc[0]) / acc[1]
+    return acc[1] if fn in ("first", "last") else acc
 
 
 class Model:
@@ -941,7 +959,7 @@ class Player:
         con.execute(
             "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
             + "ts TIMESTAMP, "
-            + ", ".join(f"{a} BIGINT" for a in FUNCTIONS)
+            + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
             + ")"
         )
         con.executemany(

@@ -333,3 +333,23 @@ def test_deduplications_with_duplicates_delivered_again_through_a_chain(tmp_path
             replace(again, seed=10),
         ],
     )
+
+
+def test_avg_and_count_distinct_added_and_removed_through_a_chain(tmp_path: Path) -> None:
+    window = Branch("w1", "w1_s0", 30, ("n", "mean"))
+    totals = Branch("r1", "r1_s0", 0, ("kinds",))
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((window, totals)),
+            inputs(2),
+            Update((replace(window, aggs=("n", "mean", "kinds")), replace(totals, aggs=("kinds", "mean")))),
+            inputs(3),
+            Update(
+                (replace(window, aggs=("mean", "kinds"), size=60), replace(totals, aggs=("mean",))),
+                "canonical",
+            ),
+            inputs(4),
+        ],
+    )
