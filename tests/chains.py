@@ -728,9 +728,17 @@ class Player:
     ``pitstop serve`` process and a PostgreSQL client (:class:`Serve`); input files into
     ``folder``. Checks every sink against the model after every step."""
 
-    def __init__(self, open_manager: Callable[[], Manager], folder: Path, home: Path) -> None:
+    def __init__(
+        self, open_manager: Callable[[], Manager], folder: Path, home: Path, via: str = "process"
+    ) -> None:
+        """``via``: where statements go: ``process`` (an in-process manager), ``server`` (one
+        ``pitstop serve`` and a psycopg connection for the whole chain) or ``cli`` (a
+        ``pitstop run -c`` process per statement, which resumes the job and stops it at exit)."""
         self.open_manager = open_manager
         self.manager: Manager | None = None
+        self.via = via
+        self.server: subprocess.Popen[str] | None = None
+        self.conn: Any = None
         self.folder = folder
         self.home = home
         self.model = Model()
@@ -741,17 +749,57 @@ class Player:
         from pitstop.executor import Executor
 
         self.script.append(text.strip().rstrip(";") + ";")
+        if self.via == "server":
+            import psycopg
+
+            with psycopg.ClientCursor(self.connection()) as cur:  # the simple protocol, as psql
+                cur.execute(text)
+            return []
+        if self.via == "cli":
+            done = subprocess.run(
+                [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "run", "-c", text],
+                capture_output=True,
+                text=True,
+                env=subprocess_env(),
+                timeout=600,
+            )
+            if done.returncode != 0:
+                raise AssertionError(f"pitstop run exited {done.returncode}: {done.stderr.strip()}")
+            return []
         if self.manager is None:
             self.manager = self.open_manager()
         return [r for _, r in Executor(self.manager).run_script(text)]
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if self.via == "server":
+            cur = self.connection().execute(sql)
+            return [d.name for d in cur.description or []], list(cur.fetchall())
         if self.manager is None:
             self.manager = self.open_manager()
-        columns, rows = self.manager.catalog.query(sql)
+        try:
+            columns, rows = self.manager.catalog.query(sql)
+        finally:
+            if self.via == "cli":  # the next statement's process needs the home
+                self.close()
         return list(columns), list(rows)
 
+    def connection(self) -> Any:
+        """The chain's psycopg connection to its ``pitstop serve`` (started on first use)."""
+        import psycopg
+
+        if self.conn is None:
+            self.close()
+            self.server, port = start_server(self.home)
+            self.conn = psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True)
+        return self.conn
+
     def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self.server is not None:
+            stop_server(self.server)
+            self.server = None
         if self.manager is not None:
             self.manager.close()
             self.manager = None
@@ -862,36 +910,15 @@ class Player:
         import psycopg
 
         self.close()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=subprocess_env(),
-            start_new_session=True,
-        )
+        proc, port = start_server(self.home)
         try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            if "127.0.0.1:" not in line:
-                raise AssertionError(
-                    f"pitstop serve did not start: {line}{proc.stderr.read() if proc.stderr else ''}"
-                )
-            port = int(line.split("127.0.0.1:")[1].split("/")[0])
             self.write_input(step.input)
             self.script.append("-- through pitstop serve and psycopg:")
             with psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True) as conn:
                 self.script.append("AWAIT JOB c;")
                 conn.execute("AWAIT JOB c")
-            os.killpg(proc.pid, signal.SIGTERM)
-            code = proc.wait(120)
-            if code != 0:
-                raise AssertionError(
-                    f"pitstop serve exited {code} on SIGTERM: {proc.stderr.read() if proc.stderr else ''}"
-                )
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+            stop_server(proc)
         self.model.batch()
         self.sql("AWAIT JOB c")
 
@@ -969,6 +996,40 @@ class Player:
         out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
         con.close()
         return [tuple(_plain(v) for v in r) for r in out]
+
+
+def start_server(home: Path) -> tuple[subprocess.Popen[str], int]:
+    """``pitstop serve`` on a free loopback port, as its own process group."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "127.0.0.1:" not in line:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(
+            f"pitstop serve did not start: {line}{proc.stderr.read() if proc.stderr else ''}"
+        )
+    return proc, int(line.split("127.0.0.1:")[1].split("/")[0])
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM: jobs stop at a batch boundary and the server exits 0."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        code = proc.wait(120)
+        if code != 0:
+            raise AssertionError(
+                f"pitstop serve exited {code} on SIGTERM: {proc.stderr.read() if proc.stderr else ''}"
+            )
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def subprocess_env() -> dict[str, str]:

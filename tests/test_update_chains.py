@@ -43,14 +43,14 @@ pytestmark = pytest.mark.spark
 DAY, HOUR_SIZE = timedelta(hours=24), timedelta(hours=1)
 
 
-def player(tmp_path: Path) -> Player:
+def player(tmp_path: Path, via: str = "process") -> Player:
     home = tmp_path / "home"
-    return Player(lambda: Manager(settings(home)), tmp_path / "ev", home)
+    return Player(lambda: Manager(settings(home)), tmp_path / "ev", home, via)
 
 
-def play(tmp_path: Path, chain: list[Step]) -> Player:
+def play(tmp_path: Path, chain: list[Step], via: str = "process") -> Player:
     """Play ``chain`` (the player's manager is closed at the end; ``player.sql`` opens it again)."""
-    p = player(tmp_path)
+    p = player(tmp_path, via)
     p.play(chain)
     return p
 
@@ -83,6 +83,33 @@ def test_a_stage_added_at_one_pit_stop_goes_on_natively_from_the_next(tmp_path: 
             Update((HOUR, TEN, FIVE), "auto"),
             inputs(5),
         ],
+    )
+
+
+SLOW = pytest.mark.skipif(
+    os.environ.get("PITSTOP_SLOW_CHAINS") != "1",
+    reason="a JVM per statement (about 2-4 minutes): make chains runs it (PITSTOP_SLOW_CHAINS=1)",
+)
+
+
+@pytest.mark.parametrize("via", ["server", pytest.param("cli", marks=SLOW)])
+def test_the_issues_chain_through_the_server_and_the_cli(tmp_path: Path, via: str) -> None:
+    """1 h, + 10 min, + 5 min, mixing formats: every statement through one ``pitstop serve`` and
+    psycopg, or a ``pitstop run -c`` process each (which resumes the job and stops it at exit)."""
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((HOUR,)),
+            inputs(2),
+            Update((HOUR, TEN), "auto"),
+            inputs(3),
+            Update((HOUR, TEN, FIVE), "canonical"),
+            inputs(4),
+            Update((HOUR, TEN, FIVE), "auto"),
+            inputs(5),
+        ],
+        via,
     )
 
 
