@@ -660,10 +660,16 @@ def generate(seed: int, steps: int) -> list[Step]:
     running = True
     for _ in range(steps):
         roll = rnd.random()
-        if not running:
-            chain.append(Resume())
+        if not running:  # resumed, or stopped with a snapshot (or dropped) while suspended
             running = True
-        elif roll < 0.45:
+            if roll < 0.6:
+                chain.append(Resume())
+                roll = 2.0
+            elif roll < 0.8 or snapshots == 0:
+                roll = 0.0  # an update
+            else:
+                roll = 0.8  # a restore from an older snapshot
+        if roll < 0.45:
             job = _changed(rnd, job, used)
             chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"])))
             snapshots += 1
@@ -681,7 +687,7 @@ def generate(seed: int, steps: int) -> list[Step]:
             chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"])))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
-        else:
+        elif roll <= 1.0:
             chain.append(Suspend())
             running = False
         if rnd.random() < 0.75:  # or the next step right away: a run that reads nothing
@@ -1076,15 +1082,21 @@ def valid(chain: list[Step]) -> bool:
             if state != "none":
                 return False
             state = "running"
-        elif isinstance(s, Update | Snapshot):
-            if state != "running":
+        elif isinstance(s, Snapshot):
+            if state != "running":  # CREATE SNAPSHOT of a suspended job is refused
                 return False
             snapshots += 1
+        elif isinstance(s, Update):
+            if state == "none":
+                return False
+            snapshots += 1
+            state = "running"
         elif isinstance(s, Restore):
-            if state != "running" or s.which >= snapshots or (s.rollback and s.which in gapped):
+            if state == "none" or s.which >= snapshots or (s.rollback and s.which in gapped):
                 return False
             if s.rollback:
                 gapped.update(range(s.which + 1, snapshots))
+            state = "running"
         elif isinstance(s, Suspend):
             if state != "running":
                 return False

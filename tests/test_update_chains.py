@@ -380,3 +380,26 @@ def test_avg_and_count_distinct_added_and_removed_through_a_chain(tmp_path: Path
             inputs(4),
         ],
     )
+
+
+def test_a_suspended_job_stopped_with_a_snapshot_leaves_its_unread_input_to_the_new_job(
+    tmp_path: Path,
+) -> None:
+    """The cut of a suspended job is where it was suspended: input that arrived since is read by
+    the updated job, under its new filter."""
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((HOUR, Branch("r1", "totals", 0, ("n", "total")))),
+            inputs(2),
+            Suspend(),
+            inputs(3),
+            Update((replace(HOUR, where=20), Branch("r1", "totals", 0, ("n", "total"), 30)), "auto"),
+            inputs(4),
+            Suspend(),
+            inputs(5),
+            Restore(0, (HOUR, Branch("r1", "totals", 0, ("n", "total"))), rollback=True, fmt="canonical"),
+            inputs(6),
+        ],
+    )
