@@ -74,6 +74,7 @@ STATE_TYPE = {
     "kinds": "SET",
 }
 BASE_SIZES = (10, 30, 60)  # minutes
+EARLY = "earlyResultsMillis"
 
 
 # -- the job -------------------------------------------------------------------------------------
@@ -95,6 +96,11 @@ class Branch:
     @property
     def running(self) -> bool:
         return self.size == 0 and not self.dedup
+
+    @property
+    def windowed(self) -> bool:
+        """A TUMBLE or HOP window: early results apply to it."""
+        return self.size > 0 and not self.session
 
     def windows_of(self, ts: int) -> list[int]:
         """The starts of the windows an event at ``ts`` (seconds) is in."""
@@ -159,6 +165,7 @@ class Input:
 @dataclass(frozen=True)
 class Start:
     job: Job
+    early: bool = False  # OPTIONS ('earlyResultsMillis'='200'): windows' rows as they change
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,7 @@ class Update:
 
     job: Job
     fmt: str = "auto"
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,7 @@ class Restore:
     job: Job
     rollback: bool
     fmt: str = "auto"
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +247,7 @@ class StageModel:
     committed: bool = False  # its query has committed a batch (a snapshot then has a native copy)
     reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
     seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
+    early: bool = False  # a TUMBLE or HOP with early results: rows replaced as windows change
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -247,6 +257,7 @@ class StageModel:
             [],
             self.committed,
             seen=dict(self.seen),
+            early=self.early,
         )
 
 
@@ -255,8 +266,8 @@ class Cut:
     name: str
     stages: dict[str, StageModel]
     files: int  # files read
-    sink_rows: dict[str, int]  # rows in each append sink's log at the cut
-    keyed: dict[str, dict[str, dict[str, Any]]]  # each upsert sink's rows at the cut
+    appended: dict[str, list[dict[str, Any]]]  # each append sink's rows at the cut
+    keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
     gapped: bool = False
 
 
@@ -303,7 +314,9 @@ class Model:
         self.read = 0  # files read by the running job
         self.state = "none"  # none | running | suspended
         self.sinks: dict[str, list[dict[str, Any]]] = {}  # append sinks: their rows, in write order
-        self.keyed: dict[str, dict[str, dict[str, Any]]] = {}  # upsert sinks: their row per key
+        # Sinks whose rows are replaced by key: a running aggregate's (k), and a window table an
+        # early-results job wrote (window_start, window_end, k; with its `early` column).
+        self.keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
         self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
         self.cuts: list[Cut] = []
 
@@ -370,8 +383,12 @@ class Model:
             for key in sorted(touched):
                 acc = st.windows[key]
                 row = {"k": key[1], **{a: finish(a, v) for a, v in acc.items()}}
-                self.keyed[b.sink][key[1]] = row  # the whole row: other columns NULL
+                self.keyed[b.sink][(key[1],)] = row  # the whole row: other columns NULL
             return
+        if st.early:  # each window the batch changed: its row as it is now (open: early)
+            for start, k in sorted(touched):
+                row = self._window_row(b, start, k, st.windows[(start, k)])
+                self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": True}
         if passed:
             top = max(e.ts for e in passed) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
@@ -452,34 +469,55 @@ class Model:
                 )
                 del st.windows[(start, k)]
 
+    @staticmethod
+    def _window_row(b: Branch, start: int, k: str, acc: Acc) -> dict[str, Any]:
+        return {
+            "window_start": EPOCH + timedelta(seconds=start),
+            "window_end": EPOCH + timedelta(seconds=start + b.size * 60),
+            "k": k,
+            **{a: finish(a, v) for a, v in acc.items()},
+        }
+
     def _emit(self, st: StageModel) -> None:
+        """Windows the clock has passed: written once (appended, or replacing the window's early
+        row in a keyed table), or, with early results, already written; their state goes."""
         b = st.branch
         size = b.size * 60
         for (start, k), acc in sorted(st.windows.items()):
             if st.clock is not None and start + size <= st.clock:
-                row: dict[str, Any] = {
-                    "window_start": EPOCH + timedelta(seconds=start),
-                    "window_end": EPOCH + timedelta(seconds=start + size),
-                    "k": k,
-                    **{a: finish(a, v) for a, v in acc.items()},
-                }
-                self.sinks[b.sink].append(row)
+                row = self._window_row(b, start, k, acc)
+                if b.sink in self.keyed:
+                    self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": False}
+                else:
+                    self.sinks[b.sink].append(row)
                 del st.windows[(start, k)]
+        if b.sink in self.keyed and st.clock is not None:  # the batch its clock closes them in
+            closed = EPOCH + timedelta(seconds=st.clock)
+            for row in self.keyed[b.sink].values():
+                if row["early"] and row["window_end"] <= closed:
+                    row["early"] = False
 
     # statements
-    def start(self, job: Job) -> None:
-        self.stages = {b.stage: StageModel(b, None) for b in job}
+    def start(self, job: Job, early: bool = False) -> None:
+        self.stages = {b.stage: StageModel(b, None, early=early and b.windowed) for b in job}
         for b in job:
-            self._sink_columns(b)
+            self._sink_columns(b, early)
         self.state = "running"
         self.batch()
 
-    def _sink_columns(self, b: Branch) -> None:
+    def _sink_columns(self, b: Branch, early: bool = False) -> None:
         cols = self.columns.setdefault(b.sink, list(b.key_columns))
         cols += [a for a in b.aggs if a not in cols]
         if b.running:
             self.keyed.setdefault(b.sink, {})
-        else:
+        elif early and b.windowed and b.sink not in self.keyed:
+            # An early-results job keys the table by window: the rows there were final.
+            self.keyed[b.sink] = {
+                (r["window_start"], r["window_end"], r["k"]): {**r, "early": False}
+                for r in self.sinks.pop(b.sink, [])
+            }
+            cols.append("early")
+        elif b.sink not in self.keyed:
             self.sinks.setdefault(b.sink, [])
 
     def cut(self, name: str) -> Cut:
@@ -487,18 +525,24 @@ class Model:
             name,
             {n: st.copy() for n, st in self.stages.items()},
             self.read,
-            {s: len(rows) for s, rows in self.sinks.items()},
+            {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
         )
         self.cuts.append(c)
         return c
 
-    def restore(self, c: Cut, job: Job, rollback: bool, fmt: str = "auto") -> None:
+    def restore(self, c: Cut, job: Job, rollback: bool, fmt: str = "auto", early: bool = False) -> None:
         if rollback:
-            for sink, rows in self.sinks.items():
-                del rows[c.sink_rows.get(sink, 0) :]
+            for sink in self.sinks:
+                self.sinks[sink] = [dict(r) for r in c.appended.get(sink, [])]
             for sink in self.keyed:
-                self.keyed[sink] = {k: dict(r) for k, r in c.keyed.get(sink, {}).items()}
+                if sink in c.keyed:
+                    self.keyed[sink] = {k: dict(r) for k, r in c.keyed[sink].items()}
+                else:  # keyed since: its rows at the cut were final
+                    self.keyed[sink] = {
+                        (r["window_start"], r["window_end"], r["k"]): {**r, "early": False}
+                        for r in c.appended.get(sink, [])
+                    }
             # A snapshot taken after this cut now holds state whose output is gone.
             for later in self.cuts[self.cuts.index(c) + 1 :]:
                 later.gapped = True
@@ -506,7 +550,7 @@ class Model:
         job_clock = min(clocks) if clocks else None
         self.stages = {}
         for b in job:
-            self._sink_columns(b)
+            self._sink_columns(b, early)
             old = c.stages.get(b.stage)
             if old is not None and (old.branch.running, old.branch.session, old.branch.dedup) != (
                 b.running,
@@ -524,14 +568,20 @@ class Model:
                 # clock; a sliding one's, each window that had (the clock itself, per window).
                 tumbling = not b.running and not b.slide  # (a session's: its own gap)
                 late = [(b.size * 60, job_clock)] if job_clock is not None and tumbling else []
-                self.stages[b.stage] = StageModel(b, None if b.running else job_clock, {}, late)
+                self.stages[b.stage] = StageModel(
+                    b, None if b.running else job_clock, {}, late, early=early and b.windowed
+                )
                 continue
+            on = early and b.windowed
             native = (
                 fmt == "auto"
                 and old.committed
                 and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
+                and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
             )
-            st = StageModel(b, old.clock, {}, [], committed=native, reseed=not native, seen=dict(old.seen))
+            st = StageModel(
+                b, old.clock, {}, [], committed=native, reseed=not native, seen=dict(old.seen), early=on
+            )
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             carried = evolve(old.branch.aggs, b.aggs)
@@ -582,7 +632,9 @@ SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
 FILE_SINKS = ("f1",)
 
 
-def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
+def _new_branch(
+    rnd: random.Random, used: set[str], job: Job, keyed: frozenset[str] = frozenset()
+) -> Branch | None:
     roll = rnd.random()
     running, dedup = roll < 0.25, roll > 0.85
     pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
@@ -599,7 +651,7 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
         return Branch(sink, f"{sink}_s{n}", 0, (), where, dedup="distinct" if sink == "d1" else "first")
     if running:
         return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
-    if rnd.random() < 0.2:
+    if rnd.random() < 0.2 and sink not in keyed:  # (a session's rows are appended)
         return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True)
     if rnd.random() < 0.3:
         slide = rnd.choice([10, 15])
@@ -607,7 +659,7 @@ def _new_branch(rnd: random.Random, used: set[str], job: Job) -> Branch | None:
     return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
 
 
-def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
+def _changed(rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str] = frozenset()) -> Job:
     """The job with one change (or none: the same SQL again)."""
     change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
     branches = list(job)
@@ -616,7 +668,7 @@ def _changed(rnd: random.Random, job: Job, used: set[str]) -> Job:
     if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
         change = "same"
     if change == "add":
-        new = _new_branch(rnd, used, job)
+        new = _new_branch(rnd, used, job, keyed)
         if new is not None:
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
@@ -650,11 +702,28 @@ def generate(seed: int, steps: int) -> list[Step]:
     """A chain: input, the first job, then ``steps`` steps with input between them."""
     rnd = random.Random(seed)
     used: set[str] = set()
+    keyed: set[str] = set()  # window sinks an early-results job keyed by window
+    twice = False  # a restore without rollback wrote windows again: a key may not fit a table
+
+    def early(job: Job) -> bool:
+        """Early results for this job (drawn): TUMBLE and HOP only, into DuckDB tables."""
+        windows = [b for b in job if b.windowed]
+        fits = (
+            windows
+            and not any(b.session for b in job)
+            and not any(b.sink in FILE_SINKS for b in windows)
+            and (not twice or all(b.sink in keyed for b in windows))
+        )
+        if fits and rnd.random() < 0.3:
+            keyed.update(b.sink for b in windows)
+            return True
+        return False
+
     first = _new_branch(rnd, used, ())
     assert first is not None
     job: Job = (first,)
     used.add(first.stage)
-    chain: list[Step] = [_input(rnd), Start(job), _input(rnd)]
+    chain: list[Step] = [_input(rnd), Start(job, early(job)), _input(rnd)]
     snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
     gapped: set[int] = set()
     running = True
@@ -670,8 +739,8 @@ def generate(seed: int, steps: int) -> list[Step]:
             else:
                 roll = 0.8  # a restore from an older snapshot
         if roll < 0.45:
-            job = _changed(rnd, job, used)
-            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"])))
+            job = _changed(rnd, job, used, frozenset(keyed))
+            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
             snapshots += 1
         elif roll < 0.6:
             chain.append(Snapshot())
@@ -683,10 +752,12 @@ def generate(seed: int, steps: int) -> list[Step]:
         elif roll < 0.85 and snapshots > 0:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
-            job = _changed(rnd, job, used)
-            chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"])))
+            job = _changed(rnd, job, used, frozenset(keyed))
+            chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"]), early(job)))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
+            else:
+                twice = True
         elif roll <= 1.0:
             chain.append(Suspend())
             running = False
@@ -844,17 +915,18 @@ class Player:
                 self.sql("AWAIT JOB c")
                 m.batch()
         elif isinstance(step, Start):
-            self.sql(f"CREATE JOB c AS {job_sql(step.job)}")
+            early = f" OPTIONS ('{EARLY}'='200')" if step.early else ""
+            self.sql(f"CREATE JOB c{early} AS {job_sql(step.job)}")
             self.sql("AWAIT JOB c")
-            m.start(step.job)
+            m.start(step.job, step.early)
         elif isinstance(step, Update):
             name = f"s{len(self.snapshots)}"
             self.snapshots.append(name)
             self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
             c = m.cut(name)
-            self.sql(self._create(name, step.job, step.fmt, False))
+            self.sql(self._create(name, step.job, step.fmt, False, step.early))
             self.sql("AWAIT JOB c")
-            m.restore(c, step.job, rollback=False, fmt=step.fmt)
+            m.restore(c, step.job, rollback=False, fmt=step.fmt, early=step.early)
         elif isinstance(step, Snapshot):
             name = f"s{len(self.snapshots)}"
             self.snapshots.append(name)
@@ -863,9 +935,9 @@ class Player:
         elif isinstance(step, Restore):
             c = m.cuts[step.which]
             self.sql("DROP JOB c")
-            self.sql(self._create(c.name, step.job, step.fmt, step.rollback))
+            self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early))
             self.sql("AWAIT JOB c")
-            m.restore(c, step.job, step.rollback, step.fmt)
+            m.restore(c, step.job, step.rollback, step.fmt, step.early)
         elif isinstance(step, Suspend):
             self.sql("ALTER JOB c SUSPEND")
             m.state = "suspended"
@@ -928,10 +1000,12 @@ class Player:
         self.model.batch()
         self.sql("AWAIT JOB c")
 
-    def _create(self, snapshot: str, job: Job, fmt: str, rollback: bool) -> str:
+    def _create(self, snapshot: str, job: Job, fmt: str, rollback: bool, early: bool = False) -> str:
         options = [f"'restoreFormat'='{fmt}'"] if fmt != "auto" else []
         if rollback:
             options.append("'sinkRollback'='true'")
+        if early:
+            options.append(f"'{EARLY}'='200'")
         opts = f" OPTIONS ({', '.join(options)})" if options else ""
         return f"CREATE JOB c{opts} FROM SNAPSHOT {snapshot} AS {job_sql(job)}"
 
@@ -988,10 +1062,10 @@ class Player:
         if not rows:
             return []
         con = duckdb.connect()
-        fixed = ["window_start", "window_end", "k", "id", "ts"]
+        fixed = ["window_start", "window_end", "k", "id", "ts", "early"]
         con.execute(
             "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
-            + "ts TIMESTAMP, "
+            + "ts TIMESTAMP, early BOOLEAN, "
             + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
             + ")"
         )

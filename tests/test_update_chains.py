@@ -403,3 +403,26 @@ def test_a_suspended_job_stopped_with_a_snapshot_leaves_its_unread_input_to_the_
             inputs(6),
         ],
     )
+
+
+def test_early_results_turned_on_and_off_through_a_chain(tmp_path: Path) -> None:
+    hop = Branch("w2", "sliding", 30, ("n", "total"), slide=10)
+    totals = Branch("r1", "totals", 0, ("n",))
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((HOUR, totals), early=True),
+            inputs(2),
+            Snapshot(),
+            inputs(3),
+            Update((HOUR, hop, totals), "auto", early=False),
+            inputs(4),
+            Update((HOUR, hop, totals), "auto", early=True),
+            inputs(5),
+            Restore(0, (replace(HOUR, aggs=("n",)), totals), rollback=True, early=True),
+            inputs(6),
+            Update((HOUR, totals), "canonical", early=False),
+            inputs(7),
+        ],
+    )

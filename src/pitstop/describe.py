@@ -147,6 +147,8 @@ def rollback_done(p: SinkRollback) -> str:
     verb = "moved to the trash" if p.files else "removed"
     if p.restores and not p.rows:
         verb = "restored to their value at the cut"
+    elif p.restores:
+        verb = "restored to their value at the cut and removed"
     return f"{p.what()} {verb} ({p.from_runs()})"
 
 

@@ -105,6 +105,8 @@ class SinkRollback:
             return f"{self.restores:,} key(s)"
         unit = "window" if self.windowed else "row"
         count = f"{self.rows:,} {unit}{'' if self.rows == 1 else 's'}"
+        if self.restores:  # a keyed table that was appended to before it had its key
+            return f"{self.restores:,} key(s) and {count} appended before the table had its key"
         if self.files:
             count = f"{len(self.files):,} file{'' if len(self.files) == 1 else 's'} ({count})"
         return count

@@ -82,8 +82,16 @@ class DuckDBConnector(Connector):
                 f"FROM {history} x JOIN {within} s ON {_ON})",
                 params,
             ).fetchall()
+            # Rows appended before the table was keyed (a window table an early-results job
+            # keyed later) have no before-images: they are found by their hashes, as below.
             return SinkRollback(
-                mapping.name, self.type_name, spans, restores=int(restores[0][0]), runs=runs, others=others
+                mapping.name,
+                self.type_name,
+                spans,
+                rows=int(hashed[0][0] if hashed else 0),
+                restores=int(restores[0][0]),
+                runs=runs,
+                others=others,
             )
         plan = SinkRollback(mapping.name, self.type_name, spans, rows=total, runs=runs, others=others)
         missing = total - int(hashed[0][0] if hashed else 0)
@@ -112,7 +120,6 @@ class DuckDBConnector(Connector):
         keys = _upsert_keys(tx, table)
         if keys:
             _restore_keys(tx, mapping, table, keys, plan, within, params)
-            return
         removed = 0
         if plan.rows:
             hashed = row_hash(table_columns(tx, table))
