@@ -64,25 +64,28 @@ def inputs(seed: int) -> Input:
     return Input(seed, 20, 30, 0.1)
 
 
+def issue_chain(*formats: str) -> list[Step]:
+    """The issue's chain: 1 h, then + 10 min, + 5 min, and the same again, in these formats."""
+    first, second, third = formats
+    return [
+        inputs(1),
+        Start((HOUR,)),
+        inputs(2),
+        Update((HOUR, TEN), first),
+        inputs(3),
+        Update((HOUR, TEN, FIVE), second),
+        inputs(4),
+        Update((HOUR, TEN, FIVE), third),
+        inputs(5),
+    ]
+
+
 def test_a_stage_added_at_one_pit_stop_goes_on_natively_from_the_next(tmp_path: Path) -> None:
-    """The issue's chain: 1 h, + 10 min, + 5 min. The 10-minute stage was new in the second run,
-    where it started on the job's clock (a clock-only seed, no seed source); the snapshot recorded
-    it as seeded, so the third run gave its branch an empty seed source its checkpoint never had
-    ("There are [1] sources in the checkpoint offsets and now there are [2] sources")."""
-    play(
-        tmp_path,
-        [
-            inputs(1),
-            Start((HOUR,)),
-            inputs(2),
-            Update((HOUR, TEN), "auto"),
-            inputs(3),
-            Update((HOUR, TEN, FIVE), "auto"),
-            inputs(4),
-            Update((HOUR, TEN, FIVE), "auto"),
-            inputs(5),
-        ],
-    )
+    """The 10-minute stage was new in the second run, where it started on the job's clock (a
+    clock-only seed, no seed source); the snapshot recorded it as seeded, so the third run gave its
+    branch an empty seed source its checkpoint never had ("There are [1] sources in the checkpoint
+    offsets and now there are [2] sources")."""
+    play(tmp_path, issue_chain("auto", "auto", "auto"))
 
 
 SLOW = pytest.mark.skipif(
@@ -93,23 +96,9 @@ SLOW = pytest.mark.skipif(
 
 @pytest.mark.parametrize("via", ["server", pytest.param("cli", marks=SLOW)])
 def test_the_issues_chain_through_the_server_and_the_cli(tmp_path: Path, via: str) -> None:
-    """1 h, + 10 min, + 5 min, mixing formats: every statement through one ``pitstop serve`` and
+    """The issue's chain, mixing formats: every statement through one ``pitstop serve`` and
     psycopg, or a ``pitstop run -c`` process each (which resumes the job and stops it at exit)."""
-    play(
-        tmp_path,
-        [
-            inputs(1),
-            Start((HOUR,)),
-            inputs(2),
-            Update((HOUR, TEN), "auto"),
-            inputs(3),
-            Update((HOUR, TEN, FIVE), "canonical"),
-            inputs(4),
-            Update((HOUR, TEN, FIVE), "auto"),
-            inputs(5),
-        ],
-        via,
-    )
+    play(tmp_path, issue_chain("auto", "canonical", "auto"), via)
 
 
 def chain_count() -> int:
