@@ -630,14 +630,18 @@ RUNNING_SINKS = ("r1", "r2")
 DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
 SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
 FILE_SINKS = ("f1",)
+PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
+APPEND_ONLY = ("f1", "p1")  # no early results into them: a File sink appends; p1 has no unique index
 
 
 def _new_branch(
-    rnd: random.Random, used: set[str], job: Job, keyed: frozenset[str] = frozenset()
+    rnd: random.Random, used: set[str], job: Job, keyed: frozenset[str] = frozenset(), pg: bool = False
 ) -> Branch | None:
     roll = rnd.random()
     running, dedup = roll < 0.25, roll > 0.85
     pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
+    if pg and not dedup:
+        pool = (*pool, "p2" if running else "p1")
     free = [s for s in pool if s not in {b.sink for b in job}]
     if not free:
         return None
@@ -659,7 +663,9 @@ def _new_branch(
     return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
 
 
-def _changed(rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str] = frozenset()) -> Job:
+def _changed(
+    rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str] = frozenset(), pg: bool = False
+) -> Job:
     """The job with one change (or none: the same SQL again)."""
     change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
     branches = list(job)
@@ -668,7 +674,7 @@ def _changed(rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str]
     if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
         change = "same"
     if change == "add":
-        new = _new_branch(rnd, used, job, keyed)
+        new = _new_branch(rnd, used, job, keyed, pg)
         if new is not None:
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
@@ -698,8 +704,9 @@ def _changed(rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str]
     return out
 
 
-def generate(seed: int, steps: int) -> list[Step]:
-    """A chain: input, the first job, then ``steps`` steps with input between them."""
+def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
+    """A chain: input, the first job, then ``steps`` steps with input between them (``pg``: with
+    PostgreSQL sinks among the others)."""
     rnd = random.Random(seed)
     used: set[str] = set()
     keyed: set[str] = set()  # window sinks an early-results job keyed by window
@@ -711,7 +718,7 @@ def generate(seed: int, steps: int) -> list[Step]:
         fits = (
             windows
             and not any(b.session for b in job)
-            and not any(b.sink in FILE_SINKS for b in windows)
+            and not any(b.sink in APPEND_ONLY for b in windows)
             and (not twice or all(b.sink in keyed for b in windows))
         )
         if fits and rnd.random() < 0.3:
@@ -719,7 +726,7 @@ def generate(seed: int, steps: int) -> list[Step]:
             return True
         return False
 
-    first = _new_branch(rnd, used, ())
+    first = _new_branch(rnd, used, (), pg=pg)
     assert first is not None
     job: Job = (first,)
     used.add(first.stage)
@@ -739,7 +746,7 @@ def generate(seed: int, steps: int) -> list[Step]:
             else:
                 roll = 0.8  # a restore from an older snapshot
         if roll < 0.45:
-            job = _changed(rnd, job, used, frozenset(keyed))
+            job = _changed(rnd, job, used, frozenset(keyed), pg)
             chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
             snapshots += 1
         elif roll < 0.6:
@@ -752,7 +759,7 @@ def generate(seed: int, steps: int) -> list[Step]:
         elif roll < 0.85 and snapshots > 0:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
-            job = _changed(rnd, job, used, frozenset(keyed))
+            job = _changed(rnd, job, used, frozenset(keyed), pg)
             chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"]), early(job)))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
@@ -779,16 +786,22 @@ def _input(rnd: random.Random) -> Input:
 
 
 # -- the runner ----------------------------------------------------------------------------------
-MAPPINGS = (
-    """CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
+def mappings(folder: Path, pg_url: str | None) -> str:
+    """The source and every sink a chain may write (PostgreSQL's with a server's URL)."""
+    out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
 """
-    + "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
-    + "".join(
-        f"CREATE MAPPING {s} TYPE File OPTIONS ('path'='{{folder}}-{s}', 'format'='parquet');\n"
+    out += "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
+    out += "".join(
+        f"CREATE MAPPING {s} TYPE File OPTIONS ('path'='{folder}-{s}', 'format'='parquet');\n"
         for s in FILE_SINKS
     )
-)
+    if pg_url is not None:
+        out += "".join(
+            f"CREATE MAPPING {s} TYPE Postgres OPTIONS ('dsn'='{pg_url}', 'table'='public.{s}');\n"
+            for s in PG_SINKS
+        )
+    return out
 
 
 class ChainFailure(AssertionError):
@@ -806,7 +819,12 @@ class Player:
     ``folder``. Checks every sink against the model after every step."""
 
     def __init__(
-        self, open_manager: Callable[[], Manager], folder: Path, home: Path, via: str = "process"
+        self,
+        open_manager: Callable[[], Manager],
+        folder: Path,
+        home: Path,
+        via: str = "process",
+        pg_url: str | None = None,
     ) -> None:
         """``via``: where statements go: ``process`` (an in-process manager), ``server`` (one
         ``pitstop serve`` and a psycopg connection for the whole chain) or ``cli`` (a
@@ -814,6 +832,7 @@ class Player:
         self.open_manager = open_manager
         self.manager: Manager | None = None
         self.via = via
+        self.pg_url = pg_url  # a PostgreSQL database for the p1 and p2 sinks
         self.server: subprocess.Popen[str] | None = None
         self.conn: Any = None
         self.folder = folder
@@ -884,7 +903,7 @@ class Player:
     def play(self, chain: list[Step]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
-            self.sql(MAPPINGS.format(folder=self.folder))
+            self.sql(mappings(self.folder, self.pg_url))
             for i, step in enumerate(chain):
                 try:
                     self.step(step)
@@ -1027,6 +1046,22 @@ class Player:
 
     def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
         cols = self.model.columns[sink]
+        if sink in PG_SINKS:
+            assert self.pg_url is not None
+            import psycopg
+
+            with psycopg.connect(self.pg_url, autocommit=True) as conn:
+                have = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", [sink]
+                    ).fetchall()
+                }
+                if not have:
+                    return Counter()
+                picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
+                rows = conn.execute(f"SELECT {picked} FROM public.{sink}").fetchall()
+            return Counter(tuple(_plain(v) for v in r) for r in rows)
         if sink in FILE_SINKS:  # the batches' files, read by DuckDB
             files = sorted(Path(f"{self.folder}-{sink}").glob("part-*.parquet"))
             if not files:

@@ -35,6 +35,7 @@ from chains import (
     shrink,
 )
 from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, run, settings, sink_windows
+from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
 
@@ -43,14 +44,14 @@ pytestmark = pytest.mark.spark
 DAY, HOUR_SIZE = timedelta(hours=24), timedelta(hours=1)
 
 
-def player(tmp_path: Path, via: str = "process") -> Player:
+def player(tmp_path: Path, via: str = "process", pg_url: str | None = None) -> Player:
     home = tmp_path / "home"
-    return Player(lambda: Manager(settings(home)), tmp_path / "ev", home, via)
+    return Player(lambda: Manager(settings(home)), tmp_path / "ev", home, via, pg_url)
 
 
-def play(tmp_path: Path, chain: list[Step], via: str = "process") -> Player:
+def play(tmp_path: Path, chain: list[Step], via: str = "process", pg_url: str | None = None) -> Player:
     """Play ``chain`` (the player's manager is closed at the end; ``player.sql`` opens it again)."""
-    p = player(tmp_path, via)
+    p = player(tmp_path, via, pg_url)
     p.play(chain)
     return p
 
@@ -392,4 +393,32 @@ def test_early_results_turned_on_and_off_through_a_chain(tmp_path: Path) -> None
             Update((HOUR, totals), "canonical", early=False),
             inputs(7),
         ],
+    )
+
+
+def test_postgresql_sinks_through_a_chain_with_a_rollback(
+    tmp_path: Path,
+    postgres: Postgres,  # noqa: F811
+) -> None:
+    """A sliding window appended to a PostgreSQL table and a running aggregate upserted into
+    another: an aggregate removed (NULL in every row the job writes after it: SET col = DEFAULT),
+    a window resized, a snapshot while running, and a restore from it with sinkRollback."""
+    hop = Branch("p1", "p1_s0", 30, ("n", "total"), slide=10)
+    totals = Branch("p2", "p2_s0", 0, ("n", "total", "last"))
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((hop, totals)),
+            inputs(2),
+            Update((hop, replace(totals, aggs=("n", "last"))), "auto"),
+            inputs(3),
+            Snapshot(),
+            inputs(4),
+            Update((replace(hop, size=20), replace(totals, aggs=("n", "last"))), "auto"),
+            inputs(5),
+            Restore(1, (hop, totals), rollback=True, fmt="canonical"),
+            inputs(6),
+        ],
+        pg_url=postgres.url(postgres.database()),
     )

@@ -10,6 +10,7 @@ printed. Exit status 1 if any chain failed.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
 import sys
@@ -26,22 +27,25 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredStopAtLevel=1" pyspark-shell')
 
 from chains import ChainFailure, Player, Restore, Step, generate, shrink  # noqa: E402
+from pg_helpers import Postgres  # noqa: E402
 from pitstop.engine.manager import Manager  # noqa: E402
 from pitstop.engine.session import stop_session  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 
 
-def play(folder: Path, chain: list[Step]) -> None:
-    """One chain on a home of its own. (Homes are removed only at the end: the process's one
-    Spark session starts its Python workers through a script in the first home it opened.)"""
+def play(folder: Path, chain: list[Step], pg: Postgres | None) -> None:
+    """One chain on a home of its own, and a database of its own when there is a PostgreSQL.
+    (Homes are removed only at the end: the process's one Spark session starts its Python
+    workers through a script in the first home it opened.)"""
     home = folder / "home"
     settings = Settings(home=home, master="local[2]", shuffle_partitions=2, trigger_ms=200)
-    Player(lambda: Manager(settings), folder / "ev", home).play(chain)
+    url = pg.url(pg.database()) if pg is not None else None
+    Player(lambda: Manager(settings), folder / "ev", home, pg_url=url).play(chain)
 
 
-def fails(folders: Iterator[Path], chain: list[Step]) -> bool:
+def fails(folders: Iterator[Path], pg: Postgres | None, chain: list[Step]) -> bool:
     try:
-        play(next(folders), chain)
+        play(next(folders), chain, pg)
     except ChainFailure:
         return True
     return False
@@ -55,18 +59,23 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="the first chain's seed")
     parser.add_argument("--steps", type=int, default=8, help="steps per chain after the first job")
     parser.add_argument("--no-shrink", action="store_true", help="report a failing chain as it is")
+    parser.add_argument("--no-postgres", action="store_true", help="no PostgreSQL sinks in the chains")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pitstop-chains-"))
+    work.chmod(0o755)  # the postgres user goes through it when this runs as root
+    pg = None
+    if not args.no_postgres and glob.glob("/usr/lib/postgresql/*/bin/initdb"):
+        pg = Postgres(work / "pg")  # tests/tools/install.sh installs it (make test does)
     kinds: Counter[str] = Counter()
     failures: list[str] = []
     started = time.monotonic()
     try:
         for seed in range(args.seed, args.seed + args.n):
-            chain = generate(seed, args.steps)
+            chain = generate(seed, args.steps, pg=pg is not None)
             kinds.update(type(s).__name__ for s in chain)
             kinds.update("Restore+rollback" for s in chain if isinstance(s, Restore) and s.rollback)
             try:
-                play(work / f"chain{seed}", chain)
+                play(work / f"chain{seed}", chain, pg)
                 print(f"chain {seed}: ok ({len(chain)} steps)", flush=True)
                 continue
             except ChainFailure as failure:
@@ -75,9 +84,9 @@ def main() -> int:
             small = chain
             if not args.no_shrink:
                 folders = (work / f"try{seed}-{i}" for i in range(100_000))
-                small = shrink(chain, partial(fails, folders))
+                small = shrink(chain, partial(fails, folders, pg))
                 try:
-                    play(work / f"small{seed}", small)
+                    play(work / f"small{seed}", small, pg)
                 except ChainFailure as again:
                     found = again
             failures.append(
@@ -87,6 +96,8 @@ def main() -> int:
             )
     finally:
         stop_session()
+        if pg is not None:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
     print("\n".join(failures))
