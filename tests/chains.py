@@ -191,6 +191,9 @@ class Restore:
     rollback: bool
     fmt: str = "auto"
     early: bool = False
+    # 'acceptSinkGap': the snapshot was taken past a cut the sinks were rolled back to since
+    # (what the job wrote between the two is gone from the sinks and is not written again)
+    accept_gap: bool = False
 
 
 @dataclass(frozen=True)
@@ -760,7 +763,8 @@ def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
             job = _changed(rnd, job, used, frozenset(keyed), pg)
-            chain.append(Restore(which, job, rollback, rnd.choice(["auto", "canonical"]), early(job)))
+            fmt = rnd.choice(["auto", "canonical"])
+            chain.append(Restore(which, job, rollback, fmt, early(job), accept_gap=which in gapped))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
             else:
@@ -954,7 +958,7 @@ class Player:
         elif isinstance(step, Restore):
             c = m.cuts[step.which]
             self.sql("DROP JOB c")
-            self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early))
+            self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early, step.accept_gap))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, step.rollback, step.fmt, step.early)
         elif isinstance(step, Suspend):
@@ -1019,10 +1023,14 @@ class Player:
         self.model.batch()
         self.sql("AWAIT JOB c")
 
-    def _create(self, snapshot: str, job: Job, fmt: str, rollback: bool, early: bool = False) -> str:
+    def _create(
+        self, snapshot: str, job: Job, fmt: str, rollback: bool, early: bool = False, gap: bool = False
+    ) -> str:
         options = [f"'restoreFormat'='{fmt}'"] if fmt != "auto" else []
         if rollback:
             options.append("'sinkRollback'='true'")
+        if gap:
+            options.append("'acceptSinkGap'='true'")
         if early:
             options.append(f"'{EARLY}'='200'")
         opts = f" OPTIONS ({', '.join(options)})" if options else ""
@@ -1201,7 +1209,9 @@ def valid(chain: list[Step]) -> bool:
             snapshots += 1
             state = "running"
         elif isinstance(s, Restore):
-            if state == "none" or s.which >= snapshots or (s.rollback and s.which in gapped):
+            if state == "none" or s.which >= snapshots or (s.which in gapped and not s.accept_gap):
+                return False
+            if s.rollback and s.accept_gap:
                 return False
             if s.rollback:
                 gapped.update(range(s.which + 1, snapshots))
