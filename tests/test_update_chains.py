@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -236,13 +237,17 @@ def test_an_aggregate_removed_at_a_pit_stop_is_null_in_every_row_the_job_writes_
         manager.close()
 
 
-def test_the_quickstart_job_pit_stopped_twice_stays_exact(tmp_path: Path) -> None:
+def test_the_quickstart_job_pit_stopped_twice_more_stays_exact(tmp_path: Path) -> None:
     """examples/sql/01..03 as the quickstart runs them (after `make quickstart`, the second pit
     stop of the same SQL failed on the next input: the hourly stage, new in the second run, was
-    recorded as seeded)."""
+    recorded as seeded), then a third pit stop with changed SQL: a stricter filter, and the hourly
+    window widened to 2 hours (its windows in flight fold into the 2-hour ones)."""
     data = tmp_path / "orders"
     examples = ROOT / "examples" / "sql"
     manager = Manager(settings(tmp_path / "home"))
+    changed = (examples / "03_update_again.sql").read_text().split("CREATE JOB", 1)[1].split("AWAIT", 1)[0]
+    changed = "CREATE JOB" + changed.replace("revenue_v2", "revenue_v3").replace("amount >= 1", "amount >= 2")
+    changed = changed.replace("INTERVAL '1' HOUR", "INTERVAL '2' HOUR")
 
     def script(name: str) -> str:
         return (examples / name).read_text().replace("examples/work/orders", str(data))
@@ -257,18 +262,51 @@ def test_the_quickstart_job_pit_stopped_twice_stays_exact(tmp_path: Path) -> Non
         assert "stage 'daily_revenue.aggregate': restored" in created and "(native)" in created
         assert "stage 'hourly_revenue.aggregate': restored: same window, keys and accumulators; " in created
         make_orders.write_orders(data, 6000, 6500, files=1)  # the input after the restore
+        run(manager, "AWAIT JOB revenue; DROP JOB revenue WITH SNAPSHOT revenue_v3")
+        created = run(manager, changed)[0].message
+        assert (
+            "window size INTERVAL '1' HOUR -> INTERVAL '2' HOUR: old windows fold into the new ones"
+            in created
+        )
+        make_orders.write_orders(data, 6500, 8000, files=2)
         run(manager, "AWAIT JOB revenue")
         assert [r[:2] for r in run(manager, "SHOW JOBS")[0].rows] == [("revenue", "RUNNING")]
+        _, rows = manager.catalog.query(
+            "SELECT window_start, window_end, region, revenue, orders FROM hourly_revenue"
+        )
+        daily = sink_windows(manager, "daily_revenue")
     finally:
-        wm = EPOCH + timedelta(seconds=6499 * 90) - DELAY
-        kept = [make_orders.order(i) for i in range(2000, 6500)]
-        kept = [o for o in kept if float(str(o["amount"])) >= 1]
-        early = [make_orders.order(i) for i in range(0, 2000)]
-        daily, hourly = sink_windows(manager, "daily_revenue"), sink_windows(manager, "hourly_revenue")
         manager.close()
-    assert daily == closed(batch_windows(early + kept, DAY), DAY, wm)
-    assert hourly == closed(batch_windows(kept, HOUR_SIZE), HOUR_SIZE, wm)
-    assert len(hourly) > 300
+
+    def at(i: int) -> datetime:
+        return EPOCH + timedelta(seconds=i * 90)
+
+    def amount(i: int) -> Decimal:
+        return Decimal(str(make_orders.order(i)["amount"])).quantize(Decimal("0.01"))
+
+    cut, wm = at(6499) - DELAY, at(7999) - DELAY
+    read = [i for i in range(0, 8000) if i < 2000 or amount(i) >= (1 if i < 6500 else 2)]
+    expected_daily = closed(batch_windows([make_orders.order(i) for i in read], DAY), DAY, wm)
+    assert daily == expected_daily
+    # The hourly sink: 1-hour rows closed before the third cut, then 2-hour rows closing after it,
+    # each holding the hours still open at the cut (folded) and every order after it.
+    hours: dict[tuple[datetime, datetime, str], list[Decimal]] = {}
+    for i in read:
+        if i < 2000:
+            continue
+        ts, region = at(i), str(make_orders.order(i)["region"])
+        hour = EPOCH + (ts - EPOCH) // HOUR_SIZE * HOUR_SIZE
+        if i < 6500 and hour + HOUR_SIZE <= cut:
+            key = (hour, hour + HOUR_SIZE, region)
+        else:
+            two = EPOCH + (ts - EPOCH) // (2 * HOUR_SIZE) * (2 * HOUR_SIZE)
+            key = (two, two + 2 * HOUR_SIZE, region)
+        hours.setdefault(key, []).append(amount(i))
+    expected = {k: (sum(v), len(v)) for k, v in hours.items() if k[1] <= wm}
+    got = {(s, e, r): (Decimal(rev), int(n)) for s, e, r, rev, n in rows}
+    assert len(got) == len(rows)  # each window once
+    assert got == expected
+    assert sum(1 for k in got if k[1] - k[0] == 2 * HOUR_SIZE) > 10
 
 
 def test_a_chain_through_a_killed_process_and_a_server_restart_stays_exact(tmp_path: Path) -> None:
