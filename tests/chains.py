@@ -92,6 +92,7 @@ class Branch:
     slide: int = 0  # minutes: a HOP window of ``size`` sliding by ``slide``; 0: TUMBLE
     session: bool = False  # a SESSION window whose gap is ``size``
     dedup: str = ""  # "distinct": SELECT DISTINCT id, k; "first": ROW_NUMBER() by id = 1 (no aggs)
+    firsts: str = ""  # a window reading a ROW_NUMBER() by id = 1 stage of this name (two stages)
 
     @property
     def running(self) -> bool:
@@ -123,15 +124,21 @@ class Branch:
             return f"INSERT INTO {self.sink} SELECT id, k, ts FROM ({numbered}) WHERE rn = 1"
         if self.running:
             return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
+        source, cte = "ev", ""
+        if self.firsts:  # each id's first event, then the window
+            source = f"firsts_{self.sink}"
+            rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
+            numbered = f"SELECT /*+ STAGE({self.firsts}) */ id, k, v, ts, {rn} FROM ev"
+            cte = f"WITH {source} AS (SELECT id, k, v, ts FROM ({numbered}) WHERE rn = 1) "
         if self.session:
-            tvf = f"SESSION(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+            tvf = f"SESSION(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
         elif self.slide:
             sizes = f"INTERVAL '{self.size}' MINUTE, INTERVAL '{self.slide}' MINUTE"
-            tvf = f"HOP(TABLE ev, DESCRIPTOR(ts), {sizes})"
+            tvf = f"HOP(TABLE {source}, DESCRIPTOR(ts), {sizes})"
         else:
-            tvf = f"TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+            tvf = f"TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
         return (
-            f"INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
+            f"{cte}INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
             f"FROM TABLE({tvf}){where} GROUP BY window_start, window_end, k"
         )
 
@@ -251,6 +258,7 @@ class StageModel:
     reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
     seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
     early: bool = False  # a TUMBLE or HOP with early results: rows replaced as windows change
+    firsts_late: list[int] = field(default_factory=list)  # a chained ROW_NUMBER's old clocks, this run
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -359,7 +367,20 @@ class Model:
     def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
         b = st.branch
         st.committed = True
+        clocked = events  # what sets the clock: the rows the branch's first stage reads
+        if b.firsts:  # the chained ROW_NUMBER first: late below the clock, then each id once
+            kept = []
+            for e in events:
+                if st.clock is not None and e.ts < st.clock or any(e.ts < wm for wm in st.firsts_late):
+                    continue
+                if e.id not in st.seen:
+                    st.seen[e.id] = e.ts + DELAY
+                    kept.append(e)
+            clocked = [e for e in events if not any(e.ts < wm for wm in st.firsts_late)]
+            events = kept
         passed = [e for e in events if b.where is None or e.v >= b.where]
+        if not b.firsts:
+            clocked = passed
         touched: set[tuple[int, str]] = set(st.windows) if st.reseed else set()
         st.reseed = False
         size = b.size * 60
@@ -392,9 +413,11 @@ class Model:
             for start, k in sorted(touched):
                 row = self._window_row(b, start, k, st.windows[(start, k)])
                 self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": True}
-        if passed:
-            top = max(e.ts for e in passed) - DELAY
+        if clocked:
+            top = max(e.ts for e in clocked) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
+        if b.firsts:
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
         self._emit(st)
 
     def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
@@ -524,9 +547,16 @@ class Model:
             self.sinks.setdefault(b.sink, [])
 
     def cut(self, name: str) -> Cut:
+        stages = {n: st.copy() for n, st in self.stages.items()}
+        for st in self.stages.values():  # a chained ROW_NUMBER is a stage of its own in a snapshot
+            if st.branch.firsts:
+                first = Branch(st.branch.sink, st.branch.firsts, 0, (), dedup="first")
+                stages[st.branch.firsts] = StageModel(
+                    first, st.clock, seen=dict(st.seen), committed=st.committed
+                )
         c = Cut(
             name,
-            {n: st.copy() for n, st in self.stages.items()},
+            stages,
             self.read,
             {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
@@ -574,12 +604,14 @@ class Model:
                 self.stages[b.stage] = StageModel(
                     b, None if b.running else job_clock, {}, late, early=early and b.windowed
                 )
+                self._chained_first(self.stages[b.stage], c, job_clock)
                 continue
             on = early and b.windowed
             native = (
                 fmt == "auto"
                 and old.committed
                 and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
+                and old.branch.firsts == b.firsts  # a branch's checkpoint holds all its stages
                 and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
             )
             st = StageModel(
@@ -587,6 +619,7 @@ class Model:
             )
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
+            self._chained_first(st, c, job_clock)
             carried = evolve(old.branch.aggs, b.aggs)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
@@ -608,6 +641,21 @@ class Model:
         self.read = c.files
         self.state = "running"
         self.batch()
+
+    @staticmethod
+    def _chained_first(st: StageModel, c: Cut, job_clock: int | None) -> None:
+        """A window's chained ROW_NUMBER: its keys seen from the snapshot's stage of its name
+        (and the old job's late rule for the run), or empty on the job's clock when new."""
+        name = st.branch.firsts
+        if not name:
+            return
+        old = c.stages.get(name)
+        if old is not None:
+            st.seen = dict(old.seen)
+            st.firsts_late = [old.clock] if old.clock is not None else []
+        else:
+            st.seen = {}
+            st.firsts_late = [job_clock] if job_clock is not None else []
 
 
 def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
@@ -660,10 +708,11 @@ def _new_branch(
         return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
     if rnd.random() < 0.2 and sink not in keyed:  # (a session's rows are appended)
         return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True)
+    firsts = f"{sink}_f{n}" if rnd.random() < 0.25 else ""  # each id's first event, then the window
     if rnd.random() < 0.3:
         slide = rnd.choice([10, 15])
-        return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide)
-    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where)
+        return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide, firsts=firsts)
+    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where, firsts=firsts)
 
 
 def _changed(
@@ -682,6 +731,12 @@ def _changed(
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
         del branches[i]
+    elif change == "rename" and b.windowed and rnd.random() < 0.5:
+        # the chained ROW_NUMBER: renamed, added or removed
+        n = 0
+        while f"{b.sink}_f{n}" in used:
+            n += 1
+        branches[i] = replace(b, firsts="" if b.firsts and rnd.random() < 0.5 else f"{b.sink}_f{n}")
     elif change == "rename":
         n = 0
         while f"{b.sink}_s{n}" in used:
@@ -704,6 +759,7 @@ def _changed(
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
     out = tuple(branches)
     used.update(x.stage for x in out)
+    used.update(x.firsts for x in out if x.firsts)
     return out
 
 
@@ -732,7 +788,7 @@ def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
     first = _new_branch(rnd, used, (), pg=pg)
     assert first is not None
     job: Job = (first,)
-    used.add(first.stage)
+    used.update(x for x in (first.stage, first.firsts) if x)
     chain: list[Step] = [_input(rnd), Start(job, early(job)), _input(rnd)]
     snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
     gapped: set[int] = set()

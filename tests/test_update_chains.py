@@ -460,3 +460,27 @@ def test_postgresql_sinks_through_a_chain_with_a_rollback(
         ],
         pg_url=postgres.url(postgres.database()),
     )
+
+
+def test_a_deduplication_feeding_a_window_through_a_chain(tmp_path: Path) -> None:
+    """Two stages in one branch (each id's first event, then a window) across pit stops: the
+    window resized (the branch from the rows), the deduplication renamed (it starts empty on the
+    job's clock) and then removed, over input delivered again."""
+    chained = Branch("w1", "w1_s0", 10, ("n", "total"), firsts="w1_f0")
+    again = Input(3, 25, 30, 0.2, dup=0.4)
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((chained,)),
+            again,
+            Update((chained,), "auto"),
+            replace(again, seed=4),
+            Update((replace(chained, size=20),), "auto"),
+            replace(again, seed=5),
+            Update((replace(chained, size=20, firsts="w1_f1"),), "canonical"),
+            replace(again, seed=6),
+            Update((replace(chained, size=20, firsts=""),), "auto"),
+            replace(again, seed=7),
+        ],
+    )
