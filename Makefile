@@ -30,7 +30,7 @@ test: lint
 cluster-test: $(STAMP)
 	PITSTOP_CLUSTER_TEST=1 $(VENV)/bin/pytest -q -m cluster tests/test_cluster.py
 
-# Many generated update chains (tests/chains.py), each checked against the model after every
+# Many generated update chains (tests/chains/), each checked against the model after every
 # step; a failure is shrunk and printed as a chain to keep as a test. N chains from seed SEED.
 N ?= 20
 SEED ?= 1

@@ -1,4 +1,4 @@
-"""The update-chain model and its checker (tests/chains.py), without Spark: the model's windows,
+"""The update-chain model and its checker (tests/chains/), without Spark: the model's windows,
 late events and restores on small hand-worked cases, the checker against a real DuckDB file, and
 the shrinker."""
 

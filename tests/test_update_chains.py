@@ -1,5 +1,5 @@
 """Update after update (issue 23): chains of pit stops played on real Spark and real DuckDB files,
-every sink checked against the model (tests/chains.py) after every step.
+every sink checked against the model (tests/chains/) after every step.
 
 The fixed chains are bugs found on the way, each kept as the chain that showed it. The generated
 ones run ``PITSTOP_CHAINS`` seeded chains (default 1 in ``make test``; ``make chains N=200``)

@@ -1,0 +1,178 @@
+"""A seeded generator of chains."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from chains.model import (
+    APPEND_ONLY,
+    BASE_SIZES,
+    DEDUP_SINKS,
+    FUNCTIONS,
+    RUNNING_SINKS,
+    WINDOW_SINKS,
+    Branch,
+    Job,
+)
+from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
+
+
+def _new_branch(
+    rnd: random.Random, used: set[str], job: Job, keyed: frozenset[str] = frozenset(), pg: bool = False
+) -> Branch | None:
+    roll = rnd.random()
+    running, dedup = roll < 0.25, roll > 0.85
+    pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
+    if pg and not dedup:
+        pool = (*pool, "p2" if running else "p1")
+    free = [s for s in pool if s not in {b.sink for b in job}]
+    if not free:
+        return None
+    sink = rnd.choice(free)
+    n = 0
+    while f"{sink}_s{n}" in used:
+        n += 1
+    aggs = tuple(rnd.sample(list(FUNCTIONS), rnd.randint(1, 3)))
+    where = rnd.choice([None, None, 10, 25])
+    if dedup:
+        return Branch(sink, f"{sink}_s{n}", 0, (), where, dedup="distinct" if sink == "d1" else "first")
+    if running:
+        return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
+    if rnd.random() < 0.2 and sink not in keyed:  # (a session's rows are appended)
+        return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True)
+    firsts = f"{sink}_f{n}" if rnd.random() < 0.25 else ""  # each id's first event, then the window
+    if rnd.random() < 0.3:
+        slide = rnd.choice([10, 15])
+        return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide, firsts=firsts)
+    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where, firsts=firsts)
+
+
+def _changed(
+    rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str] = frozenset(), pg: bool = False
+) -> Job:
+    """The job with one change (or none: the same SQL again)."""
+    change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
+    branches = list(job)
+    i = rnd.randrange(len(branches))
+    b = branches[i]
+    if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
+        change = "same"
+    if change == "add":
+        new = _new_branch(rnd, used, job, keyed, pg)
+        if new is not None:
+            branches.append(new)
+    elif change == "drop" and len(branches) > 1:
+        del branches[i]
+    elif change == "rename" and b.windowed and rnd.random() < 0.5:
+        # the chained ROW_NUMBER: renamed, added or removed
+        n = 0
+        while f"{b.sink}_f{n}" in used:
+            n += 1
+        branches[i] = replace(b, firsts="" if b.firsts and rnd.random() < 0.5 else f"{b.sink}_f{n}")
+    elif change == "rename":
+        n = 0
+        while f"{b.sink}_s{n}" in used:
+            n += 1
+        branches[i] = replace(b, stage=f"{b.sink}_s{n}")
+    elif change == "filter":
+        branches[i] = replace(b, where=rnd.choice([w for w in (None, 5, 10, 25, 40) if w != b.where]))
+    elif change == "agg+":
+        missing = [a for a in FUNCTIONS if a not in b.aggs]
+        if missing:
+            branches[i] = replace(b, aggs=(*b.aggs, rnd.choice(missing)))
+    elif change == "agg-" and len(b.aggs) > 1:
+        gone = rnd.choice(b.aggs)
+        branches[i] = replace(b, aggs=tuple(a for a in b.aggs if a != gone))
+    elif change == "resize" and b.session:
+        branches[i] = replace(b, size=max(5, b.size + rnd.choice([-5, 5, 10])))
+    elif change == "resize" and b.slide:
+        branches[i] = replace(b, size=max(b.slide, b.size + b.slide * rnd.choice([-1, 1])))
+    elif change == "resize" and 0 < b.size <= 60:
+        branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
+    out = tuple(branches)
+    used.update(x.stage for x in out)
+    used.update(x.firsts for x in out if x.firsts)
+    return out
+
+
+def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
+    """A chain: input, the first job, then ``steps`` steps with input between them (``pg``: with
+    PostgreSQL sinks among the others)."""
+    rnd = random.Random(seed)
+    used: set[str] = set()
+    keyed: set[str] = set()  # window sinks an early-results job keyed by window
+    twice = False  # a restore without rollback wrote windows again: a key may not fit a table
+
+    def early(job: Job) -> bool:
+        """Early results for this job (drawn): TUMBLE and HOP only, into DuckDB tables."""
+        windows = [b for b in job if b.windowed]
+        fits = (
+            windows
+            and not any(b.session for b in job)
+            and not any(b.sink in APPEND_ONLY for b in windows)
+            and (not twice or all(b.sink in keyed for b in windows))
+        )
+        if fits and rnd.random() < 0.3:
+            keyed.update(b.sink for b in windows)
+            return True
+        return False
+
+    first = _new_branch(rnd, used, (), pg=pg)
+    assert first is not None
+    job: Job = (first,)
+    used.update(x for x in (first.stage, first.firsts) if x)
+    chain: list[Step] = [_input(rnd), Start(job, early(job)), _input(rnd)]
+    snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
+    gapped: set[int] = set()
+    running = True
+    for _ in range(steps):
+        roll = rnd.random()
+        if not running:  # resumed, or stopped with a snapshot (or dropped) while suspended
+            running = True
+            if roll < 0.6:
+                chain.append(Resume())
+                roll = 2.0
+            elif roll < 0.8 or snapshots == 0:
+                roll = 0.0  # an update
+            else:
+                roll = 0.8  # a restore from an older snapshot
+        if roll < 0.45:
+            job = _changed(rnd, job, used, frozenset(keyed), pg)
+            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
+            snapshots += 1
+        elif roll < 0.6:
+            chain.append(Snapshot())
+            snapshots += 1
+        elif roll < 0.67:
+            chain.append(Kill(_input(rnd), rnd.randint(0, 4000)))
+        elif roll < 0.72:
+            chain.append(Serve(_input(rnd)))
+        elif roll < 0.85 and snapshots > 0:
+            which = rnd.randrange(snapshots)
+            rollback = rnd.random() < 0.6 and which not in gapped
+            job = _changed(rnd, job, used, frozenset(keyed), pg)
+            fmt = rnd.choice(["auto", "canonical"])
+            chain.append(Restore(which, job, rollback, fmt, early(job), accept_gap=which in gapped))
+            if rollback:
+                gapped.update(range(which + 1, snapshots))
+            else:
+                twice = True
+        elif roll <= 1.0:
+            chain.append(Suspend())
+            running = False
+        if rnd.random() < 0.75:  # or the next step right away: a run that reads nothing
+            chain.append(_input(rnd))
+    if not running:
+        chain.append(Resume())
+    return chain
+
+
+def _input(rnd: random.Random) -> Input:
+    return Input(
+        rnd.randrange(1 << 30),
+        rnd.randint(5, 30),
+        rnd.choice([10, 30, 60, 120]),
+        rnd.choice([0, 0.1, 0.3]),
+        rnd.choice([0, 0, 0.2]),
+    )

@@ -1,0 +1,569 @@
+"""The model of a job and its pit stops: the documented rules, computed (see the package's
+docstring)."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chains.steps import Input
+
+EPOCH = datetime(2024, 1, 1)
+DELAY = 5 * 60  # the mapping's WATERMARK delay, seconds
+KEYS = ("a", "b", "c")
+FUNCTIONS = {
+    "n": "COUNT(*)",
+    "total": "SUM(v)",
+    "lo": "MIN(v)",
+    "hi": "MAX(v)",
+    "first": "MIN_BY(v, ts)",  # ties on ts are common here: (ts, v) pairs decide
+    "last": "MAX_BY(v, ts)",
+    "mean": "AVG(v)",
+    "kinds": "COUNT(DISTINCT v % 5)",
+}
+STATE_TYPE = {
+    "n": "BIGINT",
+    "total": "BIGINT",
+    "lo": "BIGINT",
+    "hi": "BIGINT",
+    "first": "PAIR",
+    "last": "PAIR",
+    "mean": "BIGINT, BIGINT",
+    "kinds": "SET",
+}
+BASE_SIZES = (10, 30, 60)  # minutes
+EARLY = "earlyResultsMillis"
+
+WINDOW_SINKS = ("w1", "w2", "w3", "f1")  # f1: a File sink (parquet), the others DuckDB tables
+RUNNING_SINKS = ("r1", "r2")
+DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
+SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
+FILE_SINKS = ("f1",)
+PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
+APPEND_ONLY = ("f1", "p1")  # no early results into them: a File sink appends; p1 has no unique index
+
+
+# -- the job -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Branch:
+    """One INSERT: a stage named ``stage`` writing table ``sink``: a TUMBLE window of ``size``
+    minutes by ``k`` (appended rows), or a running aggregate by ``k`` (``size`` 0; rows replaced
+    by key)."""
+
+    sink: str
+    stage: str
+    size: int  # minutes; 0: a running aggregate
+    aggs: tuple[str, ...]  # keys of FUNCTIONS, in SELECT order
+    where: int | None = None  # v >= where
+    slide: int = 0  # minutes: a HOP window of ``size`` sliding by ``slide``; 0: TUMBLE
+    session: bool = False  # a SESSION window whose gap is ``size``
+    dedup: str = ""  # "distinct": SELECT DISTINCT id, k; "first": ROW_NUMBER() by id = 1 (no aggs)
+    firsts: str = ""  # a window reading a ROW_NUMBER() by id = 1 stage of this name (two stages)
+
+    @property
+    def running(self) -> bool:
+        return self.size == 0 and not self.dedup
+
+    @property
+    def windowed(self) -> bool:
+        """A TUMBLE or HOP window: early results apply to it."""
+        return self.size > 0 and not self.session
+
+    def windows_of(self, ts: int) -> list[int]:
+        """The starts of the windows an event at ``ts`` (seconds) is in."""
+        size = self.size * 60
+        if not self.slide:
+            return [ts - ts % size]
+        slide = self.slide * 60
+        first = ts - ts % slide
+        return [s for s in range(first, ts - size, -slide)]
+
+    def sql(self) -> str:
+        cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
+        where = f" WHERE v >= {self.where}" if self.where is not None else ""
+        hint = f"/*+ STAGE({self.stage}) */"
+        if self.dedup == "distinct":
+            return f"INSERT INTO {self.sink} SELECT {hint} DISTINCT id, k FROM ev{where}"
+        if self.dedup == "first":
+            rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
+            numbered = f"SELECT {hint} id, k, ts, {rn} FROM ev{where}"
+            return f"INSERT INTO {self.sink} SELECT id, k, ts FROM ({numbered}) WHERE rn = 1"
+        if self.running:
+            return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
+        source, cte = "ev", ""
+        if self.firsts:  # each id's first event, then the window
+            source = f"firsts_{self.sink}"
+            rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
+            numbered = f"SELECT /*+ STAGE({self.firsts}) */ id, k, v, ts, {rn} FROM ev"
+            cte = f"WITH {source} AS (SELECT id, k, v, ts FROM ({numbered}) WHERE rn = 1) "
+        if self.session:
+            tvf = f"SESSION(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+        elif self.slide:
+            sizes = f"INTERVAL '{self.size}' MINUTE, INTERVAL '{self.slide}' MINUTE"
+            tvf = f"HOP(TABLE {source}, DESCRIPTOR(ts), {sizes})"
+        else:
+            tvf = f"TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+        return (
+            f"{cte}INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
+            f"FROM TABLE({tvf}){where} GROUP BY window_start, window_end, k"
+        )
+
+    @property
+    def key_columns(self) -> list[str]:
+        if self.dedup:
+            return ["id", "k", "ts"] if self.dedup == "first" else ["id", "k"]
+        return ["k"] if self.running else ["window_start", "window_end", "k"]
+
+
+Job = tuple[Branch, ...]
+
+
+def job_sql(job: Job) -> str:
+    return "BEGIN\n  " + ";\n  ".join(b.sql() for b in job) + ";\nEND"
+
+
+# -- the model -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    id: int
+    k: str
+    v: int
+    ts: int  # seconds after EPOCH
+
+    def json(self) -> str:
+        at = (EPOCH + timedelta(seconds=self.ts)).isoformat(sep=" ")
+        return json.dumps({"id": self.id, "k": self.k, "v": self.v, "ts": at})
+
+
+Acc = dict[str, Any]  # aggregate column -> accumulator (None: empty; MIN_BY/MAX_BY: a (ts, v) pair)
+
+
+@dataclass
+class StageModel:
+    branch: Branch
+    clock: int | None  # seconds; None: no event yet (a running aggregate has none)
+    windows: dict[tuple[int, str], Acc] = field(default_factory=dict)  # (start, k) -> accumulators
+    late_before: list[tuple[int, int]] = field(default_factory=list)  # (old size or gap s, old clock)
+    committed: bool = False  # its query has committed a batch (a snapshot then has a native copy)
+    reseed: bool = False  # restored from the rows: the seeds' batch writes every group again
+    seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
+    early: bool = False  # a TUMBLE or HOP with early results: rows replaced as windows change
+    firsts_late: list[int] = field(default_factory=list)  # a chained ROW_NUMBER's old clocks, this run
+
+    def copy(self) -> StageModel:
+        return StageModel(
+            self.branch,
+            self.clock,
+            {w: dict(a) for w, a in self.windows.items()},
+            [],
+            self.committed,
+            seen=dict(self.seen),
+            early=self.early,
+        )
+
+
+@dataclass
+class Cut:
+    name: str
+    stages: dict[str, StageModel]
+    files: int  # files read
+    appended: dict[str, list[dict[str, Any]]]  # each append sink's rows at the cut
+    keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
+    gapped: bool = False
+
+
+def merge(fn: str, acc: Any, value: Any) -> Any:
+    if acc is None:
+        return value
+    if fn == "mean":  # (sum, count)
+        return (acc[0] + value[0], acc[1] + value[1])
+    if fn == "kinds":
+        return acc | value
+    if fn in ("lo", "first"):
+        return min(acc, value)
+    if fn in ("hi", "last"):
+        return max(acc, value)
+    return acc + value
+
+
+def contribution(fn: str, e: Event) -> Any:
+    if fn == "mean":
+        return (e.v, 1)
+    if fn == "kinds":
+        return frozenset({e.v % 5})
+    if fn in ("first", "last"):
+        return (e.ts, e.v)
+    return 1 if fn == "n" else e.v
+
+
+def finish(fn: str, acc: Any) -> Any:
+    if fn == "kinds":  # the set's size; an empty (added) set is 0
+        return len(acc) if acc is not None else 0
+    if acc is None:
+        return None
+    if fn == "mean":
+        return float(acc[0]) / acc[1]
+    return acc[1] if fn in ("first", "last") else acc
+
+
+class Model:
+    def __init__(self) -> None:
+        self.events: list[list[Event]] = []  # per file
+        self.next_id = 0
+        self.frontier = 0
+        self.stages: dict[str, StageModel] = {}
+        self.read = 0  # files read by the running job
+        self.state = "none"  # none | running | suspended
+        self.sinks: dict[str, list[dict[str, Any]]] = {}  # append sinks: their rows, in write order
+        # Sinks whose rows are replaced by key: a running aggregate's (k), and a window table an
+        # early-results job wrote (window_start, window_end, k; with its `early` column).
+        self.keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+        self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
+        self.cuts: list[Cut] = []
+
+    def rows(self, sink: str) -> list[dict[str, Any]]:
+        if sink in self.keyed:
+            return list(self.keyed[sink].values())
+        return self.sinks[sink]
+
+    # events
+    def arrive(self, step: Input) -> list[Event]:
+        rnd = random.Random(step.seed)
+        out = []
+        earlier = [e for f in self.events for e in f]
+        for _ in range(step.n):
+            if earlier and rnd.random() < step.dup:
+                out.append(rnd.choice(earlier))  # delivered again (at least once): the same event
+                continue
+            if rnd.random() < step.late:
+                ts = max(0, self.frontier - rnd.randint(0, 90 * 60))
+            else:
+                ts = self.frontier + rnd.randint(0, step.advance * 60)
+            out.append(Event(self.next_id, rnd.choice(KEYS), rnd.randint(1, 50), ts))
+            self.next_id += 1
+        self.frontier = max([self.frontier, *(e.ts for e in out)])
+        self.events.append(out)
+        return out
+
+    # one micro-batch per query: every file not read yet (a query runs one only when it has input:
+    # new files, or the seeds of a stage restored from the rows)
+    def batch(self) -> None:
+        pending = [e for f in self.events[self.read :] for e in f]
+        self.read = len(self.events)
+        for st in self.stages.values():
+            if pending or st.reseed:
+                self._stage_batch(st, pending)
+
+    def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
+        b = st.branch
+        st.committed = True
+        clocked = events  # what sets the clock: the rows the branch's first stage reads
+        if b.firsts:  # the chained ROW_NUMBER first: late below the clock, then each id once
+            kept = []
+            for e in events:
+                if st.clock is not None and e.ts < st.clock or any(e.ts < wm for wm in st.firsts_late):
+                    continue
+                if e.id not in st.seen:
+                    st.seen[e.id] = e.ts + DELAY
+                    kept.append(e)
+            clocked = [e for e in events if not any(e.ts < wm for wm in st.firsts_late)]
+            events = kept
+        passed = [e for e in events if b.where is None or e.v >= b.where]
+        if not b.firsts:
+            clocked = passed
+        touched: set[tuple[int, str]] = set(st.windows) if st.reseed else set()
+        st.reseed = False
+        size = b.size * 60
+        if b.session:
+            self._session_batch(st, passed)
+            return
+        if b.dedup:
+            self._dedup_batch(st, passed)
+            return
+        for e in passed:
+            if b.running:
+                starts = [0]
+            elif any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                continue  # the old job would have dropped it: its old window had closed
+            else:
+                # Late per window: one whose end the clock had passed before this batch.
+                starts = [w for w in b.windows_of(e.ts) if st.clock is None or w + size > st.clock]
+            for start in starts:
+                acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
+                for a in b.aggs:
+                    acc[a] = merge(a, acc[a], contribution(a, e))
+                touched.add((start, e.k))
+        if b.running:
+            for key in sorted(touched):
+                acc = st.windows[key]
+                row = {"k": key[1], **{a: finish(a, v) for a, v in acc.items()}}
+                self.keyed[b.sink][(key[1],)] = row  # the whole row: other columns NULL
+            return
+        if st.early:  # each window the batch changed: its row as it is now (open: early)
+            for start, k in sorted(touched):
+                row = self._window_row(b, start, k, st.windows[(start, k)])
+                self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": True}
+        if clocked:
+            top = max(e.ts for e in clocked) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+        if b.firsts:
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
+        self._emit(st)
+
+    def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
+        """Deduplication by ``id``: an event whose id was seen (and, for ROW_NUMBER, has not
+        expired: first event + delay at or below the clock) is dropped; ROW_NUMBER also drops
+        an event below the clock (late) or, in the run after a restore, below the snapshot's."""
+        b = st.branch
+        st.reseed = False
+        first = b.dedup == "first"
+        for e in passed:
+            if first and (
+                st.clock is not None and e.ts < st.clock or any(e.ts < wm for _, wm in st.late_before)
+            ):
+                continue
+            if e.id in st.seen:
+                continue
+            st.seen[e.id] = e.ts + DELAY if first else None
+            row = {"id": e.id, "k": e.k}
+            if first:
+                row["ts"] = EPOCH + timedelta(seconds=e.ts)
+            self.sinks[b.sink].append(row)
+        if first and passed:
+            top = max(e.ts for e in passed) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
+
+    def _session_batch(self, st: StageModel, passed: list[Event]) -> None:
+        """Sessions: an event is late when ``ts + gap`` is at or below the clock (or ``ts + old gap``
+        below the snapshot's clock, in the run after a restore); the batch's events and the open
+        sessions of their key merge where they touch or overlap; a session closes once its end
+        (last event + gap) is at or below the clock. ``windows``: (start, k) -> accumulators with
+        the session's end under ``__end``."""
+        b = st.branch
+        gap = b.size * 60
+        keys: set[str] = {k for _, k in st.windows} if st.reseed else set()
+        st.reseed = False
+        new: dict[str, list[tuple[int, int, Acc]]] = {}
+        for e in passed:
+            if any(e.ts + g <= wm for g, wm in st.late_before):
+                continue
+            if st.clock is not None and e.ts + gap <= st.clock:
+                continue
+            new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.aggs}))
+            keys.add(e.k)
+        for k in keys:
+            spans = [(start, acc["__end"], acc) for (start, kk), acc in st.windows.items() if kk == k]
+            spans += new.get(k, [])
+            for start, _, _ in spans:
+                st.windows.pop((start, k), None)
+            merged: list[list[Any]] = []
+            for start, end, acc in sorted(spans, key=lambda x: (x[0], x[1])):
+                values = {a: acc.get(a) for a in b.aggs}
+                if merged and start <= merged[-1][1]:
+                    last = merged[-1]
+                    last[1] = max(last[1], end)
+                    for a in b.aggs:
+                        if values[a] is not None:
+                            last[2][a] = merge(a, last[2][a], values[a])
+                else:
+                    merged.append([start, end, dict(values)])
+            for start, end, acc in merged:
+                st.windows[(start, k)] = {**acc, "__end": end}
+        if passed:
+            top = max(e.ts for e in passed) - DELAY
+            st.clock = top if st.clock is None else max(st.clock, top)
+        for (start, k), acc in sorted(st.windows.items()):
+            if st.clock is not None and acc["__end"] <= st.clock:
+                self.sinks[b.sink].append(
+                    {
+                        "window_start": EPOCH + timedelta(seconds=start),
+                        "window_end": EPOCH + timedelta(seconds=acc["__end"]),
+                        "k": k,
+                        **{a: finish(a, acc[a]) for a in b.aggs},
+                    }
+                )
+                del st.windows[(start, k)]
+
+    @staticmethod
+    def _window_row(b: Branch, start: int, k: str, acc: Acc) -> dict[str, Any]:
+        return {
+            "window_start": EPOCH + timedelta(seconds=start),
+            "window_end": EPOCH + timedelta(seconds=start + b.size * 60),
+            "k": k,
+            **{a: finish(a, v) for a, v in acc.items()},
+        }
+
+    def _emit(self, st: StageModel) -> None:
+        """Windows the clock has passed: written once (appended, or replacing the window's early
+        row in a keyed table), or, with early results, already written; their state goes."""
+        b = st.branch
+        size = b.size * 60
+        for (start, k), acc in sorted(st.windows.items()):
+            if st.clock is not None and start + size <= st.clock:
+                row = self._window_row(b, start, k, acc)
+                if b.sink in self.keyed:
+                    self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": False}
+                else:
+                    self.sinks[b.sink].append(row)
+                del st.windows[(start, k)]
+        if b.sink in self.keyed and st.clock is not None:  # the batch its clock closes them in
+            closed = EPOCH + timedelta(seconds=st.clock)
+            for row in self.keyed[b.sink].values():
+                if row["early"] and row["window_end"] <= closed:
+                    row["early"] = False
+
+    # statements
+    def start(self, job: Job, early: bool = False) -> None:
+        self.stages = {b.stage: StageModel(b, None, early=early and b.windowed) for b in job}
+        for b in job:
+            self._sink_columns(b, early)
+        self.state = "running"
+        self.batch()
+
+    def _sink_columns(self, b: Branch, early: bool = False) -> None:
+        cols = self.columns.setdefault(b.sink, list(b.key_columns))
+        cols += [a for a in b.aggs if a not in cols]
+        if b.running:
+            self.keyed.setdefault(b.sink, {})
+        elif early and b.windowed and b.sink not in self.keyed:
+            # An early-results job keys the table by window: the rows there were final.
+            self.keyed[b.sink] = {
+                (r["window_start"], r["window_end"], r["k"]): {**r, "early": False}
+                for r in self.sinks.pop(b.sink, [])
+            }
+            cols.append("early")
+        elif b.sink not in self.keyed:
+            self.sinks.setdefault(b.sink, [])
+
+    def cut(self, name: str) -> Cut:
+        stages = {n: st.copy() for n, st in self.stages.items()}
+        for st in self.stages.values():  # a chained ROW_NUMBER is a stage of its own in a snapshot
+            if st.branch.firsts:
+                first = Branch(st.branch.sink, st.branch.firsts, 0, (), dedup="first")
+                stages[st.branch.firsts] = StageModel(
+                    first, st.clock, seen=dict(st.seen), committed=st.committed
+                )
+        c = Cut(
+            name,
+            stages,
+            self.read,
+            {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
+            {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
+        )
+        self.cuts.append(c)
+        return c
+
+    def restore(self, c: Cut, job: Job, rollback: bool, fmt: str = "auto", early: bool = False) -> None:
+        if rollback:
+            for sink in self.sinks:
+                self.sinks[sink] = [dict(r) for r in c.appended.get(sink, [])]
+            for sink in self.keyed:
+                if sink in c.keyed:
+                    self.keyed[sink] = {k: dict(r) for k, r in c.keyed[sink].items()}
+                else:  # keyed since: its rows at the cut were final
+                    self.keyed[sink] = {
+                        (r["window_start"], r["window_end"], r["k"]): {**r, "early": False}
+                        for r in c.appended.get(sink, [])
+                    }
+            # A snapshot taken after this cut now holds state whose output is gone.
+            for later in self.cuts[self.cuts.index(c) + 1 :]:
+                later.gapped = True
+        clocks = [st.clock for st in c.stages.values() if st.clock is not None]
+        job_clock = min(clocks) if clocks else None
+        self.stages = {}
+        for b in job:
+            self._sink_columns(b, early)
+            old = c.stages.get(b.stage)
+            if old is not None and (old.branch.running, old.branch.session, old.branch.dedup) != (
+                b.running,
+                b.session,
+                b.dedup,
+            ):
+                raise AssertionError(f"the generator changed stage {b.stage}'s kind")
+            if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
+                clocked = b.dedup == "first" and job_clock is not None
+                late = [(0, job_clock)] if clocked and job_clock is not None else []
+                self.stages[b.stage] = StageModel(b, job_clock if clocked else None, {}, late)
+                continue
+            if old is None:
+                # A tumbling stage's clock drops an event whose window had closed at the job's
+                # clock; a sliding one's, each window that had (the clock itself, per window).
+                tumbling = not b.running and not b.slide  # (a session's: its own gap)
+                late = [(b.size * 60, job_clock)] if job_clock is not None and tumbling else []
+                self.stages[b.stage] = StageModel(
+                    b, None if b.running else job_clock, {}, late, early=early and b.windowed
+                )
+                self._chained_first(self.stages[b.stage], c, job_clock)
+                continue
+            on = early and b.windowed
+            native = (
+                fmt == "auto"
+                and old.committed
+                and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
+                and old.branch.firsts == b.firsts  # a branch's checkpoint holds all its stages
+                and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
+            )
+            st = StageModel(
+                b, old.clock, {}, [], committed=native, reseed=not native, seen=dict(old.seen), early=on
+            )
+            if old.clock is not None and not b.slide:
+                st.late_before = [(old.branch.size * 60, old.clock)]
+            self._chained_first(st, c, job_clock)
+            carried = evolve(old.branch.aggs, b.aggs)
+            size = b.size * 60
+            for (start, k), acc in old.windows.items():
+                if b.session:  # re-formed as [start, last event + new gap), merged in the first batch
+                    end = acc["__end"] - old.branch.size * 60 + size
+                    values = {a: acc[carried[a]] if carried.get(a) else None for a in b.aggs}
+                    st.windows[(start, k)] = {**values, "__end": end}
+                    continue
+                if b.slide:  # the new window with the same end
+                    new_start = start + old.branch.size * 60 - size
+                else:  # the tumbling window that holds the old one's start
+                    new_start = start - start % size if size else 0
+                target = st.windows.setdefault((new_start, k), {a: None for a in b.aggs})
+                for a in b.aggs:
+                    src = carried.get(a)
+                    if src is not None and acc[src] is not None:
+                        target[a] = merge(a, target[a], acc[src])
+            self.stages[b.stage] = st
+        self.read = c.files
+        self.state = "running"
+        self.batch()
+
+    @staticmethod
+    def _chained_first(st: StageModel, c: Cut, job_clock: int | None) -> None:
+        """A window's chained ROW_NUMBER: its keys seen from the snapshot's stage of its name
+        (and the old job's late rule for the run), or empty on the job's clock when new."""
+        name = st.branch.firsts
+        if not name:
+            return
+        old = c.stages.get(name)
+        if old is not None:
+            st.seen = dict(old.seen)
+            st.firsts_late = [old.clock] if old.clock is not None else []
+        else:
+            st.seen = {}
+            st.firsts_late = [job_clock] if job_clock is not None else []
+
+
+def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
+    """Which old aggregate each new one takes its state from (pitstop's documented matching: by
+    call, else a gone call at the same place; every state type here is BIGINT)."""
+    out: dict[str, str | None] = {}
+    used: set[str] = set()
+    for i, a in enumerate(new):
+        src: str | None = a if a in old else None
+        if src is None and i < len(old) and old[i] not in new and STATE_TYPE[old[i]] == STATE_TYPE[a]:
+            src = old[i]  # a changed function at the same place, of the same state type
+        if src is None or src in used:
+            out[a] = None
+            continue
+        used.add(src)
+        out[a] = src
+    return out

@@ -1,0 +1,406 @@
+"""Plays a chain on a pitstop home (in process, through the server, or a process per statement)
+and checks every sink against the model after every step."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from chains.model import EARLY, FILE_SINKS, FUNCTIONS, PG_SINKS, SINKS, Job, Model, job_sql
+from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
+from pitstop.engine.manager import Manager
+
+
+# -- the runner ----------------------------------------------------------------------------------
+def mappings(folder: Path, pg_url: str | None) -> str:
+    """The source and every sink a chain may write (PostgreSQL's with a server's URL)."""
+    out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+"""
+    out += "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
+    out += "".join(
+        f"CREATE MAPPING {s} TYPE File OPTIONS ('path'='{folder}-{s}', 'format'='parquet');\n"
+        for s in FILE_SINKS
+    )
+    if pg_url is not None:
+        out += "".join(
+            f"CREATE MAPPING {s} TYPE Postgres OPTIONS ('dsn'='{pg_url}', 'table'='public.{s}');\n"
+            for s in PG_SINKS
+        )
+    return out
+
+
+class ChainFailure(AssertionError):
+    def __init__(self, step: int, message: str, script: str) -> None:
+        super().__init__(f"step {step}: {message}")
+        self.step = step
+        self.message = message
+        self.script = script
+
+
+class Player:
+    """Plays a chain on a pitstop home: statements through an in-process manager
+    (``open_manager()``), a ``pitstop run`` process killed with SIGKILL (:class:`Kill`), a
+    ``pitstop serve`` process and a PostgreSQL client (:class:`Serve`); input files into
+    ``folder``. Checks every sink against the model after every step."""
+
+    def __init__(
+        self,
+        open_manager: Callable[[], Manager],
+        folder: Path,
+        home: Path,
+        via: str = "process",
+        pg_url: str | None = None,
+    ) -> None:
+        """``via``: where statements go: ``process`` (an in-process manager), ``server`` (one
+        ``pitstop serve`` and a psycopg connection for the whole chain) or ``cli`` (a
+        ``pitstop run -c`` process per statement, which resumes the job and stops it at exit)."""
+        self.open_manager = open_manager
+        self.manager: Manager | None = None
+        self.via = via
+        self.pg_url = pg_url  # a PostgreSQL database for the p1 and p2 sinks
+        self.server: subprocess.Popen[str] | None = None
+        self.conn: Any = None
+        self.folder = folder
+        self.home = home
+        self.model = Model()
+        self.script: list[str] = []
+        self.snapshots: list[str] = []
+
+    def sql(self, text: str) -> list[Any]:
+        from pitstop.executor import Executor
+
+        self.script.append(text.strip().rstrip(";") + ";")
+        if self.via == "server":
+            import psycopg
+
+            with psycopg.ClientCursor(self.connection()) as cur:  # the simple protocol, as psql
+                cur.execute(text)
+            return []
+        if self.via == "cli":
+            done = subprocess.run(
+                [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "run", "-c", text],
+                capture_output=True,
+                text=True,
+                env=subprocess_env(),
+                timeout=600,
+            )
+            if done.returncode != 0:
+                raise AssertionError(f"pitstop run exited {done.returncode}: {done.stderr.strip()}")
+            return []
+        if self.manager is None:
+            self.manager = self.open_manager()
+        return [r for _, r in Executor(self.manager).run_script(text)]
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if self.via == "server":
+            cur = self.connection().execute(sql)
+            return [d.name for d in cur.description or []], list(cur.fetchall())
+        if self.manager is None:
+            self.manager = self.open_manager()
+        try:
+            columns, rows = self.manager.catalog.query(sql)
+        finally:
+            if self.via == "cli":  # the next statement's process needs the home
+                self.close()
+        return list(columns), list(rows)
+
+    def connection(self) -> Any:
+        """The chain's psycopg connection to its ``pitstop serve`` (started on first use)."""
+        import psycopg
+
+        if self.conn is None:
+            self.close()
+            self.server, port = start_server(self.home)
+            self.conn = psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True)
+        return self.conn
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self.server is not None:
+            stop_server(self.server)
+            self.server = None
+        if self.manager is not None:
+            self.manager.close()
+            self.manager = None
+
+    def play(self, chain: list[Step]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.sql(mappings(self.folder, self.pg_url))
+            for i, step in enumerate(chain):
+                try:
+                    self.step(step)
+                    self.check()
+                except ChainFailure as failure:
+                    raise ChainFailure(i, failure.message, self.text()) from None
+                except Exception as exc:  # noqa: BLE001 - any failure of a step is the chain's
+                    raise ChainFailure(i, f"{type(exc).__name__}: {exc}", self.text()) from exc
+        finally:
+            self.close()
+
+    def text(self) -> str:
+        return "\n".join(self.script)
+
+    def write_input(self, step: Input) -> None:
+        events = self.model.arrive(step)
+        name = f"f{len(self.model.events):04d}.json"
+        tmp = self.folder / f".{name}.tmp"
+        tmp.write_text("".join(e.json() + "\n" for e in events))
+        os.replace(tmp, self.folder / name)
+        self.script.append(f"-- input: {name}, {len(events)} events ({step})")
+
+    def step(self, step: Step) -> None:
+        m = self.model
+        if isinstance(step, Input):
+            self.write_input(step)
+            if m.state == "running":
+                self.sql("AWAIT JOB c")
+                m.batch()
+        elif isinstance(step, Start):
+            early = f" OPTIONS ('{EARLY}'='200')" if step.early else ""
+            self.sql(f"CREATE JOB c{early} AS {job_sql(step.job)}")
+            self.sql("AWAIT JOB c")
+            m.start(step.job, step.early)
+        elif isinstance(step, Update):
+            name = f"s{len(self.snapshots)}"
+            self.snapshots.append(name)
+            self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
+            c = m.cut(name)
+            self.sql(self._create(name, step.job, step.fmt, False, step.early))
+            self.sql("AWAIT JOB c")
+            m.restore(c, step.job, rollback=False, fmt=step.fmt, early=step.early)
+        elif isinstance(step, Snapshot):
+            name = f"s{len(self.snapshots)}"
+            self.snapshots.append(name)
+            self.sql(f"CREATE SNAPSHOT {name} FOR JOB c")
+            m.cut(name)
+        elif isinstance(step, Restore):
+            c = m.cuts[step.which]
+            self.sql("DROP JOB c")
+            self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early, step.accept_gap))
+            self.sql("AWAIT JOB c")
+            m.restore(c, step.job, step.rollback, step.fmt, step.early)
+        elif isinstance(step, Suspend):
+            self.sql("ALTER JOB c SUSPEND")
+            m.state = "suspended"
+        elif isinstance(step, Resume):
+            self.sql("ALTER JOB c RESUME")
+            self.sql("AWAIT JOB c")
+            m.state = "running"
+            m.batch()
+        elif isinstance(step, Kill):
+            self.kill(step)
+        elif isinstance(step, Serve):
+            self.serve(step)
+
+    def kill(self, step: Kill) -> None:
+        """This process lets go of the home (its jobs stop at a batch boundary); a ``pitstop run``
+        process resumes the job, input arrives, and the process is killed with SIGKILL
+        ``step.after_ms`` later; this process opens the home again and resumes the job."""
+        self.close()
+        self.script.append(
+            f"-- a pitstop run process resumes the job; SIGKILL {step.after_ms} ms after input"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "run", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("AWAIT JOB c;\n")  # stdin stays open: the process runs its jobs
+            proc.stdin.flush()
+            self.write_input(step.input)
+            time.sleep(step.after_ms / 1000)  # the kill lands where the process happens to be
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.sql("AWAIT JOB c")
+        self.model.batch()
+
+    def serve(self, step: Serve) -> None:
+        """``pitstop serve`` takes the home over and resumes the job; input arrives, a PostgreSQL
+        client awaits the job through it; the server stops on SIGTERM, and this process resumes."""
+        import psycopg
+
+        self.close()
+        proc, port = start_server(self.home)
+        try:
+            self.write_input(step.input)
+            self.script.append("-- through pitstop serve and psycopg:")
+            with psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True) as conn:
+                self.script.append("AWAIT JOB c;")
+                conn.execute("AWAIT JOB c")
+        finally:
+            stop_server(proc)
+        self.model.batch()
+        self.sql("AWAIT JOB c")
+
+    def _create(
+        self, snapshot: str, job: Job, fmt: str, rollback: bool, early: bool = False, gap: bool = False
+    ) -> str:
+        options = [f"'restoreFormat'='{fmt}'"] if fmt != "auto" else []
+        if rollback:
+            options.append("'sinkRollback'='true'")
+        if gap:
+            options.append("'acceptSinkGap'='true'")
+        if early:
+            options.append(f"'{EARLY}'='200'")
+        opts = f" OPTIONS ({', '.join(options)})" if options else ""
+        return f"CREATE JOB c{opts} FROM SNAPSHOT {snapshot} AS {job_sql(job)}"
+
+    def check(self) -> None:
+        for sink in self.model.columns:
+            expected = self.model.rows(sink)
+            got = self.sink_rows(sink)
+            want = Counter(self.truth(sink, expected))
+            if got != want:
+                missing = want - got
+                extra = got - want
+                raise ChainFailure(
+                    -1,
+                    f"sink {sink}: {sum(missing.values())} row(s) missing, {sum(extra.values())} unexpected\n"
+                    + "".join(f"  missing    {r}\n" for r in sorted(missing, key=str)[:8])
+                    + "".join(f"  unexpected {r}\n" for r in sorted(extra, key=str)[:8]),
+                    self.text(),
+                )
+
+    def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
+        cols = self.model.columns[sink]
+        if sink in PG_SINKS:
+            assert self.pg_url is not None
+            import psycopg
+
+            with psycopg.connect(self.pg_url, autocommit=True) as conn:
+                have = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", [sink]
+                    ).fetchall()
+                }
+                if not have:
+                    return Counter()
+                picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
+                rows = conn.execute(f"SELECT {picked} FROM public.{sink}").fetchall()
+            return Counter(tuple(_plain(v) for v in r) for r in rows)
+        if sink in FILE_SINKS:  # the batches' files, read by DuckDB
+            files = sorted(Path(f"{self.folder}-{sink}").glob("part-*.parquet"))
+            if not files:
+                return Counter()
+            con = duckdb.connect()
+            try:
+                have = {
+                    r[0]
+                    for r in con.execute(
+                        "DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)",
+                        [[str(f) for f in files]],
+                    ).fetchall()
+                }
+                picked = ", ".join(c if c in have else f"NULL AS {c}" for c in cols)
+                rows = con.execute(
+                    f"SELECT {picked} FROM read_parquet(?, union_by_name=true)", [[str(f) for f in files]]
+                ).fetchall()
+            finally:
+                con.close()
+            return Counter(tuple(_plain(v) for v in r) for r in rows)
+        try:
+            _, rows = self.query(f"SELECT {', '.join(cols)} FROM {sink}")
+        except Exception as exc:  # noqa: BLE001 - a table not there yet holds no row
+            if "does not exist" in str(exc) or "not found" in str(exc).lower():
+                return Counter()
+            raise
+        return Counter(tuple(_plain(v) for v in r) for r in rows)
+
+    def truth(self, sink: str, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """The expected rows, as DuckDB computes them from the model's rows (one per window
+        written, with NULL for a column the branch that wrote it does not have)."""
+        cols = self.model.columns[sink]
+        if not rows:
+            return []
+        con = duckdb.connect()
+        fixed = ["window_start", "window_end", "k", "id", "ts", "early"]
+        con.execute(
+            "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
+            + "ts TIMESTAMP, early BOOLEAN, "
+            + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
+            + ")"
+        )
+        con.executemany(
+            f"INSERT INTO t VALUES ({', '.join('?' for _ in fixed + list(FUNCTIONS))})",
+            [[r.get(c) for c in fixed + list(FUNCTIONS)] for r in rows],
+        )
+        out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
+        con.close()
+        return [tuple(_plain(v) for v in r) for r in out]
+
+
+def start_server(home: Path) -> tuple[subprocess.Popen[str], int]:
+    """``pitstop serve`` on a free loopback port, as its own process group."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "127.0.0.1:" not in line:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(
+            f"pitstop serve did not start: {line}{proc.stderr.read() if proc.stderr else ''}"
+        )
+    return proc, int(line.split("127.0.0.1:")[1].split("/")[0])
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM: jobs stop at a batch boundary and the server exits 0."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        code = proc.wait(120)
+        if code != 0:
+            raise AssertionError(
+                f"pitstop serve exited {code} on SIGTERM: {proc.stderr.read() if proc.stderr else ''}"
+            )
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def subprocess_env() -> dict[str, str]:
+    return dict(
+        os.environ,
+        PITSTOP_TRIGGER_MS="200",
+        PITSTOP_SPARK_MASTER="local[2]",
+        PITSTOP_SHUFFLE_PARTITIONS="2",
+    )
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, datetime) and v.tzinfo is not None:
+        return v.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if hasattr(v, "as_integer_ratio") and not isinstance(v, int | float):
+        return int(v) if v == int(v) else float(v)
+    return v

@@ -1,0 +1,140 @@
+"""The steps of a chain, and which chains are valid (for the shrinker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chains.model import Job
+
+
+# -- steps ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Input:
+    """One file of ``n`` events: most within ``advance`` minutes after the latest event time so
+    far, a share ``late`` up to 90 minutes before it, a share ``dup`` copies of earlier events."""
+
+    seed: int
+    n: int
+    advance: int
+    late: float
+    dup: float = 0.0  # a share sent again: exact copies of events of earlier files
+
+
+@dataclass(frozen=True)
+class Start:
+    job: Job
+    early: bool = False  # OPTIONS ('earlyResultsMillis'='200'): windows' rows as they change
+
+
+@dataclass(frozen=True)
+class Update:
+    """``DROP JOB c WITH SNAPSHOT``, then ``CREATE JOB c FROM SNAPSHOT`` it with ``job``."""
+
+    job: Job
+    fmt: str = "auto"
+    early: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """``CREATE SNAPSHOT`` of the running job; the job goes on."""
+
+
+@dataclass(frozen=True)
+class Restore:
+    """``DROP JOB c``, then ``CREATE JOB c FROM SNAPSHOT`` the ``which``-th snapshot (an older one)."""
+
+    which: int
+    job: Job
+    rollback: bool
+    fmt: str = "auto"
+    early: bool = False
+    # 'acceptSinkGap': the snapshot was taken past a cut the sinks were rolled back to since
+    # (what the job wrote between the two is gone from the sinks and is not written again)
+    accept_gap: bool = False
+
+
+@dataclass(frozen=True)
+class Suspend:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A ``pitstop run`` process resumes the job, ``input`` arrives, and the process is killed
+    with SIGKILL ``after_ms`` later."""
+
+    input: Input
+    after_ms: int
+
+
+@dataclass(frozen=True)
+class Serve:
+    """``pitstop serve`` resumes the job, ``input`` arrives, a client awaits it; SIGTERM."""
+
+    input: Input
+
+
+Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve
+
+
+# -- shrinking -----------------------------------------------------------------------------------
+def shrink(chain: list[Step], fails: Any) -> list[Step]:
+    """A smaller chain that still fails (``fails(chain) -> bool``): drop steps, one at a time,
+    from the end, keeping each removal that still fails and is still a valid chain."""
+    best = list(chain)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(best) - 1, -1, -1):
+            candidate = best[:i] + best[i + 1 :]
+            if valid(candidate) and fails(candidate):
+                best = candidate
+                changed = True
+    return best
+
+
+def valid(chain: list[Step]) -> bool:
+    """Whether every step can run where it stands."""
+    state, snapshots = "none", 0
+    gapped: set[int] = set()
+    for s in chain:
+        if isinstance(s, Start):
+            if state != "none":
+                return False
+            state = "running"
+        elif isinstance(s, Snapshot):
+            if state != "running":  # CREATE SNAPSHOT of a suspended job is refused
+                return False
+            snapshots += 1
+        elif isinstance(s, Update):
+            if state == "none":
+                return False
+            snapshots += 1
+            state = "running"
+        elif isinstance(s, Restore):
+            if state == "none" or s.which >= snapshots or (s.which in gapped and not s.accept_gap):
+                return False
+            if s.rollback and s.accept_gap:
+                return False
+            if s.rollback:
+                gapped.update(range(s.which + 1, snapshots))
+            state = "running"
+        elif isinstance(s, Suspend):
+            if state != "running":
+                return False
+            state = "suspended"
+        elif isinstance(s, Kill | Serve):
+            if state != "running":
+                return False
+        elif isinstance(s, Resume):
+            if state != "suspended":
+                return False
+            state = "running"
+    return True
