@@ -19,13 +19,20 @@ from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, S
 
 
 def _new_branch(
-    rnd: random.Random, used: set[str], job: Job, keyed: frozenset[str] = frozenset(), pg: bool = False
+    rnd: random.Random,
+    used: set[str],
+    job: Job,
+    keyed: frozenset[str] = frozenset(),
+    pg: bool = False,
+    kafka: bool = False,
 ) -> Branch | None:
     roll = rnd.random()
     running, dedup = roll < 0.25, roll > 0.85
     pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
     if pg and not dedup:
         pool = (*pool, "p2" if running else "p1")
+    if kafka and not dedup and not running:
+        pool = (*pool, "k1")
     free = [s for s in pool if s not in {b.sink for b in job}]
     if not free:
         return None
@@ -49,7 +56,12 @@ def _new_branch(
 
 
 def _changed(
-    rnd: random.Random, job: Job, used: set[str], keyed: frozenset[str] = frozenset(), pg: bool = False
+    rnd: random.Random,
+    job: Job,
+    used: set[str],
+    keyed: frozenset[str] = frozenset(),
+    pg: bool = False,
+    kafka: bool = False,
 ) -> Job:
     """The job with one change (or none: the same SQL again)."""
     change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
@@ -59,7 +71,7 @@ def _changed(
     if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
         change = "same"
     if change == "add":
-        new = _new_branch(rnd, used, job, keyed, pg)
+        new = _new_branch(rnd, used, job, keyed, pg, kafka)
         if new is not None:
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
@@ -96,7 +108,7 @@ def _changed(
     return out
 
 
-def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
+def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> list[Step]:
     """A chain: input, the first job, then ``steps`` steps with input between them (``pg``: with
     PostgreSQL sinks among the others)."""
     rnd = random.Random(seed)
@@ -118,7 +130,7 @@ def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
             return True
         return False
 
-    first = _new_branch(rnd, used, (), pg=pg)
+    first = _new_branch(rnd, used, (), pg=pg, kafka=kafka)
     assert first is not None
     job: Job = (first,)
     used.update(x for x in (first.stage, first.firsts) if x)
@@ -138,7 +150,7 @@ def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
             else:
                 roll = 0.8  # a restore from an older snapshot
         if roll < 0.45:
-            job = _changed(rnd, job, used, frozenset(keyed), pg)
+            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka)
             chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
             snapshots += 1
         elif roll < 0.6:
@@ -151,7 +163,7 @@ def generate(seed: int, steps: int, pg: bool = False) -> list[Step]:
         elif roll < 0.85 and snapshots > 0:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
-            job = _changed(rnd, job, used, frozenset(keyed), pg)
+            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka)
             fmt = rnd.choice(["auto", "canonical"])
             chain.append(Restore(which, job, rollback, fmt, early(job), accept_gap=which in gapped))
             if rollback:

@@ -44,7 +44,8 @@ DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
 SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
 FILE_SINKS = ("f1",)
 PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
-APPEND_ONLY = ("f1", "p1")  # no early results into them: a File sink appends; p1 has no unique index
+KAFKA_SINKS = ("k1",)  # with a Kafka broker: a window topic (appended; never rolled back)
+APPEND_ONLY = ("f1", "p1", "k1")  # no early results into them: File and Kafka append; p1 has no unique index
 
 
 # -- the job -------------------------------------------------------------------------------------
@@ -461,7 +462,8 @@ class Model:
     def restore(self, c: Cut, job: Job, rollback: bool, fmt: str = "auto", early: bool = False) -> None:
         if rollback:
             for sink in self.sinks:
-                self.sinks[sink] = [dict(r) for r in c.appended.get(sink, [])]
+                if sink not in KAFKA_SINKS:  # a topic's records cannot be deleted
+                    self.sinks[sink] = [dict(r) for r in c.appended.get(sink, [])]
             for sink in self.keyed:
                 if sink in c.keyed:
                     self.keyed[sink] = {k: dict(r) for k, r in c.keyed[sink].items()}

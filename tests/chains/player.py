@@ -16,14 +16,15 @@ from typing import Any
 
 import duckdb
 
-from chains.model import EARLY, FILE_SINKS, FUNCTIONS, PG_SINKS, SINKS, Job, Model, job_sql
+from chains.model import EARLY, FILE_SINKS, FUNCTIONS, KAFKA_SINKS, PG_SINKS, SINKS, Job, Model, job_sql
 from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
 from pitstop.engine.manager import Manager
 
 
 # -- the runner ----------------------------------------------------------------------------------
-def mappings(folder: Path, pg_url: str | None) -> str:
-    """The source and every sink a chain may write (PostgreSQL's with a server's URL)."""
+def mappings(folder: Path, pg_url: str | None, kafka: str | None = None, topic: str = "k1") -> str:
+    """The source and every sink a chain may write (PostgreSQL's with a server's URL, Kafka's with
+    a broker's address, into ``topic``)."""
     out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
 """
@@ -36,6 +37,11 @@ def mappings(folder: Path, pg_url: str | None) -> str:
         out += "".join(
             f"CREATE MAPPING {s} TYPE Postgres OPTIONS ('dsn'='{pg_url}', 'table'='public.{s}');\n"
             for s in PG_SINKS
+        )
+    if kafka is not None:
+        out += "".join(
+            f"CREATE MAPPING {s} TYPE Kafka OPTIONS ('bootstrap.servers'='{kafka}', 'topic'='{topic}');\n"
+            for s in KAFKA_SINKS
         )
     return out
 
@@ -61,6 +67,7 @@ class Player:
         home: Path,
         via: str = "process",
         pg_url: str | None = None,
+        kafka: str | None = None,
     ) -> None:
         """``via``: where statements go: ``process`` (an in-process manager), ``server`` (one
         ``pitstop serve`` and a psycopg connection for the whole chain) or ``cli`` (a
@@ -69,6 +76,8 @@ class Player:
         self.manager: Manager | None = None
         self.via = via
         self.pg_url = pg_url  # a PostgreSQL database for the p1 and p2 sinks
+        self.kafka = kafka  # a Kafka broker's address for the k1 sink, a topic of the chain's own
+        self.topic = f"k1_{os.getpid()}_{id(self)}"
         self.server: subprocess.Popen[str] | None = None
         self.conn: Any = None
         self.folder = folder
@@ -139,7 +148,12 @@ class Player:
     def play(self, chain: list[Step]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
-            self.sql(mappings(self.folder, self.pg_url))
+            if self.kafka is not None:  # the sink's topic, made as a user makes it: 2 partitions
+                from confluent_kafka.admin import AdminClient, NewTopic
+
+                admin = AdminClient({"bootstrap.servers": self.kafka})
+                admin.create_topics([NewTopic(self.topic, 2, 1)])[self.topic].result(10)
+            self.sql(mappings(self.folder, self.pg_url, self.kafka, self.topic))
             for i, step in enumerate(chain):
                 try:
                     self.step(step)
@@ -286,6 +300,12 @@ class Player:
 
     def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
         cols = self.model.columns[sink]
+        if sink in KAFKA_SINKS:
+            assert self.kafka is not None
+            return Counter(
+                tuple(_plain(_kafka_value(c, record.get(c))) for c in cols)
+                for record in read_topic(self.kafka, self.topic)
+            )
         if sink in PG_SINKS:
             assert self.pg_url is not None
             import psycopg
@@ -394,6 +414,49 @@ def subprocess_env() -> dict[str, str]:
         PITSTOP_SPARK_MASTER="local[2]",
         PITSTOP_SHUFFLE_PARTITIONS="2",
     )
+
+
+def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every record's JSON value that a read_committed consumer sees (none if no topic yet)."""
+    import json
+
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "pitstop-chains",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    out = []
+    try:
+        found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            return []
+        partitions = sorted(found.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        left = set(partitions)
+        while left:
+            m = consumer.poll(30)
+            if m is None:
+                raise AssertionError(f"no end of partitions {left} of topic '{topic}' within 30 s")
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    raise AssertionError(str(m.error()))
+                left.discard(m.partition())
+                continue
+            out.append(json.loads(m.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def _kafka_value(column: str, value: Any) -> Any:
+    if column in ("window_start", "window_end", "ts") and isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return value
 
 
 def _plain(v: Any) -> Any:

@@ -1,7 +1,8 @@
 """Run many generated update chains (issue 23) on real Spark and real DuckDB files, and print a
-summary: chains, steps, restores, snapshots, suspends, failures. A failing chain is shrunk, and its
-seed, its shrunk chain (ready to paste into tests/test_update_chains.py) and the SQL it ran are
-printed. Exit status 1 if any chain failed.
+summary: chains, steps by kind, failures. The sinks include PostgreSQL tables (a cluster started
+from Debian's package, as the tests do) and a Kafka topic (the tests' Tansu broker). A failing
+chain is shrunk, and its seed, its shrunk chain (ready to paste into tests/test_update_chains.py)
+and the SQL it ran are printed. Exit status 1 if any chain failed.
 
     make chains N=200 [SEED=1] [STEPS=8]
     .venv/bin/python tests/tools/run_chains.py --n 200 --seed 1 --steps 8
@@ -27,25 +28,27 @@ sys.path.insert(0, str(TESTS))
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredStopAtLevel=1" pyspark-shell')
 
 from chains import ChainFailure, Player, Restore, Step, generate, shrink  # noqa: E402
+from kafka_helpers import Broker, start_broker  # noqa: E402
 from pg_helpers import Postgres  # noqa: E402
 from pitstop.engine.manager import Manager  # noqa: E402
 from pitstop.engine.session import stop_session  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 
 
-def play(folder: Path, chain: list[Step], pg: Postgres | None) -> None:
+def play(folder: Path, chain: list[Step], pg: Postgres | None, kafka: Broker | None = None) -> None:
     """One chain on a home of its own, and a database of its own when there is a PostgreSQL.
     (Homes are removed only at the end: the process's one Spark session starts its Python
     workers through a script in the first home it opened.)"""
     home = folder / "home"
     settings = Settings(home=home, master="local[2]", shuffle_partitions=2, trigger_ms=200)
     url = pg.url(pg.database()) if pg is not None else None
-    Player(lambda: Manager(settings), folder / "ev", home, pg_url=url).play(chain)
+    bootstrap = kafka.bootstrap if kafka is not None else None
+    Player(lambda: Manager(settings), folder / "ev", home, pg_url=url, kafka=bootstrap).play(chain)
 
 
-def fails(folders: Iterator[Path], pg: Postgres | None, chain: list[Step]) -> bool:
+def fails(folders: Iterator[Path], pg: Postgres | None, kafka: Broker | None, chain: list[Step]) -> bool:
     try:
-        play(next(folders), chain, pg)
+        play(next(folders), chain, pg, kafka)
     except ChainFailure:
         return True
     return False
@@ -60,22 +63,24 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=8, help="steps per chain after the first job")
     parser.add_argument("--no-shrink", action="store_true", help="report a failing chain as it is")
     parser.add_argument("--no-postgres", action="store_true", help="no PostgreSQL sinks in the chains")
+    parser.add_argument("--no-kafka", action="store_true", help="no Kafka sink in the chains")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pitstop-chains-"))
     work.chmod(0o755)  # the postgres user goes through it when this runs as root
     pg = None
     if not args.no_postgres and glob.glob("/usr/lib/postgresql/*/bin/initdb"):
         pg = Postgres(work / "pg")  # tests/tools/install.sh installs it (make test does)
+    kafka = None if args.no_kafka else start_broker(work / "kafka")  # Tansu, a dev dependency
     kinds: Counter[str] = Counter()
     failures: list[str] = []
     started = time.monotonic()
     try:
         for seed in range(args.seed, args.seed + args.n):
-            chain = generate(seed, args.steps, pg=pg is not None)
+            chain = generate(seed, args.steps, pg=pg is not None, kafka=kafka is not None)
             kinds.update(type(s).__name__ for s in chain)
             kinds.update("Restore+rollback" for s in chain if isinstance(s, Restore) and s.rollback)
             try:
-                play(work / f"chain{seed}", chain, pg)
+                play(work / f"chain{seed}", chain, pg, kafka)
                 print(f"chain {seed}: ok ({len(chain)} steps)", flush=True)
                 continue
             except ChainFailure as failure:
@@ -84,9 +89,9 @@ def main() -> int:
             small = chain
             if not args.no_shrink:
                 folders = (work / f"try{seed}-{i}" for i in range(100_000))
-                small = shrink(chain, partial(fails, folders, pg))
+                small = shrink(chain, partial(fails, folders, pg, kafka))
                 try:
-                    play(work / f"small{seed}", small, pg)
+                    play(work / f"small{seed}", small, pg, kafka)
                 except ChainFailure as again:
                     found = again
             failures.append(
@@ -98,6 +103,8 @@ def main() -> int:
         stop_session()
         if pg is not None:
             pg.stop()
+        if kafka is not None:
+            kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
     print("\n".join(failures))
