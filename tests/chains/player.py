@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -77,7 +78,7 @@ class Player:
         self.via = via
         self.pg_url = pg_url  # a PostgreSQL database for the p1 and p2 sinks
         self.kafka = kafka  # a Kafka broker's address for the k1 sink, a topic of the chain's own
-        self.topic = f"k1_{os.getpid()}_{id(self)}"
+        self.topic = f"k1_{uuid.uuid4().hex[:12]}"
         self.server: subprocess.Popen[str] | None = None
         self.conn: Any = None
         self.folder = folder
