@@ -14,6 +14,7 @@ import argparse
 import glob
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -65,6 +66,8 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true", help="no PostgreSQL sinks in the chains")
     parser.add_argument("--no-kafka", action="store_true", help="no Kafka sink in the chains")
     args = parser.parse_args()
+    # SIGTERM (a CI timeout, kill): unwind, so that the PostgreSQL cluster and the broker stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="pitstop-chains-"))
     work.chmod(0o755)  # the postgres user goes through it when this runs as root
     pg = None
