@@ -294,9 +294,9 @@ class ActiveRun:
         restore = self.run.restore or {}
         native = restore.get("native") or []
         batches = restore.get("native_batches") or {}
+        committed = checkpoint.latest_commit(bq.checkpoint) if batches else None
         on_copy = any(  # nothing committed past the copy: it failed on what the copy holds
-            batches.get(s.name) is not None and checkpoint.latest_commit(bq.checkpoint) == batches[s.name]
-            for s in bq.branch.stages
+            batches.get(s.name) is not None and committed == batches[s.name] for s in bq.branch.stages
         )
         if (on_copy and not bq.final) or _CHECKPOINT_FAILURE.search(reason):
             for stage in (s for s in bq.branch.stages if s.name in native):
