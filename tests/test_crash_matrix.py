@@ -243,6 +243,7 @@ def pitstop(home: Path, sql: str, **env: str) -> Done:
     """``pitstop run -c sql`` in a session of its own; returns once the process and every
     process it started (Spark's JVM, Python workers) are gone."""
     args = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-c", sql]
+    home.parent.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     proc = subprocess.Popen(
         args,
@@ -251,6 +252,7 @@ def pitstop(home: Path, sql: str, **env: str) -> Done:
         text=True,
         env={**ENV, **env},
         start_new_session=True,
+        cwd=home.parent,  # where a JVM killed mid-write leaves its hs_err_pid*.log
     )
     try:
         out, err = proc.communicate(timeout=400)

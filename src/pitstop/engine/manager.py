@@ -365,6 +365,13 @@ class Manager:
         except JobFailedError as exc:
             self._fail(run, str(exc))
             raise
+        except PitstopError as exc:
+            if not run.stopped:
+                raise  # it did not reach a cut and reads on
+            # Nothing is lost: the job resumes from its checkpoints.
+            self.runs.pop(job.name.lower(), None)
+            self._start(job.name, run.run)
+            raise PitstopError(f"{exc}. Job '{job.name}' was not dropped; it goes on") from exc
         self.runs.pop(job.name.lower(), None)
         self.collect_rejects(job.name, run.run)  # before the run folder goes
         try:

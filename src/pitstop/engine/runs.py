@@ -422,18 +422,29 @@ class ActiveRun:
             except PitstopError:
                 self.release()  # nothing is lost: the job reads on from where it stood
                 raise
+            # A trigger that listed its sources before the fence was written plans past it, and
+            # its batch may appear only now: read the planned offsets as well as the committed.
             beyond = dict(fence)
+            settled = True
             for bq in self.branches:
                 p = checkpoint.progress(bq.checkpoint, self.start_positions)
-                for src, pos in p.positions.items():
+                settled = settled and p.settled
+                planned = checkpoint.latest_planned(bq.checkpoint)
+                offsets = checkpoint.read_offsets(bq.checkpoint, planned) if planned is not None else None
+                for src, pos in (*p.positions.items(), *(offsets.positions.items() if offsets else ())):
                     beyond[src] = self._positions(src).furthest(beyond.get(src, self.start_of(src)), pos)
-            if all(
+            if not all(
                 self._positions(src).same(beyond[src], fence.get(src, self.start_of(src))) for src in beyond
             ):
+                fence = beyond
+            elif settled:
                 break
-            fence = beyond
         # Step 3. The cut.
-        return self._cut(fence)
+        try:
+            return self._cut(fence)
+        except PitstopError:
+            self.release()
+            raise
 
     def _cut(self, fence: dict[str, Any]) -> Cut:
         batches: dict[int, int | None] = {}
@@ -471,7 +482,35 @@ class ActiveRun:
         checkpoints and the sinks still stand at the cut."""
         cut = self.drain_to_cut(timeout_s, cancelled)
         self.stop()
-        return self._cut(cut.positions)
+        self.check_stopped_at(cut)
+        return cut
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
+
+    def check_stopped_at(self, cut: Cut) -> None:
+        """Check, the queries stopped, that no branch committed a batch after the cut and no sink
+        holds one.
+
+        A batch planned but never committed is harmless, and it happens: a trigger that listed its
+        source before the fence was written plans past it, and stopping the query interrupts it.
+        Its sink refused it, and a snapshot copies the checkpoint only up to the cut's batch.
+        """
+        for bq in self.branches:
+            at_cut = cut.batches.get(bq.branch.index)
+            committed = checkpoint.latest_commit(bq.checkpoint)
+            if committed != at_cut:
+                raise PitstopError(
+                    f"job '{self.job}': INSERT INTO {bq.branch.sink} has committed batch {committed} "
+                    f"once stopped, not the cut's batch {at_cut}; no snapshot was written"
+                )
+            written = bq.sink.last_batch() if hasattr(bq.sink, "last_batch") else None
+            if written is not None and (at_cut is None or written > at_cut):
+                raise PitstopError(
+                    f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond the "
+                    f"cut's batch {at_cut}; no snapshot was written"
+                )
 
 
 def output_mode(branch: Branch) -> str:
