@@ -232,3 +232,22 @@ def test_deduplication_writes_each_id_once_and_row_number_drops_late_ones() -> N
     m.events.append([Event(2, "b", 1, at(31)), Event(4, "c", 1, at(25))])
     m.batch()  # the renamed ROW_NUMBER stage starts empty on the job's clock: 2 again, 4 is late
     assert [r["id"] for r in m.sinks["d1"]] == [1, 2, 3, 4] and [r["id"] for r in m.sinks["d2"]] == [1, 2, 2]
+
+
+def test_a_static_join_groups_a_stage_by_the_tables_column_and_enriches_every_event_once() -> None:
+    joined = Branch("w1", "w1_s0", 10, ("n",), joined=True)
+    rows = Branch("j1", "j1_s0", 0, (), 10, enrich=True)
+    assert "JOIN grp g ON e.k = g.k" in joined.sql() and "TABLE grouped_w1" in joined.sql()
+    assert (
+        rows.sql()
+        == "INSERT INTO j1 SELECT e.id, e.k, e.v, g.g FROM ev e JOIN grp g ON e.k = g.k WHERE e.v >= 10"
+    )
+    m = Model()
+    m.start((joined, rows))
+    feed(m, [("a", 5, at(0)), ("b", 20, at(1)), ("c", 30, at(2)), ("b", 20, at(30))])
+    assert [(r["k"], r["n"]) for r in m.sinks["w1"]] == [("x", 2), ("y", 1)]  # a and b are group x
+    assert [(r["k"], r["g"]) for r in m.sinks["j1"]] == [("b", "x"), ("c", "y"), ("b", "x")]  # v >= 10
+    cut = m.cut("s0")
+    m.restore(cut, (replace(joined, joined=False), rows), rollback=False)  # by k again, state kept
+    feed(m, [("a", 1, at(31))])
+    assert m.stages["w1_s0"].windows == {(at(30), "x"): {"n": 1}, (at(30), "a"): {"n": 1}}

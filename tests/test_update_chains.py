@@ -378,6 +378,30 @@ def test_sessions_hops_and_a_file_sink_through_a_chain_with_a_rollback(tmp_path:
     )
 
 
+def test_static_joins_through_a_chain_with_a_kill_and_a_rollback(tmp_path: Path) -> None:
+    """A window and a running aggregate grouped by a static table's column (``ev JOIN grp``), and
+    the join's rows appended as they are (no stage): the grouping turned off and on at pit stops
+    (the state keeps its keys), a kill, and a restore from an older snapshot with sinkRollback."""
+    window = Branch("w1", "w1_s0", 30, ("n", "total"), joined=True)
+    totals = Branch("r1", "r1_s0", 0, ("n", "hi"), joined=True)
+    rows = Branch("j1", "j1_s0", 0, (), 10, enrich=True)
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((window, totals, rows)),
+            inputs(2),
+            Update((replace(window, joined=False), totals, rows)),
+            inputs(3),
+            Kill(inputs(4), 1500),
+            Update((window, replace(totals, joined=False), replace(rows, where=25)), "canonical"),
+            inputs(5),
+            Restore(0, (window, totals), rollback=True),
+            Input(6, 20, 30, 0.2, dup=0.3),
+        ],
+    )
+
+
 def test_every_aggregate_and_both_deduplications_through_a_chain_with_a_suspended_pit_stop(
     tmp_path: Path,
 ) -> None:

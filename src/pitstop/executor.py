@@ -32,7 +32,7 @@ from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
 from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
-from pitstop.sql import nodes
+from pitstop.sql import nodes, statements
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.names import within
 from pitstop.sql.parser import (
@@ -167,14 +167,15 @@ class Executor:
         return ok, found
 
     def execute(self, stmt: ParsedStatement) -> Result:
-        handler = self._HANDLERS.get(type(stmt.node))
-        if handler is None:
+        kind = statements.kind_of(stmt.node)
+        if kind is None:
             raise PlanError(f"statement {type(stmt.node).__name__} is not supported yet")
+        handler: Callable[[Any, ParsedStatement], Result] = getattr(self, kind.handler)
         self._refuse_unknown_bad_name(stmt)
         if self.manager is None:
-            return handler(self, stmt.node, stmt)
+            return handler(stmt.node, stmt)
         with self.manager.names.hold(changed_names(stmt.node)):
-            return handler(self, stmt.node, stmt)
+            return handler(stmt.node, stmt)
 
     def _refuse_unknown_bad_name(self, stmt: ParsedStatement) -> None:
         """A DROP or DESCRIBE whose name the name rule refuses goes on only if the catalog holds
@@ -850,49 +851,13 @@ class Executor:
             raise PlanError(f"query failed in DuckDB: {exc}") from exc
         return Result(f"{len(rows)} row(s)", tuple(columns), tuple(tuple(r) for r in rows))
 
-    _HANDLERS: dict[type, Callable[[Executor, Any, ParsedStatement], Result]] = {
-        nodes.CreateMapping: _create_mapping,
-        nodes.DropMapping: _drop_mapping,
-        nodes.ShowMappings: _show_mappings,
-        nodes.CreateJob: _create_job,
-        nodes.DropJob: _drop_job,
-        nodes.ShowJobs: _show_jobs,
-        nodes.AwaitJob: _await_job,
-        nodes.ShowSnapshots: _show_snapshots,
-        nodes.DropSnapshot: _drop_snapshot,
-        nodes.CreateSnapshot: _create_snapshot,
-        nodes.DescribeSnapshot: _describe_snapshot,
-        nodes.DescribeJob: _describe_job,
-        nodes.AlterJob: _alter_job,
-        nodes.Explain: _explain,
-        nodes.CreateView: _create_view,
-        nodes.DropView: _drop_view,
-        nodes.ShowViews: _show_views,
-        nodes.SetOption: _set,
-        exp.Select: _select,
-        exp.Union: _select,
-    }
-
-
-# Statements that change a named object, and the arguments that hold the names they change.
-_CHANGES: dict[type, tuple[tuple[str, str], ...]] = {
-    nodes.CreateMapping: (("mapping", "this"),),
-    nodes.DropMapping: (("mapping", "this"),),
-    nodes.CreateView: (("mapping", "this"),),
-    nodes.DropView: (("mapping", "this"),),
-    nodes.CreateJob: (("job", "this"), ("snapshot", "snapshot")),
-    nodes.DropJob: (("job", "this"), ("snapshot", "snapshot")),
-    nodes.AlterJob: (("job", "this"),),
-    nodes.CreateSnapshot: (("snapshot", "this"), ("job", "job")),
-    nodes.DropSnapshot: (("snapshot", "this"),),
-}
-
 
 def changed_names(node: exp.Expression) -> list[tuple[str, str]]:
     """``(kind, name)`` of the jobs, snapshots and mappings a statement changes or depends on
     while it runs (views share the mappings' names: one namespace)."""
-    out = []
-    for kind, arg in _CHANGES.get(type(node), ()):
+    out: list[tuple[str, str]] = []
+    declared = statements.kind_of(node)
+    for kind, arg in declared.changes if declared is not None else ():
         value = node.args.get(arg)
         if value is not None:
             out.append((kind, name_of(value)))

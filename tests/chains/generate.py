@@ -9,6 +9,7 @@ from chains.model import (
     APPEND_ONLY,
     BASE_SIZES,
     DEDUP_SINKS,
+    ENRICH_SINKS,
     FUNCTIONS,
     RUNNING_SINKS,
     WINDOW_SINKS,
@@ -29,11 +30,11 @@ def _new_branch(
     kafka: bool = False,
 ) -> Branch | None:
     roll = rnd.random()
-    running, dedup = roll < 0.25, roll > 0.85
-    pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else WINDOW_SINKS
-    if pg and not dedup:
+    running, dedup, enrich = roll < 0.25, 0.84 < roll <= 0.92, roll > 0.92
+    pool = RUNNING_SINKS if running else DEDUP_SINKS if dedup else ENRICH_SINKS if enrich else WINDOW_SINKS
+    if pg and not dedup and not enrich:
         pool = (*pool, "p2" if running else "p1")
-    if kafka and not dedup and not running:
+    if kafka and not dedup and not running and not enrich:
         pool = (*pool, "k1")
     free = [s for s in pool if s not in {b.sink for b in job}]
     if not free:
@@ -46,17 +47,22 @@ def _new_branch(
     if sink == "p1":  # an appended PostgreSQL table gains no column (documented): one set of them
         aggs = FIXED_PG_AGGS
     where = rnd.choice([None, None, 10, 25])
+    if enrich:
+        return Branch(sink, f"{sink}_s{n}", 0, (), where, enrich=True)
+    joined = rnd.random() < 0.2  # by the static table's group
     if dedup:
         return Branch(sink, f"{sink}_s{n}", 0, (), where, dedup="distinct" if sink == "d1" else "first")
     if running:
-        return Branch(sink, f"{sink}_s{n}", 0, aggs, where)
+        return Branch(sink, f"{sink}_s{n}", 0, aggs, where, joined=joined)
     if rnd.random() < 0.2 and sink not in keyed:  # (a session's rows are appended)
-        return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True)
-    firsts = f"{sink}_f{n}" if rnd.random() < 0.25 else ""  # each id's first event, then the window
+        return Branch(sink, f"{sink}_s{n}", rnd.choice([5, 10, 20]), aggs, where, session=True, joined=joined)
+    # each id's first event, then the window (a ROW_NUMBER reads the source, not a join)
+    firsts = f"{sink}_f{n}" if rnd.random() < 0.25 and not joined else ""
     if rnd.random() < 0.3:
         slide = rnd.choice([10, 15])
-        return Branch(sink, f"{sink}_s{n}", slide * rnd.choice([2, 3]), aggs, where, slide, firsts=firsts)
-    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where, firsts=firsts)
+        size = slide * rnd.choice([2, 3])
+        return Branch(sink, f"{sink}_s{n}", size, aggs, where, slide, firsts=firsts, joined=joined)
+    return Branch(sink, f"{sink}_s{n}", rnd.choice(BASE_SIZES), aggs, where, firsts=firsts, joined=joined)
 
 
 def _changed(
@@ -68,11 +74,13 @@ def _changed(
     kafka: bool = False,
 ) -> Job:
     """The job with one change (or none: the same SQL again)."""
-    change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize"])
+    change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize", "join"])
     branches = list(job)
     i = rnd.randrange(len(branches))
     b = branches[i]
-    if b.dedup and change in ("agg+", "agg-", "resize"):  # a deduplication has no aggregates
+    if (b.dedup or b.enrich) and change in ("agg+", "agg-", "resize", "join"):  # no aggregates
+        change = "same"
+    if change == "join" and b.firsts:  # a ROW_NUMBER reads the source, not a join
         change = "same"
     if b.sink == "p1" and change == "agg+":  # refused: an appended PostgreSQL table gains no column
         change = "same"
@@ -82,7 +90,9 @@ def _changed(
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
         del branches[i]
-    elif change == "rename" and b.windowed and rnd.random() < 0.5:
+    elif change == "join":  # the stage's input grouped by the static table's g, or no longer
+        branches[i] = replace(b, joined=not b.joined)
+    elif change == "rename" and b.windowed and not b.joined and rnd.random() < 0.5:
         # the chained ROW_NUMBER: renamed, added or removed
         n = 0
         while f"{b.sink}_f{n}" in used:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,9 @@ EARLY = "earlyResultsMillis"
 WINDOW_SINKS = ("w1", "w2", "w3", "f1")  # f1: a File sink (parquet), the others DuckDB tables
 RUNNING_SINKS = ("r1", "r2")
 DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
-SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS
+ENRICH_SINKS = ("j1",)  # a stateless join with the static table ``grp``: every event, with its group
+SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS + ENRICH_SINKS
+GROUPS = {"a": "x", "b": "x", "c": "y"}  # the static table ``grp (k, g)`` a join reads whole
 FILE_SINKS = ("f1",)
 PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
 KAFKA_SINKS = ("k1",)  # with a Kafka broker: a window topic (appended; never rolled back)
@@ -64,10 +66,12 @@ class Branch:
     session: bool = False  # a SESSION window whose gap is ``size``
     dedup: str = ""  # "distinct": SELECT DISTINCT id, k; "first": ROW_NUMBER() by id = 1 (no aggs)
     firsts: str = ""  # a window reading a ROW_NUMBER() by id = 1 stage of this name (two stages)
+    joined: bool = False  # a window or running aggregate of ``ev JOIN grp``: by group, not by k
+    enrich: bool = False  # no stage: ``ev JOIN grp``'s rows appended (``stage`` names nothing)
 
     @property
     def running(self) -> bool:
-        return self.size == 0 and not self.dedup
+        return self.size == 0 and not self.dedup and not self.enrich
 
     @property
     def windowed(self) -> bool:
@@ -87,15 +91,23 @@ class Branch:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
         where = f" WHERE v >= {self.where}" if self.where is not None else ""
         hint = f"/*+ STAGE({self.stage}) */"
+        if self.enrich:
+            where = f" WHERE e.v >= {self.where}" if self.where is not None else ""
+            return (
+                f"INSERT INTO {self.sink} SELECT e.id, e.k, e.v, g.g FROM ev e JOIN grp g ON e.k = g.k{where}"
+            )
         if self.dedup == "distinct":
             return f"INSERT INTO {self.sink} SELECT {hint} DISTINCT id, k FROM ev{where}"
         if self.dedup == "first":
             rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
             numbered = f"SELECT {hint} id, k, ts, {rn} FROM ev{where}"
             return f"INSERT INTO {self.sink} SELECT id, k, ts FROM ({numbered}) WHERE rn = 1"
-        if self.running:
-            return f"INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM ev{where} GROUP BY k"
         source, cte = "ev", ""
+        if self.joined:  # each event's group from the static table, read whole every micro-batch
+            source = f"grouped_{self.sink}"
+            cte = f"WITH {source} AS (SELECT e.id, g.g AS k, e.v, e.ts FROM ev e JOIN grp g ON e.k = g.k) "
+        if self.running:
+            return f"{cte}INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM {source}{where} GROUP BY k"
         if self.firsts:  # each id's first event, then the window
             source = f"firsts_{self.sink}"
             rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
@@ -115,6 +127,8 @@ class Branch:
 
     @property
     def key_columns(self) -> list[str]:
+        if self.enrich:
+            return ["id", "k", "v", "g"]
         if self.dedup:
             return ["id", "k", "ts"] if self.dedup == "first" else ["id", "k"]
         return ["k"] if self.running else ["window_start", "window_end", "k"]
@@ -262,6 +276,13 @@ class Model:
     def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
         b = st.branch
         st.committed = True
+        if b.enrich:  # stateless: each event once, with its group
+            for e in events:
+                if b.where is None or e.v >= b.where:
+                    self.sinks[b.sink].append({"id": e.id, "k": e.k, "v": e.v, "g": GROUPS[e.k]})
+            return
+        if b.joined:  # grouped by the static table's g
+            events = [replace(e, k=GROUPS[e.k]) for e in events]
         clocked = events  # what sets the clock: the rows the branch's first stage reads
         if b.firsts:  # the chained ROW_NUMBER first: late below the clock, then each id once
             kept = []
@@ -487,6 +508,9 @@ class Model:
                 b.dedup,
             ):
                 raise AssertionError(f"the generator changed stage {b.stage}'s kind")
+            if b.enrich:  # no state
+                self.stages[b.stage] = StageModel(b, None)
+                continue
             if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
                 clocked = b.dedup == "first" and job_clock is not None
                 late = [(0, job_clock)] if clocked and job_clock is not None else []

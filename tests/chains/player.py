@@ -3,6 +3,7 @@ and checks every sink against the model after every step."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,18 @@ from typing import Any
 
 import duckdb
 
-from chains.model import EARLY, FILE_SINKS, FUNCTIONS, KAFKA_SINKS, PG_SINKS, SINKS, Job, Model, job_sql
+from chains.model import (
+    EARLY,
+    FILE_SINKS,
+    FUNCTIONS,
+    GROUPS,
+    KAFKA_SINKS,
+    PG_SINKS,
+    SINKS,
+    Job,
+    Model,
+    job_sql,
+)
 from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
 from pitstop.engine.manager import Manager
 
@@ -25,9 +37,16 @@ from pitstop.engine.manager import Manager
 # -- the runner ----------------------------------------------------------------------------------
 def mappings(folder: Path, pg_url: str | None, kafka: str | None = None, topic: str = "k1") -> str:
     """The source and every sink a chain may write (PostgreSQL's with a server's URL, Kafka's with
-    a broker's address, into ``topic``)."""
+    a broker's address, into ``topic``), and the static table ``grp`` that joins read (its file
+    written here)."""
+    groups = Path(f"{folder}-grp")
+    groups.mkdir(parents=True, exist_ok=True)
+    (groups / "groups.json").write_text(
+        "".join(json.dumps({"k": k, "g": g}) + "\n" for k, g in GROUPS.items())
+    )
     out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+CREATE MAPPING grp (k VARCHAR, g VARCHAR) TYPE File OPTIONS ('path'='{groups}', 'format'='json');
 """
     out += "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
     out += "".join(
@@ -358,10 +377,10 @@ class Player:
         if not rows:
             return []
         con = duckdb.connect()
-        fixed = ["window_start", "window_end", "k", "id", "ts", "early"]
+        fixed = ["window_start", "window_end", "k", "id", "ts", "early", "v", "g"]
         con.execute(
             "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
-            + "ts TIMESTAMP, early BOOLEAN, "
+            + "ts TIMESTAMP, early BOOLEAN, v BIGINT, g VARCHAR, "
             + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
             + ")"
         )

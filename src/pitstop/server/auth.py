@@ -34,10 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlglot import exp
-
 from pitstop.errors import PitstopError
-from pitstop.sql import nodes
+from pitstop.sql.statements import STATEMENTS
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +44,9 @@ ITERATIONS = 4096
 USERS_FILE = "users.json"
 _NAME = re.compile(r"[^\x00-\x1f\x7f]{1,63}")
 
-# What a reader may run: queries and pitstop's statements that change nothing.
-READER_MAY_RUN: tuple[type, ...] = (
-    exp.Select,
-    exp.Union,
-    nodes.ShowJobs,
-    nodes.ShowMappings,
-    nodes.ShowSnapshots,
-    nodes.ShowViews,
-    nodes.DescribeJob,
-    nodes.DescribeSnapshot,
-    nodes.Explain,
-    nodes.AwaitJob,
-    nodes.SetOption,
-)
+# What a reader may run: queries and pitstop's statements that change nothing (declared with each
+# statement, pitstop.sql.statements).
+READER_MAY_RUN: tuple[type, ...] = tuple(n for s in STATEMENTS if s.reader for n in s.nodes)
 
 
 class AuthError(PitstopError):

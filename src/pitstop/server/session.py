@@ -41,6 +41,7 @@ from pitstop.server.sqlstate import WireError
 from pitstop.snapshots import state
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
+from pitstop.sql.statements import STATEMENTS
 
 if TYPE_CHECKING:
     from pitstop.engine.manager import Manager
@@ -64,7 +65,7 @@ QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
 TABLE_WRITES = frozenset(
     {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "COPY", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
 )
-PITSTOP_SHOWS = frozenset({"JOBS", "SNAPSHOTS", "MAPPINGS", "VIEWS"})
+PITSTOP_SHOWS = frozenset(s.name.split()[1] for s in STATEMENTS if s.name.startswith("SHOW "))
 CACHED_NODES = (
     nodes.ShowJobs,
     nodes.ShowSnapshots,

@@ -30,7 +30,7 @@ from sqlglot.tokens import Token, TokenType
 
 from pitstop.connectors import registry
 from pitstop.errors import SqlError
-from pitstop.sql import nodes
+from pitstop.sql import nodes, statements
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.typos import SuspectParseError, suspects
 from pitstop.sql.windows import (
@@ -54,13 +54,9 @@ __all__ = [
     "position",
 ]
 
-ACCEPTED_STATEMENTS = (
-    "CREATE MAPPING, DROP MAPPING, SHOW MAPPINGS, CREATE JOB, DROP JOB, ALTER JOB, SHOW JOBS, "
-    "DESCRIBE JOB, AWAIT JOB, CREATE SNAPSHOT, DROP SNAPSHOT, SHOW SNAPSHOTS, DESCRIBE SNAPSHOT, "
-    "CREATE VIEW, DROP VIEW, SHOW VIEWS, SET, EXPLAIN and SELECT"
-)
+ACCEPTED_STATEMENTS = statements.ACCEPTED
 # The first words of every statement, for "did you mean" on a misspelt one.
-STATEMENT_WORDS = ("ALTER", "AWAIT", "CREATE", "DESCRIBE", "DROP", "EXPLAIN", "SELECT", "SET", "SHOW", "WITH")
+STATEMENT_WORDS = tuple(sorted({s.name.split()[0] for s in statements.STATEMENTS} | {"WITH", "VALUES"}))
 JOB_BODY_EXPECTED = "a job's body is INSERT INTO <sink> SELECT ..., or BEGIN ... END around several"
 MAPPING_KINDS = registry.TYPE_NAMES  # the connectors' names (pitstop.connectors.registry)
 
@@ -177,7 +173,12 @@ class PitstopDialect(Dialect):
             "EXPLAIN": lambda self: self._parse_explain(),
         }
 
-        QUERY_START_TOKENS: t.ClassVar = {TokenType.SELECT, TokenType.WITH, TokenType.L_PAREN}
+        QUERY_START_TOKENS: t.ClassVar = {
+            TokenType.SELECT,
+            TokenType.WITH,
+            TokenType.L_PAREN,
+            TokenType.VALUES,
+        }
 
         # First words that are real SQL (often Flink's or Hazelcast's) but not pitstop
         # statements, with what to write instead.
@@ -322,7 +323,7 @@ class PitstopDialect(Dialect):
             query = self._parse_expression()
             query = self._parse_set_operations(query) if query else self._parse_select()
             query = self._parse_query_modifiers(query)
-            if not isinstance(query, exp.Query):
+            if not isinstance(query, exp.Query | exp.Values):
                 self.raise_error("expected a statement or a query (SELECT ...)", start)
             return t.cast(exp.Expr, query)
 
