@@ -35,10 +35,11 @@ cluster-test: $(STAMP)
 N ?= 20
 SEED ?= 1
 STEPS ?= 8
+JOBS ?= 2
 chains: $(STAMP)
 	bash tests/tools/install.sh
 	PITSTOP_SLOW_CHAINS=1 $(VENV)/bin/pytest -q tests/test_update_chains.py -k "through_the_server_and_the_cli"
-	$(VENV)/bin/python tests/tools/run_chains.py --n $(N) --seed $(SEED) --steps $(STEPS)
+	$(VENV)/bin/python tests/tools/run_chains.py --n $(N) --seed $(SEED) --steps $(STEPS) --jobs $(JOBS)
 
 bi-demo: $(STAMP)
 	bash examples/bi/demo.sh

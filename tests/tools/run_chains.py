@@ -4,19 +4,26 @@ from Debian's package, as the tests do) and a Kafka topic (the tests' Tansu brok
 chain is shrunk, and its seed, its shrunk chain (ready to paste into tests/test_update_chains.py)
 and the SQL it ran are printed. Exit status 1 if any chain failed.
 
-    make chains N=200 [SEED=1] [STEPS=8]
-    .venv/bin/python tests/tools/run_chains.py --n 200 --seed 1 --steps 8
+    make chains N=200 [SEED=1] [STEPS=8] [JOBS=2]
+    .venv/bin/python tests/tools/run_chains.py --n 200 --seed 1 --steps 8 --jobs 2
+
+With ``--jobs J``, J processes each run a share of the seeds (each with its Spark session, its
+PostgreSQL cluster and its broker) and the summary adds theirs up: a chain spends much of its time
+waiting on triggers and processes, so two share two cores well.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -65,9 +72,12 @@ def main() -> int:
     parser.add_argument("--no-shrink", action="store_true", help="report a failing chain as it is")
     parser.add_argument("--no-postgres", action="store_true", help="no PostgreSQL sinks in the chains")
     parser.add_argument("--no-kafka", action="store_true", help="no Kafka sink in the chains")
+    parser.add_argument("--jobs", type=int, default=1, help="processes running chains side by side")
     args = parser.parse_args()
     # SIGTERM (a CI timeout, kill): unwind, so that the PostgreSQL cluster and the broker stop.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.jobs > 1:
+        return side_by_side(args)
     work = Path(tempfile.mkdtemp(prefix="pitstop-chains-"))
     work.chmod(0o755)  # the postgres user goes through it when this runs as root
     pg = None
@@ -109,14 +119,69 @@ def main() -> int:
         if kafka is not None:
             kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
-    minutes = (time.monotonic() - started) / 60
     print("\n".join(failures))
-    print(
-        f"summary: {args.n} chain(s), {sum(v for k, v in kinds.items() if '+' not in k)} steps "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}), {len(failures)} failure(s), "
-        f"{minutes:.1f} min"
-    )
+    print(summary(args.n, kinds, len(failures), time.monotonic() - started))
+    print("summary-json: " + json.dumps({"n": args.n, "kinds": kinds, "failures": len(failures)}), flush=True)
     return 1 if failures else 0
+
+
+def summary(n: int, kinds: Counter[str], failures: int, seconds: float) -> str:
+    return (
+        f"summary: {n} chain(s), {sum(v for k, v in kinds.items() if '+' not in k)} steps "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}), {failures} failure(s), "
+        f"{seconds / 60:.1f} min"
+    )
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """``--jobs J``: J processes of this script, each on a consecutive share of the seeds; their
+    lines as they come, then one summary of all."""
+    share, extra = divmod(args.n, args.jobs)
+    started = time.monotonic()
+    procs: list[subprocess.Popen[str]] = []
+    seed = args.seed
+    for w in range(args.jobs):
+        n = share + (1 if w < extra else 0)
+        if n == 0:
+            continue
+        flags = [f for f in ("no_shrink", "no_postgres", "no_kafka") if getattr(args, f)]
+        command = [sys.executable, __file__, "--n", str(n), "--seed", str(seed), "--steps", str(args.steps)]
+        command += ["--" + f.replace("_", "-") for f in flags]
+        procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1))
+        seed += n
+    kinds: Counter[str] = Counter()
+    failures = 0
+    finished = 0
+
+    def relay(proc: subprocess.Popen[str]) -> None:
+        nonlocal failures, finished
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("summary-json: "):
+                part = json.loads(line.removeprefix("summary-json: "))
+                kinds.update(part["kinds"])
+                failures += part["failures"]
+                finished += part["n"]
+            elif line.strip() and not line.startswith("summary: "):
+                print(line, end="", flush=True)
+
+    relays = [threading.Thread(target=relay, args=(p,)) for p in procs]
+    for t in relays:
+        t.start()
+    try:
+        for t in relays:
+            t.join()
+        codes = [p.wait() for p in procs]
+    finally:  # interrupted: each process unwinds (its cluster and broker stop)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait()
+    if finished != args.n:
+        print(f"only {finished} of {args.n} chain(s) reported: a process ended with {codes}", flush=True)
+        return 1
+    print(summary(args.n, kinds, failures, time.monotonic() - started))
+    return 1 if failures or any(codes) else 0
 
 
 if __name__ == "__main__":
