@@ -14,7 +14,14 @@ import pytest
 from conftest import orders_mapping, revenue_select, run
 from pitstop.engine import manager as manager_module
 from pitstop.engine.manager import Manager
-from pitstop.errors import CatalogError, CompatibilityError, PitstopError, PlanError, SqlError
+from pitstop.errors import (
+    CatalogError,
+    CompatibilityError,
+    PitstopError,
+    PlanError,
+    SqlError,
+    UnknownObjectError,
+)
 from pitstop.executor import Executor
 
 SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"
@@ -195,7 +202,7 @@ def test_an_execution_error_carries_the_statement_line_and_keeps_its_class(
 ) -> None:
     script = "CREATE MAPPING daily_revenue TYPE DuckDB;\n\n  DROP MAPPING nowhere;\nSHOW MAPPINGS;\n"
     err = error_of(manager, script)
-    assert type(err) is CatalogError
+    assert type(err) is UnknownObjectError  # a CatalogError
     assert (err.line, err.col) == (3, 3)
     assert str(err).startswith("ERROR at line 3, col 3: unknown mapping 'nowhere'")
     assert mapping_names(manager) == ["daily_revenue"]  # statements before the error ran

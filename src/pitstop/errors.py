@@ -3,9 +3,14 @@
 Every error a user can meet is a :class:`PitstopError`. Messages name the job, snapshot, stage or
 mapping they are about and say what to do next. SQL errors also carry a position (1-based line and
 column in the script) and render the offending line with a caret under the mistake.
+
+Each class carries the SQLSTATE a PostgreSQL client receives for it (``sqlstate``), so that the
+server answers by class and a client maps a code back to its class, both from here.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class PitstopError(Exception):
@@ -14,6 +19,8 @@ class PitstopError(Exception):
     An error may carry a position in a script (1-based line and column); then ``str(err)`` reads
     ``ERROR at line 7, col 8: message`` followed by the line and a caret under the column.
     """
+
+    sqlstate: ClassVar[str] = "XX000"  # internal_error
 
     def __init__(
         self,
@@ -52,26 +59,62 @@ class PitstopError(Exception):
 class SqlError(PitstopError):
     """A statement that cannot be parsed, with its position in the script."""
 
+    sqlstate = "42601"  # syntax_error
+
 
 class BadNameError(SqlError):
     """A job, snapshot, mapping, view or stage name that is not a safe folder or table name
     (see :mod:`pitstop.sql.names` for the rule)."""
 
+    sqlstate = "42602"  # invalid_name
+
 
 class CatalogError(PitstopError):
     """Unknown or duplicate mapping, job or snapshot; a catalog that cannot be opened."""
+
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+class UnknownObjectError(CatalogError):
+    """No mapping, view, job or snapshot of that name."""
+
+    sqlstate = "42704"  # undefined_object
+
+
+class DuplicateObjectError(CatalogError):
+    """A mapping, view, job or snapshot of that name exists already."""
+
+    sqlstate = "42710"  # duplicate_object
 
 
 class PlanError(PitstopError):
     """A job query that pitstop cannot run as a streaming job."""
 
+    sqlstate = "42000"  # syntax_error_or_access_rule_violation
+
+
+class NotSupportedError(PlanError):
+    """SQL that pitstop does not run (yet); the message says what to write instead."""
+
+    sqlstate = "0A000"  # feature_not_supported
+
+
+class UnknownOptionError(PlanError):
+    """A setting or job option pitstop does not know."""
+
+    sqlstate = "42704"  # undefined_object
+
 
 class CompatibilityError(PitstopError):
     """A snapshot whose state cannot be restored into the new job."""
 
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
 
 class JobFailedError(PitstopError):
     """A job's Spark query failed; the message carries Spark's reason."""
+
+    sqlstate = "58000"  # system_error: Spark's failure, named in the message
 
 
 class RejectedRecordError(PitstopError):
@@ -79,13 +122,28 @@ class RejectedRecordError(PitstopError):
     mapping, the file, the line and the reason."""
 
 
+class CancelledError(PitstopError):
+    """A statement whose wait was cancelled (Ctrl-C, a client's cancel request); the job goes on."""
+
+    sqlstate = "57014"  # query_canceled
+
+
 class AwaitTimeoutError(PitstopError):
     """``AWAIT JOB`` did not see the job catch up within its timeout."""
 
-
-class CancelledError(PitstopError):
-    """A statement whose wait was cancelled (Ctrl-C, a client's cancel request); the job goes on."""
+    sqlstate = "57014"  # query_canceled
 
 
 class PermissionDeniedError(PitstopError):
     """A statement the connected user's role may not run."""
+
+    sqlstate = "42501"  # insufficient_privilege
+
+
+def all_errors() -> list[type[PitstopError]]:
+    """Every error class, the root first, then each class's subclasses in the order they are
+    defined here (of two classes with one SQLSTATE, a client maps it to the first)."""
+    out: list[type[PitstopError]] = [PitstopError]
+    for cls in out:
+        out.extend(cls.__subclasses__())
+    return out

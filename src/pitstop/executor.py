@@ -25,7 +25,16 @@ from pitstop.connectors.rollback import (
     refuse_if_blocked,
     rolled_back_past,
 )
-from pitstop.errors import BadNameError, CatalogError, PitstopError, PlanError
+from pitstop.errors import (
+    BadNameError,
+    CatalogError,
+    DuplicateObjectError,
+    NotSupportedError,
+    PitstopError,
+    PlanError,
+    UnknownObjectError,
+    UnknownOptionError,
+)
 from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import AggregateStage, JobPlan
@@ -169,7 +178,7 @@ class Executor:
     def execute(self, stmt: ParsedStatement) -> Result:
         kind = statements.kind_of(stmt.node)
         if kind is None:
-            raise PlanError(f"statement {type(stmt.node).__name__} is not supported yet")
+            raise NotSupportedError(f"statement {type(stmt.node).__name__} is not supported yet")
         handler: Callable[[Any, ParsedStatement], Result] = getattr(self, kind.handler)
         self._refuse_unknown_bad_name(stmt)
         if self.manager is None:
@@ -216,7 +225,7 @@ class Executor:
         if exists and node.args.get("exists"):
             return Result(f"mapping '{mapping.name}' already exists; left as it is")
         if exists and not node.args.get("replace"):
-            raise CatalogError(
+            raise DuplicateObjectError(
                 f"mapping '{mapping.name}' already exists; use CREATE OR REPLACE MAPPING to change it"
             )
         if self.manager is None:
@@ -283,7 +292,9 @@ class Executor:
         if exists and node.args.get("exists"):
             return Result(f"view '{name}' already exists; left as it is")
         if exists and not node.args.get("replace"):
-            raise CatalogError(f"view '{name}' already exists; use CREATE OR REPLACE VIEW to change it")
+            raise DuplicateObjectError(
+                f"view '{name}' already exists; use CREATE OR REPLACE VIEW to change it"
+            )
         if self._lookup(name) is not None:
             raise CatalogError(f"'{name}' is a mapping; give the view another name")
         # A view must be readable by a job: plan it as the input of a stateless job now.
@@ -319,7 +330,7 @@ class Executor:
             if node.args.get("exists"):
                 return Result(f"view '{name}' does not exist; nothing dropped")
             names = [v.name for v in self.catalog.views()] if self.catalog is not None else []
-            raise CatalogError(
+            raise UnknownObjectError(
                 f"unknown view '{name}'{did_you_mean(name, names)}; SHOW VIEWS lists the views"
             )
         if self.manager is None:
@@ -342,7 +353,7 @@ class Executor:
                     f"'{key}' is Flink's; pitstop starts jobs from snapshots with "
                     "CREATE JOB ... FROM SNAPSHOT name"
                 )
-            raise PlanError(
+            raise UnknownOptionError(
                 f"unknown setting '{key}'{did_you_mean(key, list(SESSION_SETTINGS))}; known settings: "
                 + ", ".join(f"{k} ({v})" for k, v in SESSION_SETTINGS.items())
             )
@@ -374,7 +385,7 @@ class Executor:
         options = option_dict(node.args.get("options"))
         for key in options:
             if key not in JOB_OPTIONS:
-                raise PlanError(
+                raise UnknownOptionError(
                     f"unknown job option '{key}'{did_you_mean(key, list(JOB_OPTIONS))}; "
                     f"known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
@@ -417,7 +428,7 @@ class Executor:
         if self._job_plan(name) is not None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' already exists; left as it is")
-            raise CatalogError(
+            raise DuplicateObjectError(
                 f"job '{name}' already exists; DROP JOB {name} first (WITH SNAPSHOT s to keep its state)"
             )
         plan, snapshot_name, options = self._plan_create(node)
@@ -509,7 +520,7 @@ class Executor:
             if snapshot is not None:
                 taken = self._find_snapshot(snapshot)
                 if taken is not None:
-                    raise CatalogError(
+                    raise DuplicateObjectError(
                         f"snapshot '{taken.name}' already exists; choose another name or "
                         f"DROP SNAPSHOT {taken.name} first"
                     )
@@ -668,7 +679,7 @@ class Executor:
         if self.manager is None:
             existing = self._find_snapshot(name)
             if existing is not None and not node.args.get("replace"):
-                raise CatalogError(
+                raise DuplicateObjectError(
                     f"snapshot '{existing.name}' already exists; use CREATE OR REPLACE SNAPSHOT to replace it"
                 )
             self._overlay_snapshots[name.lower()] = CheckedSnapshot(name, job, plan)
@@ -722,7 +733,7 @@ class Executor:
         options = option_dict(node.args.get("options")) if node.args.get("options") else None
         for key in options or {}:
             if key not in JOB_OPTIONS:
-                raise PlanError(
+                raise UnknownOptionError(
                     f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
             if key == early.OPTION:
@@ -820,12 +831,12 @@ class Executor:
         names += [k for k, v in overlay.items() if v is not None]
         where = self._dropped.get((kind, name.lower()))
         if where is not None:
-            return CatalogError(
+            return UnknownObjectError(
                 f"unknown {kind} '{name}': it is dropped at {where}, earlier in the checked files; "
                 "use it before that statement or create it again"
             )
         listing = {"job": "SHOW JOBS", "snapshot": "SHOW SNAPSHOTS", "mapping": "SHOW MAPPINGS"}[kind]
-        return CatalogError(
+        return UnknownObjectError(
             f"unknown {kind} '{name}'{did_you_mean(name, names)}; {listing} lists the {kind}s"
         )
 

@@ -29,29 +29,16 @@ from typing import Any
 import psycopg
 
 from pitstop.catalog.rows import Job, Mapping, Run, Snapshot, View
-from pitstop.errors import (
-    CancelledError,
-    CatalogError,
-    PermissionDeniedError,
-    PitstopError,
-    PlanError,
-    SqlError,
-)
+from pitstop.errors import CatalogError, PitstopError, all_errors
 from pitstop.executor import Result
 from pitstop.sql.parser import ParsedStatement
 
 log = logging.getLogger(__name__)
 
-_ERRORS: dict[str, type[PitstopError]] = {
-    "42601": SqlError,
-    "42704": CatalogError,
-    "42710": CatalogError,
-    "55000": CatalogError,
-    "57014": CancelledError,
-    "42501": PermissionDeniedError,
-    "0A000": PlanError,
-    "42000": PlanError,
-}
+# A server's SQLSTATE back to pitstop's error class: the classes declare their codes.
+_ERRORS: dict[str, type[PitstopError]] = {}
+for _cls in all_errors():
+    _ERRORS.setdefault(_cls.sqlstate, _cls)
 
 
 def connect(url: str, prompt: bool) -> psycopg.Connection[Any]:

@@ -35,7 +35,15 @@ from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
 from pitstop.engine.session import spark_session
 from pitstop.engine.tidy import empty_trash, tidy_home
-from pitstop.errors import BadNameError, CatalogError, JobFailedError, PitstopError, PlanError
+from pitstop.errors import (
+    BadNameError,
+    CatalogError,
+    DuplicateObjectError,
+    JobFailedError,
+    PitstopError,
+    PlanError,
+    UnknownObjectError,
+)
 from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
@@ -274,7 +282,7 @@ class Manager:
         if it was suspended: a snapshot of a suspended job needs its queries at the cut)."""
         job = self.catalog.get_job(name)
         if job is None:
-            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+            raise UnknownObjectError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if job.status == FAILED:
             raise JobFailedError(f"job '{job.name}' has failed: {job.detail}")
         if job.status == SUSPENDED and not wake:
@@ -341,7 +349,7 @@ class Manager:
     ) -> Snapshot | None:
         job = self.catalog.get_job(name)
         if job is None:
-            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+            raise UnknownObjectError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if snapshot is None:
             with self._lock:  # not while the supervisor restarts one of its branches
                 run = self.runs.pop(job.name.lower(), None)
@@ -355,7 +363,7 @@ class Manager:
             self._remove(old.folder, "runs", f"job '{job.name}'")
             return None
         if self.catalog.get_snapshot(snapshot) is not None:
-            raise CatalogError(
+            raise DuplicateObjectError(
                 f"snapshot '{snapshot}' already exists; choose another name or DROP SNAPSHOT {snapshot} "
                 f"first. Job '{job.name}' is still running."
             )
@@ -402,10 +410,10 @@ class Manager:
         """Export a running job's state at a clean cut; the job goes on afterwards."""
         job = self.catalog.get_job(job_name)
         if job is None:
-            raise CatalogError(f"unknown job '{job_name}'; SHOW JOBS lists the jobs")
+            raise UnknownObjectError(f"unknown job '{job_name}'; SHOW JOBS lists the jobs")
         existing = self.catalog.get_snapshot(snapshot)
         if existing is not None and not replace:
-            raise CatalogError(
+            raise DuplicateObjectError(
                 f"snapshot '{existing.name}' already exists; use CREATE OR REPLACE SNAPSHOT to replace it"
             )
         run = self.active(job.name)
@@ -464,7 +472,7 @@ class Manager:
         """SUSPEND, RESUME, RESTART or OPTIONS (options only while suspended); returns what was done."""
         job = self.catalog.get_job(name)
         if job is None:
-            raise CatalogError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
+            raise UnknownObjectError(f"unknown job '{name}'; SHOW JOBS lists the jobs")
         if options:
             if job.status not in (SUSPENDED, STOPPED, FAILED):
                 raise CatalogError(
@@ -511,7 +519,7 @@ class Manager:
     def drop_snapshot(self, name: str) -> None:
         snap = self.catalog.get_snapshot(name)
         if snap is None:
-            raise CatalogError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
+            raise UnknownObjectError(f"unknown snapshot '{name}'; SHOW SNAPSHOTS lists the snapshots")
         self.catalog.drop_snapshot(snap.name)
         self._remove(snap.path, "snapshots", f"snapshot '{snap.name}'")
 

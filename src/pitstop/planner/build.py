@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
-from pitstop.errors import BadNameError, PlanError
+from pitstop.errors import BadNameError, NotSupportedError, PlanError
 from pitstop.planner import joins
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection, Step
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
@@ -69,7 +69,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
     mappings = lookup.mappings
     target = insert.this
     if isinstance(target, exp.Schema):
-        raise PlanError("INSERT INTO sink (columns) is not supported; name the columns in the SELECT")
+        raise NotSupportedError("INSERT INTO sink (columns) is not supported; name the columns in the SELECT")
     sink_name = target.name
     sink = _mapping(sink_name, mappings, "sink")
     if not registry.connector(sink.type).sink:
@@ -86,7 +86,7 @@ def _plan_branch(job: str, index: int, insert: exp.Insert, lookup: _Lookups) -> 
                 raise PlanError(f"CTE '{cte.alias}' must be a SELECT")
             ctes[cte.alias.lower()] = (cte.alias, cte.this)
     if not isinstance(query, exp.Select):
-        raise PlanError(
+        raise NotSupportedError(
             f"INSERT INTO {sink_name} needs a SELECT; UNION and other set operations are not "
             "supported in jobs yet"
         )
@@ -200,7 +200,7 @@ def _plan_query(
     stage: AggregateStage | None = None
     if joined is not None and joined.stage is not None:
         if core.args.get("distinct") or has_aggregates:
-            raise PlanError(
+            raise NotSupportedError(
                 f"INSERT INTO {sink_name}: an interval join followed by an aggregation or DISTINCT in one "
                 "SELECT is not supported: they are two stateful stages; put the join in a CTE and "
                 "aggregate that: WITH joined AS "
@@ -212,7 +212,7 @@ def _plan_query(
         return _planned(sink, src, None, joined.stage, [first], layer, outer, joined.join)
     if core.args.get("distinct"):
         if has_aggregates or tvf is not None:
-            raise PlanError(
+            raise NotSupportedError(
                 f"INSERT INTO {sink_name}: SELECT DISTINCT with GROUP BY or a window function is not "
                 "supported; GROUP BY the columns instead (each group is one row)"
             )
@@ -570,7 +570,7 @@ def _refuse_unsupported(
         )
     for what, present in (("ORDER BY", select.args.get("order")), ("LIMIT", select.args.get("limit"))):
         if present:
-            raise PlanError(
+            raise NotSupportedError(
                 f"INSERT INTO {sink}: {what} is not supported in a streaming job; a stream has no "
                 "end to sort or limit at. Remove it, or query the sink table afterwards."
             )
@@ -583,7 +583,7 @@ def _refuse_unsupported(
             "row per window"
         )
     elif any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window)):
-        raise PlanError(
+        raise NotSupportedError(
             f"INSERT INTO {sink}: OVER (...) window functions are not supported, except Flink's "
             "deduplication (SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) "
             "AS rn FROM t) WHERE rn = 1); use TUMBLE with GROUP BY"
@@ -591,7 +591,7 @@ def _refuse_unsupported(
     for sub in select.find_all(exp.Subquery):
         if isinstance(sub.parent, (WindowTvf, exp.From)):
             continue  # a subquery as the input of a window or as the FROM is planned as a view
-        raise PlanError(
+        raise NotSupportedError(
             f"INSERT INTO {sink}: subqueries are not supported in jobs: {sub.sql(dialect=PitstopDialect)}"
         )
 

@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
-from pitstop.errors import PlanError
+from pitstop.errors import NotSupportedError, PlanError
 from pitstop.planner.plan import (
     AggregateStage,
     Branch,
@@ -69,7 +69,7 @@ def plan_join(
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
     if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER") or join.args.get("using"):
-        raise PlanError(
+        raise NotSupportedError(
             f"{what}: {join.sql(SPARK).split(' ON ')[0]} is not supported; write [INNER] JOIN or LEFT JOIN "
             "... ON a condition"
         )

@@ -9,16 +9,7 @@ from dataclasses import dataclass
 import duckdb
 
 from pitstop.errors import (
-    AwaitTimeoutError,
-    BadNameError,
-    CancelledError,
-    CatalogError,
-    CompatibilityError,
-    JobFailedError,
-    PermissionDeniedError,
     PitstopError,
-    PlanError,
-    SqlError,
 )
 
 SYNTAX_ERROR = "42601"
@@ -62,36 +53,9 @@ class WireError(Exception):
         return self.message
 
 
-def _catalog_code(message: str) -> str:
-    if "already exists" in message or "already taken" in message:
-        return DUPLICATE_OBJECT
-    if message.startswith("unknown "):
-        return UNDEFINED_OBJECT
-    return PREREQUISITE_STATE
-
-
 def code_of(err: PitstopError) -> str:
-    if err.message.startswith(("unknown setting", "unknown job option")):
-        return UNDEFINED_OBJECT
-    if isinstance(err, BadNameError):
-        return INVALID_NAME
-    if isinstance(err, SqlError):
-        return SYNTAX_ERROR
-    if isinstance(err, CancelledError):
-        return QUERY_CANCELED
-    if isinstance(err, PermissionDeniedError):
-        return INSUFFICIENT_PRIVILEGE
-    if isinstance(err, CatalogError):
-        return _catalog_code(err.message)
-    if isinstance(err, CompatibilityError):
-        return PREREQUISITE_STATE
-    if isinstance(err, AwaitTimeoutError):
-        return QUERY_CANCELED
-    if isinstance(err, JobFailedError):
-        return "58000"  # system_error: Spark's failure, named in the message
-    if isinstance(err, PlanError):
-        return FEATURE_NOT_SUPPORTED if "not supported" in err.message else "42000"
-    return INTERNAL_ERROR
+    """The SQLSTATE of a pitstop error: its class's (:mod:`pitstop.errors`)."""
+    return err.sqlstate
 
 
 _DUCKDB_CODES: tuple[tuple[type[duckdb.Error], str], ...] = (

@@ -47,7 +47,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from pitstop.catalog.rows import Snapshot
-from pitstop.errors import CatalogError, PlanError
+from pitstop.errors import CatalogError, PlanError, UnknownObjectError
 from pitstop.sql.names import safe_path
 from pitstop.stages import registry as kinds
 
@@ -256,7 +256,7 @@ def resolve(sql: str, catalog: Catalog) -> tuple[str, dict[str, pa.Table]]:
         if snapshot is None:
             known = catalog.snapshot_names()
             listed = ", ".join(f"'{n}'" for n in sorted(known)) or "none yet"
-            raise CatalogError(
+            raise UnknownObjectError(
                 f"unknown snapshot '{call.snapshot}'{did_you_mean(call.snapshot, known)} in "
                 f"{FUNCTION}(...); snapshots: {listed} (SHOW SNAPSHOTS lists them)"
             )

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from pitstop.errors import PlanError
+from pitstop.errors import NotSupportedError, PlanError
 from pitstop.planner.plan import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
 from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, sum_type
@@ -107,7 +107,7 @@ def plan_aggregate(
 
     if not accumulators:
         # Spark's aggregation needs a function to merge, and the state contract an accumulator.
-        raise PlanError(
+        raise NotSupportedError(
             f"stage '{stage_name}': a GROUP BY without an aggregate function is not supported; add "
             "one (e.g. COUNT(*) AS n), or keep the first row of each key with ROW_NUMBER() OVER "
             "(PARTITION BY ... ORDER BY ...) = 1"
@@ -168,7 +168,7 @@ def aggregate_calls(select: exp.Select) -> list[exp.AggFunc]:
     for node in nodes:
         for call in node.find_all(exp.AggFunc):
             if any(isinstance(a, exp.AggFunc) for a in call.find_all(exp.AggFunc) if a is not call):
-                raise PlanError(f"nested aggregates are not supported: {call.sql()}")
+                raise NotSupportedError(f"nested aggregates are not supported: {call.sql()}")
             calls.append(call)
     return calls
 
@@ -195,10 +195,10 @@ def accumulate(call: exp.AggFunc, src: Layer, add: Callable[[str, str, str], str
     if isinstance(call, (exp.ArgMin, exp.ArgMax)):
         return arg_extremum(call, src, add)
     if not isinstance(call, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
-        raise PlanError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
+        raise NotSupportedError(f"aggregate {text} is not supported; supported: {SUPPORTED_AGGREGATES}")
     arg = call.this
     if isinstance(arg, exp.Distinct):
-        raise PlanError(
+        raise NotSupportedError(
             f"{text}: DISTINCT aggregates are not supported yet; supported: {SUPPORTED_AGGREGATES}"
         )
     check_columns(arg, src)
@@ -230,7 +230,7 @@ def distinct_set(text: str, arg: exp.Distinct, src: Layer, add: Callable[[str, s
     typ = infer(x, src.table, src.columns)
     parts = decimal_parts(typ)
     if typ not in SET_ELEMENT_TYPES and (parts is None or parts[0] > 18):
-        raise PlanError(
+        raise NotSupportedError(
             f"{text}: a distinct set of {typ} values is not supported; CAST the value to STRING (or "
             f"to one of {', '.join(SET_ELEMENT_TYPES)}, DECIMAL(p,s) with p <= 18)"
         )
