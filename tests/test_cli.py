@@ -151,3 +151,28 @@ def test_check_reports_every_error_in_a_file(tmp_path: Path) -> None:
     assert "did you mean JOB?" in errors[0] and "did you mean 'orders'?" in errors[1]
     assert "did you mean DROP?" in errors[2]
     assert "2 statement(s) OK, 3 error(s)" in done.stdout
+
+
+@pytest.mark.spark
+def test_a_failed_job_is_one_sentence_on_the_terminal_and_whole_in_the_homes_log(tmp_path: Path) -> None:
+    """`pitstop run` printed ~100 lines of py4j trace per failed job, and `<home>/logs/pitstop.log`,
+    which the README promises for the whole error, existed only under `pitstop serve`."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.json").write_text('{"id": 1, "ts": "2024-01-01 00:00:00"}\n{"id": oops\n')
+    script = tmp_path / "fail.sql"
+    script.write_text(
+        f"CREATE MAPPING src (id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{data}', 'format'='json', "
+        "'onError'='fail');\nCREATE MAPPING out TYPE DuckDB;\n"
+        "CREATE JOB j AS INSERT INTO out SELECT id, ts FROM src;\nAWAIT JOB j;\n"
+    )
+    home = tmp_path / "home"
+    done = pitstop("run", str(script), home=home)
+    assert done.returncode == 1
+    log = home / "logs" / "pitstop.log"
+    lines = done.stderr.strip().split("\n")
+    assert len(lines) <= 6, done.stderr
+    assert f"INSERT INTO out failed (more; the whole text is in {log.resolve()})" in done.stderr
+    assert "met a malformed record in file" in done.stderr and "line 2" in done.stderr
+    whole = log.read_text()
+    assert "Traceback" in whole and "RejectedRecordError: mapping 'src' met a malformed record" in whole

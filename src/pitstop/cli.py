@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ from typing import IO, Any
 
 import click
 
+from pitstop import logs
 from pitstop.errors import PitstopError
 from pitstop.executor import Executor
 from pitstop.settings import Settings
@@ -74,10 +74,7 @@ def _terminate(signum: int, frame: Any) -> None:
 @click.pass_context
 def main(ctx: click.Context, home: str | None, master: str | None, verbose: bool) -> None:
     """pitstop: streaming jobs on Spark, updated from SQL without losing their state."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.terminal(verbose)
     try:
         ctx.obj = Settings.resolve(home, master)
     except PitstopError as err:
@@ -123,10 +120,12 @@ def _open_manager(settings: Settings) -> Any:
     from pitstop.engine.manager import Manager
 
     try:
-        return Manager(settings)
+        manager = Manager(settings)
     except PitstopError as err:
         click.echo(f"ERROR: {err}", err=True)
         sys.exit(1)
+    logs.to_home(settings.home)  # the home exists now
+    return manager
 
 
 @main.command()

@@ -5,31 +5,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
+from pitstop import logs
 from pitstop.catalog.rows import RUNNING, STOPPED
 from pitstop.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def log_to_home(home: Path) -> Path:
-    """pitstop's own log goes to ``<home>/logs/pitstop.log`` (Spark's to ``spark.log`` beside it)."""
-    folder = home / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "pitstop.log"
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
-    handler.setLevel(logging.INFO)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    if root.level > logging.INFO or root.level == logging.NOTSET:
-        root.setLevel(logging.INFO)
-        for other in root.handlers:
-            if other is not handler and other.level == logging.NOTSET:
-                other.setLevel(logging.WARNING)  # the terminal keeps showing warnings only
-    return path
 
 
 def serve(
@@ -55,7 +37,7 @@ def serve(
     signal.signal(signal.SIGINT, on_signal)
     context = tls_context(tls_cert, tls_key)
     manager = Manager(settings)
-    logfile = log_to_home(settings.home)
+    logfile = logs.to_home(settings.home)
     server = Server(manager, host, port, context)
     try:
         if not settings.local:
