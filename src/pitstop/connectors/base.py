@@ -151,6 +151,10 @@ class Connector:
     input arrives). A sink that only appends refuses one when the job is planned."""
     positions: ClassVar[Positions] = COUNT
     position_unit: ClassVar[str] = "events"  # what a position counts, e.g. "files"
+    whole: ClassVar[str] = ""
+    """How the static side of a join reads it whole, again every micro-batch: ``"catalog"`` (a
+    table in the home's DuckDB file, published for each micro-batch), ``"files"`` (read where it
+    lies), or ``""``: it cannot be read whole."""
     passthrough: ClassVar[str] = ""
     """If set, an option with a dotted name that is not declared (``'security.protocol'``) is
     kept as written and handed to the type's client library; this says so in ``\\help`` and the
@@ -200,6 +204,17 @@ class Connector:
         """A stored mapping's options that go to the client library as they are."""
         declared = {o.name for o in self.options}
         return {k: v for k, v in mapping.options.items() if k not in declared}
+
+    def cluster_folder(self, mapping: Mapping) -> Path | None:
+        """A folder the executors of a cluster must see to read the mapping (checked when a job
+        starts there); None if it has none."""
+        return None
+
+    def sink_keys(self, catalog: Any, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
+        """The key columns of the sink's table, as an early-results job made it (a primary key
+        and a history of the rows it replaced), or None: the table has none, or this type keeps
+        no such table. ``ask_server`` False: a type whose table is on a server does not ask it."""
+        return None
 
     def _suggest(self, key: str) -> str:
         names = {o.name.lower(): o.name for o in self.options}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.base import Connector
 
 TABLE_FILE = "table.parquet"
 
@@ -90,13 +91,11 @@ class TableSource(DataSource):
         return TableReader(schema, dict(self.options))
 
 
-def check_table(mapping: Mapping, what: str) -> None:
-    """PlanError unless ``mapping`` can be read whole as a table."""
-    if mapping.type not in ("file", "duckdb"):
-        from pitstop.connectors import registry
-
+def check_table(mapping: Mapping, connector: Connector, what: str) -> None:
+    """PlanError unless ``mapping`` (of type ``connector``) can be read whole as a table."""
+    if not connector.whole:
         raise PlanError(
-            f"{what}: mapping '{mapping.name}' is of type {registry.display_name(mapping.type)}, which "
+            f"{what}: mapping '{mapping.name}' is of type {connector.type_name}, which "
             "cannot be read whole as a table; the static side of a join is a TYPE DuckDB or TYPE File "
             "mapping (to join two streams, bound the join in time: ON a.k = b.k AND b.ts BETWEEN "
             "a.ts AND a.ts + INTERVAL '1' HOUR)"
@@ -109,11 +108,9 @@ def published(run_dir: str, key: str, mapping: Mapping) -> Path:
 
 
 def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
-    """Write a DuckDB mapping's table, as it is now, where the query's table reader reads it
-    (nothing to do for a File mapping, read where it lies). A table not created yet (its sink
-    has written nothing) is published empty."""
-    if mapping.type != "duckdb":
-        return
+    """Write a table in the home's DuckDB file (a mapping read whole from the ``"catalog"``), as
+    it is now, where the query's table reader reads it. A table not created yet (its sink has
+    written nothing) is published empty."""
     from pitstop.connectors.sinks import duckdb_type, table_name
     from pitstop.planner.types import spark_type
 
@@ -140,12 +137,14 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     os.replace(tmp, folder / TABLE_FILE)
 
 
-def table_frame(spark: SparkSession, mapping: Mapping, run_dir: str, key: str) -> DataFrame:
+def table_frame(
+    spark: SparkSession, mapping: Mapping, connector: Connector, run_dir: str, key: str
+) -> DataFrame:
     """The mapping as a static DataFrame that reads it again for every micro-batch."""
     from pitstop.engine.frames import ddl
 
     options: dict[str, Any]
-    if mapping.type == "duckdb":
+    if connector.whole == "catalog":
         options = {"path": str(published(run_dir, key, mapping)), "format": "parquet"}
     else:
         options = {

@@ -115,27 +115,15 @@ def finishing_keys(
     replace that job's early ones. () otherwise (rows are appended). ``ask_server`` False: a
     PostgreSQL table is not asked (a run not restored from a snapshot, whose start must not wait
     for a server that may be down)."""
-    from pitstop.connectors.sinks import table_name
-    from pitstop.connectors.types.duckdb import _upsert_keys
+    from pitstop.connectors import registry
     from pitstop.planner.early import window_keys
 
     keys = window_keys(branch)
-    if keys is None or mapping.type not in ("duckdb", "postgres"):
+    if keys is None:
         return ()
-    if mapping.type == "duckdb":
-        have = _upsert_keys(catalog.cursor(), table_name(mapping))
-    elif not ask_server:
+    have = registry.connector(mapping.type).sink_keys(catalog, mapping, ask_server)
+    if have is None:
         return ()
-    else:
-        from pitstop.connectors.postgres import PostgresSink
-
-        probe = PostgresSink(catalog, mapping, branch.sink, "", branch.index)
-        try:
-            with probe._connect() as conn:
-                have = probe.upsert_keys(conn)
-        except Exception:  # noqa: BLE001 - unreachable now: the sink's own check says so
-            log.warning("sink '%s': not reached to learn its keys; rows are appended", mapping.name)
-            return ()
     return keys if sorted(k.lower() for k in have) == sorted(k.lower() for k in keys) else ()
 
 

@@ -98,7 +98,7 @@ def branch_frame(
         assert right is not None, branch.sink
         df = df.selectExpr(*[named(c.sql, c.name) for c in join.left_columns])
         if join.kind == "table":
-            table = tables.table_frame(spark, right, run_dir, query_key)
+            table = tables.table_frame(spark, right, registry.connector(right.type), run_dir, query_key)
             table = table.selectExpr(*[named(c.sql, c.name) for c in join.right_columns])
             df = _project(df.join(table, F.expr(join.on_sql), join.how), branch.join_layers)
         else:

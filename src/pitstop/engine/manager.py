@@ -177,9 +177,10 @@ class Manager:
         spark = self.spark()
         if not self.settings.local:
             folders = {
-                m.name: Path(m.options["path"])
+                m.name: folder
                 for name in plan.sources
-                if (m := active.mappings[name]).type == "file" and "path" in m.options
+                if (folder := registry.connector((m := active.mappings[name]).type).cluster_folder(m))
+                is not None
             }
             cluster.check_folders(spark, self.settings, job, folders)
         try:

@@ -162,7 +162,11 @@ class ActiveRun:
 
     def _static_duckdb(self, branch: Branch) -> bool:
         join = branch.join
-        return join is not None and join.kind == "table" and self.mappings[join.right].type == "duckdb"
+        return (
+            join is not None
+            and join.kind == "table"
+            and registry.connector(self.mappings[join.right].type).whole == "catalog"
+        )
 
     def _publish(self, branch: Branch) -> None:
         """A static join's DuckDB table, as it is now, where the branch's query reads it

@@ -97,7 +97,7 @@ def plan_join(
     spec_columns = (lside.columns, rside.columns)
     rewritten = _rewrite(select, lside, rside, resolve, left.name)
     if bound is None:
-        tables.check_table(right, what)
+        tables.check_table(right, registry.connector(right.type), what)
         on_sql = _flat(on, resolve).sql(SPARK)
         spec = JoinSpec("table", "left" if side == "LEFT" else "inner", right.name, *spec_columns, on_sql)
         src = Input(left, flat_layer, (), left.watermark)

@@ -28,7 +28,13 @@ class DuckDBConnector(Connector):
     summary = "a table in the home's DuckDB file, exactly once; SELECT reads it"
     sink = True
     upserts = True
+    whole = "catalog"
     options = (Option("table", "the table's name (default: the mapping's name)"),)
+
+    def sink_keys(self, catalog: Catalog, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
+        from pitstop.connectors.sinks import table_name
+
+        return _upsert_keys(catalog.cursor(), table_name(mapping)) or None
 
     def make_sink(
         self,

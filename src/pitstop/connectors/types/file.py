@@ -41,6 +41,7 @@ class FileConnector(Connector):
     source = True
     sink = True
     position_unit = "files"
+    whole = "files"
     options = (
         Option("path", "the folder (relative to where pitstop runs; stored absolute)", "path", required=True),
         Option("format", "how the files are written", "choice", "json", FORMATS),
@@ -53,6 +54,9 @@ class FileConnector(Connector):
             ("keep", "skip", "fail"),
         ),
     )
+
+    def cluster_folder(self, mapping: Mapping) -> Path | None:
+        return Path(mapping.options["path"]) if "path" in mapping.options else None
 
     def created(self, mapping: Mapping) -> None:
         Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
