@@ -53,6 +53,7 @@ from pitstop.sql.parser import (
     parse_script_all,
     parse_statement,
 )
+from pitstop.sql.words import close_name
 from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ class Executor:
                 return Result(f"view '{name}' does not exist; nothing dropped")
             names = [v.name for v in self.catalog.views()] if self.catalog is not None else []
             raise UnknownObjectError(
-                f"unknown view '{name}'{did_you_mean(name, names)}; SHOW VIEWS lists the views"
+                f"unknown view '{name}'{close_name(name, names)}; SHOW VIEWS lists the views"
             )
         if self.manager is None:
             self._overlay_views[name.lower()] = None
@@ -354,7 +355,7 @@ class Executor:
                     "CREATE JOB ... FROM SNAPSHOT name"
                 )
             raise UnknownOptionError(
-                f"unknown setting '{key}'{did_you_mean(key, list(SESSION_SETTINGS))}; known settings: "
+                f"unknown setting '{key}'{close_name(key, list(SESSION_SETTINGS))}; known settings: "
                 + ", ".join(f"{k} ({v})" for k, v in SESSION_SETTINGS.items())
             )
         try:
@@ -386,7 +387,7 @@ class Executor:
         for key in options:
             if key not in JOB_OPTIONS:
                 raise UnknownOptionError(
-                    f"unknown job option '{key}'{did_you_mean(key, list(JOB_OPTIONS))}; "
+                    f"unknown job option '{key}'{close_name(key, list(JOB_OPTIONS))}; "
                     f"known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
         fmt = options.get("restoreFormat", "auto").lower()
@@ -417,7 +418,7 @@ class Executor:
             if match:
                 names = [m.name for m in self.catalog.mappings()] if self.catalog is not None else []
                 names += [k for k, v in self._overlay.items() if v is not None]
-                hint = did_you_mean(match.group(1), names)
+                hint = close_name(match.group(1), names)
                 raise PlanError(err.message.replace(match.group(0), match.group(0) + hint, 1)) from None
             raise
         self._check_sinks(plan)
@@ -837,7 +838,7 @@ class Executor:
             )
         listing = {"job": "SHOW JOBS", "snapshot": "SHOW SNAPSHOTS", "mapping": "SHOW MAPPINGS"}[kind]
         return UnknownObjectError(
-            f"unknown {kind} '{name}'{did_you_mean(name, names)}; {listing} lists the {kind}s"
+            f"unknown {kind} '{name}'{close_name(name, names)}; {listing} lists the {kind}s"
         )
 
     # -- ad-hoc queries ----------------------------------------------------------------------------
@@ -875,14 +876,6 @@ def changed_names(node: exp.Expression) -> list[tuple[str, str]]:
     return out
 
 
-def did_you_mean(name: str, candidates: list[str]) -> str:
-    import difflib
-
-    lowered = {c.lower(): c for c in candidates}
-    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean '{lowered[close[0]]}'?)" if close else ""
-
-
 def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
     """The mapping a ``CREATE MAPPING`` declares, checked against its type's declaration
     (:mod:`pitstop.connectors.base`): columns, watermark and every option."""
@@ -890,7 +883,7 @@ def mapping_from_node(node: nodes.CreateMapping, sql: str) -> Mapping:
     kind_text = name_of(node.args["kind"])
     connector = registry.find(kind_text)
     if connector is None:
-        close = did_you_mean(kind_text, list(registry.TYPE_NAMES))
+        close = close_name(kind_text, list(registry.TYPE_NAMES))
         raise PlanError(
             f"mapping '{name}': unknown TYPE {kind_text}{close}; "
             f"known types: {', '.join(registry.TYPE_NAMES)}"

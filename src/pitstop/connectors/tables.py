@@ -141,7 +141,7 @@ def table_frame(
     spark: SparkSession, mapping: Mapping, connector: Connector, run_dir: str, key: str
 ) -> DataFrame:
     """The mapping as a static DataFrame that reads it again for every micro-batch."""
-    from pitstop.engine.frames import ddl
+    from pitstop.planner.types import ddl
 
     options: dict[str, Any]
     if connector.whole == "catalog":

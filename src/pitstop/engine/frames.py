@@ -27,18 +27,14 @@ from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
 from pitstop.planner.plan import Branch, Projection, Step
-from pitstop.planner.types import named, spark_type
+from pitstop.planner.types import ddl, named
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
 
-__all__ = ["StageSeed", "branch_frame", "ddl", "source_format", "source_frame"]
+__all__ = ["StageSeed", "branch_frame", "source_format", "source_frame"]
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def ddl(mapping: Mapping) -> str:
-    return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in mapping.columns)
 
 
 def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -11,6 +12,9 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from pitstop.errors import PlanError
+
+if TYPE_CHECKING:
+    from pitstop.catalog.rows import Mapping
 
 SPARK = "spark"
 _INTEGRAL = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
@@ -73,3 +77,8 @@ def parse_spark(sql: str) -> exp.Expression:
     node = sqlglot.parse_one(sql, dialect=SPARK)
     assert isinstance(node, exp.Expression)
     return node
+
+
+def ddl(mapping: Mapping) -> str:
+    """A mapping's columns as a Spark schema string."""
+    return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in mapping.columns)

@@ -49,6 +49,7 @@ from sqlglot.tokens import TokenType
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import CatalogError, PlanError, UnknownObjectError
 from pitstop.sql.names import safe_path
+from pitstop.sql.words import close_name
 from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
     if name is None:
         known = ", ".join(f"'{n}'" for n in sorted(entries)) or "none"
         longer = [n for n in entries if n.lower().startswith(stage.lower() + ".")]  # 'daily.aggregate'
-        hint = f" (did you mean '{longer[0]}'?)" if len(longer) == 1 else did_you_mean(stage, list(entries))
+        hint = f" (did you mean '{longer[0]}'?)" if len(longer) == 1 else close_name(stage, list(entries))
         raise CatalogError(
             f"snapshot '{snapshot.name}' has no stage '{stage}'{hint}; its "
             f"stages: {known} (DESCRIBE SNAPSHOT {snapshot.name} shows them)"
@@ -257,7 +258,7 @@ def resolve(sql: str, catalog: Catalog) -> tuple[str, dict[str, pa.Table]]:
             known = catalog.snapshot_names()
             listed = ", ".join(f"'{n}'" for n in sorted(known)) or "none yet"
             raise UnknownObjectError(
-                f"unknown snapshot '{call.snapshot}'{did_you_mean(call.snapshot, known)} in "
+                f"unknown snapshot '{call.snapshot}'{close_name(call.snapshot, known)} in "
                 f"{FUNCTION}(...); snapshots: {listed} (SHOW SNAPSHOTS lists them)"
             )
         names[key] = f"__pitstop_state_{next(_names)}"
@@ -286,12 +287,6 @@ def forget(cursor: duckdb.DuckDBPyConnection, names: list[str]) -> None:
             cursor.unregister(name)
         except duckdb.Error:
             pass
-
-
-def did_you_mean(name: str, candidates: list[str]) -> str:
-    from pitstop.executor import did_you_mean as close  # the executor imports this module
-
-    return close(name, candidates)
 
 
 def _quote(name: str) -> str:

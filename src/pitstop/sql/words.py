@@ -17,6 +17,14 @@ def one_of(words: t.Iterable[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
+def close_name(name: str, candidates: t.Iterable[str]) -> str:
+    """``" (did you mean 'orders'?)"`` when ``name`` is close to one of ``candidates`` (a job,
+    snapshot, mapping, setting...; any case), else ``""``."""
+    lowered = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean '{lowered[close[0]]}'?)" if close else ""
+
+
 def did_you_mean(word: str, candidates: t.Iterable[str]) -> str:
     """``"; did you mean JOB?"`` when ``word`` is close to one of ``candidates``, else ``""``."""
     options = {candidate.upper(): candidate for candidate in candidates}
