@@ -4,8 +4,10 @@ snapshot, start an updated job from it, and compare with a batch computation ove
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -424,6 +426,21 @@ def test_two_branches_stop_at_one_cut_and_both_restore(manager: Manager, tmp_pat
     assert sink_windows(manager, "hourly_revenue") == closed(batch_windows(everything, HOUR), HOUR, wm)
 
 
+DAILY = "AS INSERT INTO daily_revenue " + revenue_select("'24' HOUR") + ";"
+
+
+def _running_daily(manager: Manager, data: Path) -> tuple[Any, Callable[[], None]]:
+    """Job 'revenue' (DAILY) running over 1,500 orders, caught up; its run and the run's stop."""
+    make_orders.write_orders(data, 0, 1500, files=3)
+    run(
+        manager,
+        orders_mapping(data)
+        + f"CREATE MAPPING daily_revenue TYPE DuckDB; CREATE JOB revenue {DAILY} AWAIT JOB revenue;",
+    )
+    active = manager.runs["revenue"]
+    return active, active.stop
+
+
 def test_a_batch_planned_past_the_fence_and_interrupted_by_the_stop_loses_nothing(
     manager: Manager, tmp_path: Path
 ) -> None:
@@ -433,16 +450,8 @@ def test_a_batch_planned_past_the_fence_and_interrupted_by_the_stop_loses_nothin
     job as its input arrived: "is at {'orders': 8}, not at the cut {'orders': 8}"): the snapshot
     holds the cut, and the restored job reads the rest exactly once. (Spark's leftover offsets file
     is written here after the real stop, as Spark leaves it, to make the race happen every time.)"""
-    data = tmp_path / "orders"
-    make_orders.write_orders(data, 0, 1500, files=3)
-    job = "AS INSERT INTO daily_revenue " + revenue_select("'24' HOUR") + ";"
-    run(
-        manager,
-        orders_mapping(data)
-        + f"CREATE MAPPING daily_revenue TYPE DuckDB; CREATE JOB revenue {job} AWAIT JOB revenue;",
-    )
-    active = manager.runs["revenue"]
-    stop = active.stop
+    data, job = tmp_path / "orders", DAILY
+    active, stop = _running_daily(manager, data)
 
     def stop_interrupting_a_planned_batch() -> None:
         stop()
@@ -475,15 +484,7 @@ def test_a_checkpoint_moved_from_the_cut_fails_the_drop_and_the_job_goes_on(
     why, and the job goes on from its checkpoints (Spark runs the uncommitted batch again, the sink
     skips what it holds). It was left stopped and still listed as RUNNING before."""
     data = tmp_path / "orders"
-    make_orders.write_orders(data, 0, 1500, files=3)
-    job = "AS INSERT INTO daily_revenue " + revenue_select("'24' HOUR") + ";"
-    run(
-        manager,
-        orders_mapping(data)
-        + f"CREATE MAPPING daily_revenue TYPE DuckDB; CREATE JOB revenue {job} AWAIT JOB revenue;",
-    )
-    active = manager.runs["revenue"]
-    stop = active.stop
+    active, stop = _running_daily(manager, data)
 
     def stop_and_lose_the_last_commit() -> None:
         stop()
