@@ -23,6 +23,7 @@ from pitstop.errors import (
     UnknownObjectError,
 )
 from pitstop.executor import Executor
+from pitstop.settings import Settings
 
 SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"
 
@@ -348,7 +349,7 @@ def test_set_changes_session_settings(manager: Manager) -> None:
     err = error_of(manager, "SET 'execution.savepoint.path' = '/tmp/sp';", PlanError)
     assert "CREATE JOB ... FROM SNAPSHOT" in err.message
     err = error_of(manager, "SET 'trigger_ms' = 'soon';", PlanError)
-    assert "positive number" in err.message
+    assert "it takes a whole number > 0" in err.message
 
 
 def test_listings_read_from_the_catalog_change_with_every_commit(tmp_path: Path) -> None:
@@ -386,3 +387,20 @@ def test_listings_read_from_the_catalog_change_with_every_commit(tmp_path: Path)
         assert catalog.mappings() == []
     finally:
         catalog.close()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "0.5"])
+def test_a_trigger_interval_is_a_whole_number_of_milliseconds_from_the_environment_and_set_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+) -> None:
+    """PITSTOP_TRIGGER_MS=abc raised a bare ValueError (a traceback), =0 was taken, and
+    SET 'trigger_ms' = '0.5' was taken and became 0: one parser, declared with the setting, now."""
+    monkeypatch.setenv("PITSTOP_TRIGGER_MS", value)
+    with pytest.raises(PitstopError, match=f"PITSTOP_TRIGGER_MS is '{value}'; it takes a whole number > 0"):
+        Settings.resolve(tmp_path)
+    monkeypatch.setenv("PITSTOP_TRIGGER_MS", "300")
+    assert Settings.resolve(tmp_path).trigger_ms == 300
+    executor = Executor(None)
+    with pytest.raises(PlanError, match=f"setting 'trigger_ms' is '{value}'; it takes a whole number > 0"):
+        list(executor.run_script(f"SET 'trigger_ms' = '{value}'"))
+    assert [r.message for _, r in executor.run_script("SET 'trigger_ms' = '250'")] == ["trigger_ms = 250"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from pitstop import describe
+from pitstop import describe, settings
 from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import dsn, registry
@@ -358,15 +358,22 @@ class Executor:
                 f"unknown setting '{key}'{close_name(key, list(SESSION_SETTINGS))}; known settings: "
                 + ", ".join(f"{k} ({v})" for k, v in SESSION_SETTINGS.items())
             )
+        if key == "trigger_ms":  # as PITSTOP_TRIGGER_MS takes it (pitstop.settings)
+            try:
+                trigger_ms = settings.parse(key, value, f"setting '{key}'")
+            except PitstopError as err:
+                raise PlanError(err.message) from None
+            self.session[key] = value
+            if self.manager is not None:
+                self.manager.settings = replace(self.manager.settings, trigger_ms=trigger_ms)
+            return Result(f"{key} = {value}")
         try:
             number = float(value)
         except ValueError:
             number = -1
-        if number <= 0:
+        if not 0 < number < float("inf"):
             raise PlanError(f"setting '{key}' takes a positive number, got '{value}'")
         self.session[key] = value
-        if key == "trigger_ms" and self.manager is not None:
-            self.manager.settings = replace(self.manager.settings, trigger_ms=int(number))
         return Result(f"{key} = {value}")
 
     # -- jobs --------------------------------------------------------------------------------------
