@@ -9,6 +9,9 @@ import logging
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
+# ``log.error(..., exc_info=True, extra=FILE_ONLY)``: for the log file only, where the front end
+# has already said it in its own words.
+FILE_ONLY = {"file_only": True}
 
 
 class _FirstLine(logging.Formatter):
@@ -49,10 +52,16 @@ def terminal(verbose: bool = False) -> None:
         # py4j's report of a Python callback that raised is the same failure pitstop reports
         # itself in one sentence; its traceback stays in the log file.
         handler.addFilter(lambda record: not record.name.startswith("py4j"))
+    handler.addFilter(lambda record: not getattr(record, "file_only", False))
     root.addHandler(handler)
     _terminal = handler
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def log_file() -> Path | None:
+    """The log file this process writes (the last home it opened), or None."""
+    return next(reversed(_files), None)
 
 
 def to_home(home: Path) -> Path:

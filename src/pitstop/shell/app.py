@@ -26,6 +26,7 @@ from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.enums import EditingMode
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
+from pitstop import logs
 from pitstop.catalog.rows import RUNNING, STOPPED
 from pitstop.errors import PitstopError
 from pitstop.executor import JOB_OPTIONS, Executor, Result, positioned
@@ -186,8 +187,9 @@ class Shell:
                 self.error(positioned(err, stmt, file))
             return False
         except Exception as exc:  # noqa: BLE001 - a bug must not end the session
-            log.debug("statement failed", exc_info=True)
-            self.warn(f"ERROR: internal error while running `{_first_line(stmt.text)}`: {exc}")
+            log.error("internal error while running %s", stmt.text, exc_info=True, extra=logs.FILE_ONLY)
+            where = f" (the traceback is in {logs.log_file()})" if logs.log_file() is not None else ""
+            self.warn(f"ERROR: internal error while running `{_first_line(stmt.text)}`: {exc}{where}")
             return False
         self.show(result)
         if self.timing:
@@ -229,7 +231,7 @@ class Shell:
             self.manager.spark()
         except Exception as exc:  # noqa: BLE001 - shown in the toolbar; statements will retry
             self._spark_error = str(exc).split("\n", 1)[0]
-            log.debug("Spark did not start", exc_info=True)
+            log.error("Spark did not start", exc_info=True, extra=logs.FILE_ONLY)
 
     def spark_state(self) -> str:
         if self._spark_error is not None and not self.manager.spark_started:
