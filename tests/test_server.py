@@ -8,6 +8,9 @@ in test_server_jobs.py).
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -438,3 +441,48 @@ def test_asyncpg_introspects_an_unknown_type(served: Served) -> None:
             await conn.close()
 
     assert asyncio.run(go()) == []
+
+
+def test_deallocate_and_discard_all_forget_prepared_statements_as_postgresql_does(served: Served) -> None:
+    """psqlODBC (default settings) failed from the 4th statement of every session: DEALLOCATE and
+    DISCARD ALL only returned their tag, so its next prepare of the same name got 42P05; and
+    DEALLOCATE of a name never prepared succeeded (PostgreSQL: 26000). psycopg prepares
+    server-side statements by name and DEALLOCATEs them when its cache is full (prepared_max)."""
+    with psycopg.connect(served.url(), autocommit=True, prepare_threshold=0) as conn:
+        conn.prepared_max = 2
+        for i in range(6):  # each new query is prepared; the cache's oldest is DEALLOCATEd
+            assert conn.execute(f"SELECT {i} AS n, %s::int AS p", [i]).fetchone() == (i, i)
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName, match='prepared statement "nope"'):
+            conn.execute("DEALLOCATE nope")
+        assert conn.execute("DEALLOCATE ALL").statusmessage == "DEALLOCATE ALL"
+        conn.execute("SET application_name = 'before'")
+        assert conn.execute("DISCARD ALL").statusmessage == "DISCARD ALL"
+        assert conn.execute("SHOW application_name").fetchone() == ("",)
+    with psycopg.connect(served.url(), autocommit=True) as raw:  # the same name prepared again
+        assert raw.pgconn.prepare(b"s1", b"SELECT 1").status == psycopg.pq.ExecStatus.COMMAND_OK
+        again = raw.pgconn.prepare(b"s1", b"SELECT 2")
+        assert again.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert again.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"42P05"
+        raw.execute('DEALLOCATE "s1"')
+        assert raw.pgconn.prepare(b"s1", b"SELECT 2").status == psycopg.pq.ExecStatus.COMMAND_OK
+
+
+def test_psqlodbc_with_its_default_settings_runs_every_statement_of_a_session(served: Served) -> None:
+    """The real psqlODBC driver (isql, installed by tests/tools/install.sh): with server-side
+    prepare, its default, it DEALLOCATEs and re-prepares its plans; from the 4th statement each
+    prepare failed with 42P05."""
+    isql = shutil.which("isql")
+    assert isql, "isql is missing: run `bash tests/tools/install.sh` (make test does)"
+    statements = [f"SELECT {i} * 7 AS n" for i in range(1, 9)] + ["SHOW JOBS"]
+    done = subprocess.run(
+        [isql, "-v", "-b", "-k", f"Driver=PostgreSQL Unicode;Server={served.host};Port={served.port};"
+         "Database=pitstop;Uid=tester;"],
+        input="\n".join(statements) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ISQL]ERROR" not in done.stdout and "42P05" not in done.stdout, done.stdout
+    found = [int(x) for x in re.findall(r"^\| (\d+)\s+\|$", done.stdout, re.M)]
+    assert found == [i * 7 for i in range(1, 9)], done.stdout

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the server tests need beyond Python packages: psql, the PostgreSQL JDBC driver and a Java
-# compiler (for the JDBC client program); and a PostgreSQL server, which the Postgres sink tests
+# compiler (for the JDBC client program); the psqlODBC driver and unixODBC's isql; and a PostgreSQL server, which the Postgres sink tests
 # start in a temporary folder (tests/pg_helpers.py). Installed from Debian's packages when missing; nothing
 # is done when they are already there. Run by `make test` (and `make bi-demo`).
 set -euo pipefail
@@ -10,6 +10,8 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v isql >/dev/null 2>&1 || need+=(unixodbc)
+compgen -G '/usr/lib/*/odbc/psqlodbcw.so' >/dev/null || need+=(odbc-postgresql)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

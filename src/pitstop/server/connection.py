@@ -299,6 +299,7 @@ class Connection:
         parameters = SessionParameters(self.user, role == "admin", self.tls, params)
         self.session = self.server.new_session(self.user, role, parameters)
         self.session.client_gone = self.client_gone
+        self.session.deallocate = self._deallocate
         self.process_id = self.server.register(self)
         self.session.backend_pid = self.process_id
         self.send(AuthenticationOk())
@@ -612,6 +613,13 @@ class Connection:
         assert portal.outcome is not None
         finished = self._send_outcome(portal.outcome, portal.binary, message.max_rows, describe=False)
         portal.done = finished
+
+    def _deallocate(self, name: str | None) -> bool:
+        """SQL's DEALLOCATE (and DISCARD ALL): a prepared statement goes, or all of them."""
+        if name is None:
+            self.prepared.clear()
+            return True
+        return self.prepared.pop(name, None) is not None
 
     def _close_object(self, message: Close) -> None:
         if message.kind == "S":

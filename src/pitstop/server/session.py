@@ -227,6 +227,8 @@ class Session:
         self._cancel = threading.Event()
         self.client_gone: Callable[[], bool] = lambda: False
         """Set by the connection: whether the client has hung up (a wait then stops, as on cancel)."""
+        self.deallocate: Callable[[str | None], bool] = lambda name: False
+        """Set by the connection: forget a prepared statement (None: all of them); whether it was there."""
         self.executor.cancelled = self._stop_waiting
         self._cursor: duckdb.DuckDBPyConnection | None = None
         self.backend_pid = 0
@@ -630,8 +632,37 @@ class Session:
 
     def _session(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
-        tags = {"DISCARD": "DISCARD ALL", "CLOSE": "CLOSE CURSOR"}
-        return Outcome(tags.get(word, word))
+        if word == "DEALLOCATE":  # DEALLOCATE [PREPARE] name | ALL, as PostgreSQL does it
+            found = re.match(
+                r'\s*DEALLOCATE\s+(?:PREPARE\s+)?(?:"((?:[^"]|"")*)"|([A-Za-z_][\w$]*))\s*;?\s*$',
+                _strip_comments(stmt.text),
+                re.I,
+            )
+            if found is None:
+                raise WireError(sqlstate.SYNTAX_ERROR, "DEALLOCATE takes a prepared statement's name or ALL")
+            quoted, bare = found.groups()
+            if quoted is None and bare.upper() == "ALL":
+                self.deallocate(None)
+                return Outcome("DEALLOCATE ALL")
+            name = quoted.replace('""', '"') if quoted is not None else bare.lower()
+            if not self.deallocate(name):
+                raise WireError(
+                    sqlstate.INVALID_PREPARED_STATEMENT, f'prepared statement "{name}" does not exist'
+                )
+            return Outcome("DEALLOCATE")
+        if word == "DISCARD":
+            what = stmt.words[1] if len(stmt.words) > 1 else ""
+            if what == "ALL":  # as PostgreSQL: prepared statements go and settings are reset
+                if self.transaction != "I":
+                    raise WireError(
+                        sqlstate.ACTIVE_TRANSACTION, "DISCARD ALL cannot run inside a transaction block"
+                    )
+                self.deallocate(None)
+                changes = [self.parameters.show(p.name) for p in self.parameters.reset_all()]
+                self._sync_parameters()
+                return Outcome("DISCARD ALL", parameter_changes=changes)
+            return Outcome(f"DISCARD {what}".strip())
+        return Outcome("CLOSE CURSOR" if word == "CLOSE" else word)
 
     def _write(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
