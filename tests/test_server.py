@@ -367,6 +367,10 @@ def test_with_a_certificate_clients_speak_tls(tmp_path: Path) -> None:
             assert conn.execute("SHOW ssl").fetchone() == ("on",)
         done = psql(s, "-c", "SELECT 41 + 1 AS answer")
         assert done.returncode == 0 and "42" in done.stdout, done.stderr
+        with psycopg.connect(s.url(sslmode="require"), autocommit=True) as conn:  # told, over TLS
+            s.server.shutdown()
+            with pytest.raises(psycopg.errors.AdminShutdown):
+                conn.execute("SELECT 2")
 
 
 def test_concurrent_creates_of_one_name_end_with_one_winner(served: Served) -> None:
@@ -486,3 +490,13 @@ def test_psqlodbc_with_its_default_settings_runs_every_statement_of_a_session(se
     assert "[ISQL]ERROR" not in done.stdout and "42P05" not in done.stdout, done.stdout
     found = [int(x) for x in re.findall(r"^\| (\d+)\s+\|$", done.stdout, re.M)]
     assert found == [i * 7 for i in range(1, 9)], done.stdout
+
+
+def test_a_client_is_told_the_server_is_going_away(served: Served) -> None:
+    """On shutdown (SIGTERM) each client gets FATAL 57P01, as from PostgreSQL; the socket was shut
+    before the message could be sent, so clients saw only a connection that broke."""
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        served.server.shutdown()
+        with pytest.raises(psycopg.errors.AdminShutdown, match="terminating connection due to administrator"):
+            conn.execute("SELECT 2")

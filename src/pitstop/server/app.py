@@ -187,16 +187,21 @@ class Server:
         with self._lock:
             connections = list(self._connections.values())
         for conn in connections:
-            conn.going_away = True
+            conn.go_away()  # its thread stops waiting for the client, says 57P01 and closes
             if conn.session is not None:
                 conn.session.cancel()
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        while self.connections and time.monotonic() < deadline - SHUTDOWN_WAIT_S / 2:
+            time.sleep(0.05)  # each connection's thread ends its statement and closes its cursor
+        with self._lock:
+            connections = list(self._connections.values())
+        for conn in connections:  # a send blocked on a client that does not read ends too
             try:
-                conn.sock.shutdown(socket.SHUT_RDWR)  # also ends a send blocked on a client
+                conn.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        deadline = time.monotonic() + SHUTDOWN_WAIT_S
         while self.connections and time.monotonic() < deadline:
-            time.sleep(0.05)  # each connection's thread ends its statement and closes its cursor
+            time.sleep(0.05)
         if self.connections:
             log.warning("%d client connection(s) still busy at shutdown", self.connections)
         path = self.manager.home / SERVER_FILE

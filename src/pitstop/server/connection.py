@@ -17,8 +17,11 @@ PostgreSQL's ``postgres.c``:
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import select
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -144,6 +147,7 @@ class Connection:
         self.pending_block: str | None = None
         self.going_away = False
         """The server is shutting down: the client is told so (57P01) if it can still hear."""
+        self._wake_r, self._wake_w = os.pipe()  # :meth:`go_away` ends a wait for the client
 
     # -- I/O --------------------------------------------------------------------------------------------
     def _next(self) -> Any:
@@ -155,6 +159,7 @@ class Connection:
             limit = MAX_STARTUP if self.decoder.phase == ConnectionPhase.STARTUP else MAX_MESSAGE
             if self.decoder.buffered > limit:
                 raise WireError(sqlstate.PROTOCOL_VIOLATION, "invalid message length: message too large")
+            self._wait_for_client()
             try:
                 data = self.sock.recv(65536)
             except (ConnectionError, OSError) as exc:
@@ -162,6 +167,31 @@ class Connection:
             if not data:
                 raise ClientGone
             self.decoder.feed(data)
+
+    def _wait_for_client(self) -> None:
+        """Until the client has sent something, or the server goes away (:meth:`go_away`). Its
+        thread then says 57P01 itself, on the socket as it is: shutting the socket from another
+        thread would lose the message (and, under TLS, the session's state)."""
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return  # decrypted bytes wait in the TLS layer already
+        timeout = self.sock.gettimeout()
+        poller = select.poll()  # (not select(): a process with Spark in it may hold > 1024 files)
+        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
+        if self._wake_r in ready:
+            raise ClientGone
+        if not ready:
+            raise TimeoutError
+
+    def go_away(self) -> None:
+        """The server is shutting down: wake the connection's thread, which tells the client (57P01)
+        and closes."""
+        self.going_away = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
 
     def client_gone(self) -> bool:
         """Whether the client closed its end (polled while a statement waits: AWAIT JOB, the drain
@@ -250,6 +280,11 @@ class Connection:
             self.sock.close()
         except OSError:
             pass
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # -- 1. startup -----------------------------------------------------------------------------------
     def _startup(self) -> bool:
