@@ -204,8 +204,9 @@ def test_an_execution_error_carries_the_statement_line_and_keeps_its_class(
     script = "CREATE MAPPING daily_revenue TYPE DuckDB;\n\n  DROP MAPPING nowhere;\nSHOW MAPPINGS;\n"
     err = error_of(manager, script)
     assert type(err) is UnknownObjectError  # a CatalogError
-    assert (err.line, err.col) == (3, 3)
-    assert str(err).startswith("ERROR at line 3, col 3: unknown mapping 'nowhere'")
+    assert (err.line, err.col) == (3, 16)  # under the name it is about (was: the statement's start)
+    assert str(err).startswith("ERROR at line 3, col 16: unknown mapping 'nowhere'")
+    assert str(err).endswith("\n    DROP MAPPING nowhere\n" + " " * 17 + "^")
     assert mapping_names(manager) == ["daily_revenue"]  # statements before the error ran
 
     plan_err = error_of(

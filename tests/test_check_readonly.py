@@ -241,7 +241,7 @@ def test_a_snapshot_dropped_earlier_in_the_script_is_reported_gone_at_its_use(tm
     assert done.returncode == 1
     drop_line = setup.count("\n") + 2
     assert (
-        f"ERROR at line {drop_line + 1}, col 1: unknown snapshot 'revenue_v1': "
+        f"ERROR at line {drop_line + 1}, col 37: unknown snapshot 'revenue_v1': "
         f"it is dropped at line {drop_line} of {script}, earlier in the checked files"
     ) in done.stderr
     assert "5 statement(s) OK, 1 error(s)" in done.stdout
@@ -254,7 +254,7 @@ def test_a_snapshot_of_the_catalog_dropped_in_one_file_is_gone_for_the_next(
     second = write(tmp_path / "2.sql", "\n" + job_sql("revenue_2h", "'2' HOUR", "FROM SNAPSHOT revenue_v0"))
     done = pitstop("check", str(first), str(second), home=home)
     assert done.returncode == 1
-    expected = f"ERROR at line 2, col 1: unknown snapshot 'revenue_v0': it is dropped at line 1 of {first}"
+    expected = f"ERROR at line 2, col 37: unknown snapshot 'revenue_v0': it is dropped at line 1 of {first}"
     assert f"{second}: {expected}" in done.stderr
     assert pitstop("check", str(second), home=home).returncode == 0, "the catalog still has it"
 
@@ -285,9 +285,9 @@ def test_snapshot_names_taken_earlier_in_the_script_are_refused_again(home: Path
     done = pitstop("check", str(script), home=home)
     errors = [line for line in done.stderr.splitlines() if ": ERROR at line" in line]
     assert len(errors) == 3, done.stderr
-    assert "line 2, col 1: snapshot 'revenue_v1' already exists; use CREATE OR REPLACE SNAPSHOT" in errors[0]
-    assert "line 4, col 1: snapshot 'revenue_v0' already exists; choose another name" in errors[1]
-    assert "line 6, col 1: unknown job 'revenue': it is dropped at line 5" in errors[2]
+    assert "line 2, col 17: snapshot 'revenue_v1' already exists; use CREATE OR REPLACE SNAPSHOT" in errors[0]
+    assert "line 4, col 32: snapshot 'revenue_v0' already exists; choose another name" in errors[1]
+    assert "line 6, col 36: unknown job 'revenue': it is dropped at line 5" in errors[2]
 
 
 def test_describe_and_explain_follow_the_jobs_and_snapshots_of_the_script(home: Path, tmp_path: Path) -> None:
@@ -304,8 +304,8 @@ def test_describe_and_explain_follow_the_jobs_and_snapshots_of_the_script(home: 
     done = pitstop("check", str(script), home=home)
     errors = [line.split(": ERROR at ")[1] for line in done.stderr.splitlines() if ": ERROR at line" in line]
     assert errors == [
-        f"line 3, col 1: unknown job 'revenue': it is dropped at line 1 of {script}, earlier in the "
+        f"line 3, col 14: unknown job 'revenue': it is dropped at line 1 of {script}, earlier in the "
         "checked files; use it before that statement or create it again",
-        f"line 7, col 1: unknown snapshot 'revenue_v0': it is dropped at line 6 of {script}, earlier "
+        f"line 7, col 40: unknown snapshot 'revenue_v0': it is dropped at line 6 of {script}, earlier "
         "in the checked files; use it before that statement or create it again",
     ], done.stderr

@@ -53,7 +53,7 @@ def test_first_error_stops_the_script_with_its_line_and_column(tmp_path: Path) -
     )
     done = pitstop("run", str(script), home=tmp_path / "home")
     assert done.returncode == 1
-    assert done.stderr.startswith(f"ERROR in {script} at line 4, col 1: unknown job 'nosuch'")
+    assert done.stderr.startswith(f"ERROR in {script} at line 4, col 10: unknown job 'nosuch'")
     assert "SHOW JOBS" not in done.stdout and "0 job(s)" not in done.stdout
 
 

@@ -20,6 +20,7 @@ from pitstop.errors import (
     UnknownOptionError,
     all_errors,
 )
+from pitstop.executor import Executor
 from pitstop.server.sqlstate import code_of
 
 
@@ -55,3 +56,17 @@ def test_a_statements_error_comes_as_the_class_of_its_code(
 
 def test_a_catalog_error_of_no_narrower_kind_keeps_the_prerequisite_code() -> None:
     assert code_of(CatalogError("mapping 'orders' is used by job 'revenue'")) == "55000"
+
+
+def test_the_caret_stands_under_the_name_an_error_is_about() -> None:
+    """Errors about a name pointed at the statement's start (issue 25): now at the name, on the
+    line it is on, quoted or not; the keyword JOB is not the job named job."""
+    script = (
+        "SHOW JOBS;\nCREATE MAPPING g (id BIGINT, ts TIMESTAMP)\n"
+        "  TYPE Generator OPTIONS ('rowsPerSecond'='50');\nDROP JOB job;"
+    )
+    ex = Executor(None)
+    ok, errors = ex.check_script(script)
+    assert [(e.line, e.col) for e in errors] == [(3, 27), (4, 10)]
+    assert str(errors[0]).endswith("\n    TYPE Generator OPTIONS ('rowsPerSecond'='50')\n" + " " * 28 + "^")
+    assert errors[1].message.startswith("unknown job 'job'")

@@ -52,7 +52,7 @@ def test_on_error_stop_ends_at_the_first_error_with_exit_1(tmp_path: Path) -> No
     home = tmp_path / "home"
     done = pitstop("run", "-", home=home, stdin=MIXED)
     assert done.returncode == 1
-    assert done.stderr.startswith("ERROR at line 2, col 1: unknown job 'nosuch'")
+    assert done.stderr.startswith("ERROR at line 2, col 10: unknown job 'nosuch'")
     assert mapping_names(home) == ["first_sink"]
 
 
@@ -60,7 +60,7 @@ def test_on_error_continue_runs_later_statements_but_still_exits_1(tmp_path: Pat
     home = tmp_path / "home"
     done = pitstop("run", "-", "--on-error", "continue", home=home, stdin=MIXED)
     assert done.returncode == 1
-    assert "ERROR at line 2, col 1: unknown job 'nosuch'" in done.stderr
+    assert "ERROR at line 2, col 10: unknown job 'nosuch'" in done.stderr
     assert "mapping 'second_sink' created" in done.stdout and "(2 rows)" in done.stdout
     assert mapping_names(home) == ["first_sink", "second_sink"]
 

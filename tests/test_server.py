@@ -166,7 +166,7 @@ def test_errors_carry_sqlstate_and_the_position_of_the_statement(served: Served)
             conn.execute(query)
         assert info.value.sqlstate == "42704"
         assert info.value.diag.message_primary == "unknown job 'revenu'; SHOW JOBS lists the jobs"
-        assert info.value.diag.statement_position == str(query.index("DROP") + 1)
+        assert info.value.diag.statement_position == str(query.index("revenu") + 1)  # the name
         with pytest.raises(psycopg.errors.SyntaxError) as syntax:
             conn.execute("CREATE MAPPING m (a BIGINT) TYPE File OPTIONS ('path'=)")
         assert syntax.value.sqlstate == "42601"

@@ -134,7 +134,7 @@ def test_errors_show_a_caret_and_a_close_name(terminal: Terminal, tmp_path: Path
     terminal.run(ORDERS.format(path=tmp_path / "orders"), "mapping 'orders' created")
     terminal.line("DROP MAPPING ordrs;")
     terminal.expect(r"unknown mapping 'ordrs'\W+did you mean 'orders'\?")
-    terminal.expect(r"\r\n  DROP MAPPING ordrs\r\n  \^")
+    terminal.expect(r"\r\n  DROP MAPPING ordrs\r\n {15}\^")  # under the name
     terminal.line("SHOW JOBZ;")
     terminal.expect(r"ERROR at line 1, col 6: .*\r\n  SHOW JOBZ;?\r\n       \^")
 
@@ -171,7 +171,7 @@ def test_include_runs_a_file_and_its_errors_name_the_file(terminal: Terminal, tm
     script = tmp_path / "setup.sql"
     script.write_text("CREATE MAPPING s TYPE Console;\n\nDROP JOB gone;\n")
     terminal.line(f"\\i {script}")
-    out = terminal.expect(r"ERROR in \S*setup.sql at line 3, col 1: unknown job 'gone'")
+    out = terminal.expect(r"ERROR in \S*setup.sql at line 3, col 10: unknown job 'gone'")
     assert "mapping 's' created" in out
 
 

@@ -10,6 +10,7 @@ server answers by class and a client maps a code back to its class, both from he
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 
@@ -21,6 +22,9 @@ class PitstopError(Exception):
     """
 
     sqlstate: ClassVar[str] = "XX000"  # internal_error
+    names_its_subject: ClassVar[bool] = False
+    """The message's first quoted name is what the error is about (``unknown job 'x'``): the caret
+    goes under it in the statement, not under the statement's start."""
 
     def __init__(
         self,
@@ -29,6 +33,7 @@ class PitstopError(Exception):
         col: int | None = None,
         source_line: str | None = None,
         file: str | None = None,
+        subject: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -36,6 +41,11 @@ class PitstopError(Exception):
         self.col = col
         self.source_line = source_line
         self.file = file
+        if subject is None and self.names_its_subject:
+            quoted = re.search(r"'((?:[^']|'')+)'", message)
+            subject = quoted.group(1).replace("''", "'") if quoted else None
+        self.subject = subject
+        """The name in the statement the error is about (the caret goes under it), or None."""
 
     def at(
         self, line: int, col: int, source_line: str | None = None, file: str | None = None
@@ -79,12 +89,14 @@ class UnknownObjectError(CatalogError):
     """No mapping, view, job or snapshot of that name."""
 
     sqlstate = "42704"  # undefined_object
+    names_its_subject = True
 
 
 class DuplicateObjectError(CatalogError):
     """A mapping, view, job or snapshot of that name exists already."""
 
     sqlstate = "42710"  # duplicate_object
+    names_its_subject = True
 
 
 class PlanError(PitstopError):
@@ -103,6 +115,7 @@ class UnknownOptionError(PlanError):
     """A setting or job option pitstop does not know."""
 
     sqlstate = "42704"  # undefined_object
+    names_its_subject = True
 
 
 class CompatibilityError(PitstopError):
@@ -147,3 +160,19 @@ def all_errors() -> list[type[PitstopError]]:
     for cls in out:
         out.extend(cls.__subclasses__())
     return out
+
+
+def subject_offset(text: str, subject: str | None) -> int | None:
+    """Where ``subject`` stands in a statement's text as a whole name, quoted or not (the quote
+    included), after the statement's first word: where it is written as named, else its last
+    place in any case (``DROP JOB job``: the name, not the keyword); None if it is not there."""
+    if not subject:
+        return None
+    first = re.match(r"\s*\w+", text)
+    skip = first.end() if first else 0
+    pattern = r"""(?<![\w$])(['"]?)(""" + re.escape(subject) + r""")\1(?![\w$])"""
+    found = list(re.finditer(pattern, text[skip:], re.I))
+    if not found:
+        return None
+    exact = [m for m in found if m.group(2) == subject]
+    return skip + (exact[0] if exact else found[-1]).start()

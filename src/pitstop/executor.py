@@ -34,6 +34,7 @@ from pitstop.errors import (
     PlanError,
     UnknownObjectError,
     UnknownOptionError,
+    subject_offset,
 )
 from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
@@ -129,8 +130,16 @@ def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None
     """Give an error the statement's position (syntax errors keep their own, finer one)."""
     if err.line is not None:
         return err
-    first = stmt.text.split("\n", 1)[0]
-    return err.at(stmt.line, stmt.col, None if "\n" in err.message else first, file)
+    lines = stmt.text.split("\n")
+    shown = "\n" not in err.message  # a message of several lines shows no source line
+    offset = subject_offset(stmt.text, err.subject)
+    if offset is None:  # at the statement's start
+        return err.at(stmt.line, stmt.col, lines[0] if shown else None, file)
+    before = stmt.text[:offset]
+    n = before.count("\n")
+    if n == 0:  # under the name the error is about
+        return err.at(stmt.line, stmt.col + offset, " " * (stmt.col - 1) + lines[0] if shown else None, file)
+    return err.at(stmt.line + n, offset - before.rfind("\n"), lines[n] if shown else None, file)
 
 
 class Executor:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pitstop.connectors import dsn
-from pitstop.errors import PlanError
+from pitstop.errors import PlanError, UnknownOptionError
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -182,7 +182,7 @@ class Connector:
                 out[key] = value
                 continue
             if option is None:
-                raise PlanError(f"{where}: unknown option '{key}'{self._suggest(key)}")
+                raise UnknownOptionError(f"{where}: unknown option '{key}'{self._suggest(key)}", subject=key)
             out[option.name] = option.normalize(where, value)
         for option in self.options:
             if option.required and option.name not in out:

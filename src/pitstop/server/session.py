@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from pitstop.errors import PermissionDeniedError, PitstopError
+from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
 from pitstop.server import paramtypes, sqlstate
 from pitstop.server.bulk import RowEncoder
@@ -194,8 +194,8 @@ def split(query: str) -> list[Statement]:
 
 def error_position(err: PitstopError, stmt: Statement, query: str) -> int | None:
     """1-based character position of a positioned pitstop error in the client's query string."""
-    if err.line is None or err.col is None:
-        return stmt.offset + 1
+    if err.line is None or err.col is None:  # under the name it is about, else the statement's start
+        return stmt.offset + 1 + (subject_offset(stmt.text, err.subject) or 0)
     line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
     if err.line - 1 >= len(line_starts):
         return None
