@@ -500,3 +500,22 @@ def test_a_client_is_told_the_server_is_going_away(served: Served) -> None:
         served.server.shutdown()
         with pytest.raises(psycopg.errors.AdminShutdown, match="terminating connection due to administrator"):
             conn.execute("SELECT 2")
+
+
+def test_statement_timeout_cancels_a_query_that_runs_longer(served: Served) -> None:
+    """SET statement_timeout was accepted and shown but never enforced (a query ran 95 s)."""
+    slow = "SELECT count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3"
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match='"statement_timeout": "soon"'):
+            conn.execute("SET statement_timeout = 'soon'")
+        conn.execute("SET statement_timeout = '300ms'")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("300ms",)
+        with pytest.raises(
+            psycopg.errors.QueryCanceled, match="canceling statement due to statement timeout"
+        ):
+            conn.execute(slow)
+        assert conn.execute("SELECT 41 + 1").fetchone() == (42,)  # the session goes on
+        conn.execute("SET statement_timeout = 0")
+        with pytest.raises(psycopg.errors.QueryCanceled, match="due to user request"):
+            threading.Timer(0.3, conn.cancel_safe).start()  # (cancel() holds the GIL in libpq)
+            conn.execute(slow)

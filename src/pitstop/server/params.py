@@ -140,3 +140,18 @@ class SessionParameters:
 
     def all(self) -> list[tuple[str, str, str]]:
         return [(p.name, self.values[p.name.lower()], p.description) for p in PARAMETERS]
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def milliseconds(name: str, value: str) -> int:
+    """A time setting as PostgreSQL reads it (``statement_timeout``): a number of milliseconds,
+    or one with a unit (``us``, ``ms``, ``s``, ``min``, ``h``, ``d``); ValueError otherwise."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*", value.strip("'\""))
+    if found is None:
+        raise ValueError(
+            f'invalid value for parameter "{name}": "{value}"'
+            + '\nValid units for this parameter are "us", "ms", "s", "min", "h", and "d".'
+        )
+    return round(float(found.group(1)) * _UNITS_MS[found.group(2) or "ms"])

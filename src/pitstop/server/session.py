@@ -34,7 +34,7 @@ from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
 from pitstop.server import paramtypes, sqlstate
 from pitstop.server.bulk import RowEncoder
-from pitstop.server.params import SessionParameters
+from pitstop.server.params import SessionParameters, canonical, milliseconds
 from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.results import SharedResults
 from pitstop.server.sqlstate import WireError
@@ -240,6 +240,8 @@ class Session:
         self._statements: dict[str, duckdb.Statement] = {}
         self._token = 0
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
+        self._timer: threading.Timer | None = None  # statement_timeout of the statement running
+        self._timed_out = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _stop_waiting(self) -> bool:
@@ -283,17 +285,50 @@ class Session:
                     sqlstate.IN_FAILED_TRANSACTION,
                     "current transaction is aborted, commands ignored until end of transaction block",
                 )
+        self._start_timer()
         try:
-            return self._ROUTES[stmt.route](self, stmt, query, params or [])
-        except WireError:
+            outcome = self._ROUTES[stmt.route](self, stmt, query, params or [])
+        except WireError as err:
+            self._stop_timer()
             self._fail_block()
-            raise
+            raise self._timeout_said(err) from err.__cause__
         except PitstopError as err:
+            self._stop_timer()
             self._fail_block()
-            raise WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query)) from err
+            said = WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query))
+            raise self._timeout_said(said) from err
         except duckdb.Error as exc:
+            self._stop_timer()
             self._fail_block()
-            raise sqlstate.from_duckdb(exc) from exc
+            raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
+        if outcome.more is None and outcome.arrow is None:
+            self._stop_timer()  # (a result still to be read keeps it until the query ends)
+        return outcome
+
+    # -- statement_timeout ----------------------------------------------------------------------------
+    def _start_timer(self) -> None:
+        self._stop_timer()
+        self._timed_out = False
+        ms = milliseconds("statement_timeout", self.parameters.values.get("statement_timeout", "0"))
+        if ms > 0:
+            self._timer = threading.Timer(ms / 1000, self._time_out)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _time_out(self) -> None:
+        self._timed_out = True
+        self.cancel()  # as a cancel request: the query is interrupted, a wait stops; jobs go on
+
+    def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _timeout_said(self, err: WireError) -> WireError:
+        """A statement cancelled by its statement_timeout says so, as PostgreSQL does."""
+        if self._timed_out and err.code == sqlstate.QUERY_CANCELED:
+            return WireError(sqlstate.QUERY_CANCELED, "canceling statement due to statement timeout")
+        return err
 
     def _fail_block(self) -> None:
         if self.transaction == "T":
@@ -433,12 +468,13 @@ class Session:
                 try:
                     chunk = cursor.fetchmany(FETCH_ROWS)
                 except duckdb.Error as exc:
-                    raise sqlstate.from_duckdb(exc) from exc
+                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
                 if not chunk:
                     return
                 yield from chunk
         finally:
             if token == self._token:  # not a later query's transaction (a dropped portal's rows)
+                self._stop_timer()
                 self.end_query()
 
     def _batches(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[pa.RecordBatch]:
@@ -456,12 +492,13 @@ class Session:
                 except StopIteration:
                     return
                 except duckdb.Error as exc:
-                    raise sqlstate.from_duckdb(exc) from exc
+                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
                 except pa.ArrowException as exc:  # DuckDB's error, passed on by Arrow's stream
-                    raise sqlstate.from_arrow(exc) from exc
+                    raise self._timeout_said(sqlstate.from_arrow(exc)) from exc
                 yield batch
         finally:
             if token == self._token:
+                self._stop_timer()
                 self.end_query()
 
     def end_query(self) -> None:
@@ -598,6 +635,11 @@ class Session:
         return self._apply(assign.group(1).strip('"'), _value(assign.group(2)), "SET")
 
     def _apply(self, name: str, value: str | None, tag: str) -> Outcome:
+        if value is not None and canonical(name) == "statement_timeout":
+            try:
+                milliseconds(name, value)
+            except ValueError as exc:
+                raise WireError(sqlstate.INVALID_PARAMETER_VALUE, str(exc)) from None
         try:
             changed = self.parameters.set(name, value)
         except KeyError:
