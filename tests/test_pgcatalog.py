@@ -16,7 +16,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -517,17 +516,6 @@ def test_array_parameters_in_postgresql_syntax(cursor: duckdb.DuckDBPyConnection
 
 def test_statements_that_do_not_parse_are_left_to_duckdb() -> None:
     assert translate("PRAGMA show_tables") == "PRAGMA show_tables"
-
-
-def test_prepare_takes_a_few_milliseconds(catalog: Catalog) -> None:
-    cursors = [catalog.connect() for _ in range(10)]
-    started = time.perf_counter()
-    for cur in cursors:
-        PgCatalog().prepare(cur, "pitstop")
-    per_cursor = (time.perf_counter() - started) / len(cursors)
-    for cur in cursors:
-        catalog.disconnect(cur)
-    assert per_cursor < 0.005
 
 
 def test_information_schema_answers_as_postgresql(cursor: duckdb.DuckDBPyConnection) -> None:
