@@ -21,9 +21,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy src
 
+# The suite runs in WORKERS processes side by side (pytest-xdist), each file's tests in one of
+# them: a Spark test waits on triggers and processes much of its time, so two share two cores.
+WORKERS ?= 2
 test: lint
 	bash tests/tools/install.sh
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(WORKERS) --dist loadfile
 
 # A Spark standalone master and two workers on 127.0.0.1 (ports 17077-17118; PITSTOP_CLUSTER_PORT
 # moves them), the pit stop and a lost worker on them; the cluster is torn down by PID.
