@@ -372,16 +372,15 @@ class Executor:
                 trigger_ms = settings.parse(key, value, f"setting '{key}'")
             except PitstopError as err:
                 raise PlanError(err.message) from None
-            self.session[key] = value
             if self.manager is not None:
                 self.manager.settings = replace(self.manager.settings, trigger_ms=trigger_ms)
-            return Result(f"{key} = {value}")
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1
-        if not 0 < number < float("inf"):
-            raise PlanError(f"setting '{key}' takes a positive number, got '{value}'")
+        else:
+            try:
+                number = float(value)
+            except ValueError:
+                number = -1
+            if not 0 < number < float("inf"):
+                raise PlanError(f"setting '{key}' takes a positive number, got '{value}'")
         self.session[key] = value
         return Result(f"{key} = {value}")
 

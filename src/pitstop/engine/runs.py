@@ -465,12 +465,7 @@ class ActiveRun:
                     f"job '{self.job}': INSERT INTO {bq.branch.sink} is at {p.positions}, not at the cut "
                     f"{fence}; no snapshot was written"
                 )
-            written = bq.sink.last_batch() if hasattr(bq.sink, "last_batch") else None
-            if written is not None and (p.committed is None or written > p.committed):
-                raise PitstopError(
-                    f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond the "
-                    f"checkpoint's last commit {p.committed}; no snapshot was written"
-                )
+            self._refuse_sink_past(bq, p.committed, "the checkpoint's last commit")
             batches[bq.branch.index] = p.committed
             watermarks[bq.branch.index] = p.watermark_ms
         return Cut(dict(fence), batches, watermarks)
@@ -509,12 +504,16 @@ class ActiveRun:
                     f"job '{self.job}': INSERT INTO {bq.branch.sink} has committed batch {committed} "
                     f"once stopped, not the cut's batch {at_cut}; no snapshot was written"
                 )
-            written = bq.sink.last_batch() if hasattr(bq.sink, "last_batch") else None
-            if written is not None and (at_cut is None or written > at_cut):
-                raise PitstopError(
-                    f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond the "
-                    f"cut's batch {at_cut}; no snapshot was written"
-                )
+            self._refuse_sink_past(bq, at_cut, "the cut's batch")
+
+    def _refuse_sink_past(self, bq: BranchQuery, batch: int | None, what: str) -> None:
+        """PitstopError if the branch's sink holds a batch after ``batch`` (None: any batch)."""
+        written = bq.sink.last_batch() if hasattr(bq.sink, "last_batch") else None
+        if written is not None and (batch is None or written > batch):
+            raise PitstopError(
+                f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond {what} "
+                f"{batch}; no snapshot was written"
+            )
 
 
 def output_mode(branch: Branch) -> str:

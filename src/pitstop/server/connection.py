@@ -148,6 +148,7 @@ class Connection:
         self.going_away = False
         """The server is shutting down: the client is told so (57P01) if it can still hear."""
         self._wake_r, self._wake_w = os.pipe()  # :meth:`go_away` ends a wait for the client
+        self._poller: tuple[int, select.poll] | None = None  # (the socket's fd, its poller)
 
     # -- I/O --------------------------------------------------------------------------------------------
     def _next(self) -> Any:
@@ -175,10 +176,13 @@ class Connection:
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return  # decrypted bytes wait in the TLS layer already
         timeout = self.sock.gettimeout()
-        poller = select.poll()  # (not select(): a process with Spark in it may hold > 1024 files)
-        poller.register(self.sock.fileno(), select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        ready = {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
+        fd = self.sock.fileno()
+        if self._poller is None or self._poller[0] != fd:  # (a new one once TLS wraps the socket)
+            poller = select.poll()  # (not select(): a process with Spark in it may hold > 1024 files)
+            poller.register(fd, select.POLLIN)
+            poller.register(self._wake_r, select.POLLIN)
+            self._poller = (fd, poller)
+        ready = {f for f, _ in self._poller[1].poll(None if timeout is None else timeout * 1000)}
         if self._wake_r in ready:
             raise ClientGone
         if not ready:

@@ -288,19 +288,16 @@ class Session:
         self._start_timer()
         try:
             outcome = self._ROUTES[stmt.route](self, stmt, query, params or [])
-        except WireError as err:
+        except (WireError, PitstopError, duckdb.Error) as exc:
             self._stop_timer()
             self._fail_block()
-            raise self._timeout_said(err) from err.__cause__
-        except PitstopError as err:
-            self._stop_timer()
-            self._fail_block()
-            said = WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query))
-            raise self._timeout_said(said) from err
-        except duckdb.Error as exc:
-            self._stop_timer()
-            self._fail_block()
-            raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
+            if isinstance(exc, WireError):
+                raise self._timeout_said(exc) from exc.__cause__
+            if isinstance(exc, PitstopError):
+                said = WireError(sqlstate.code_of(exc), exc.message, error_position(exc, stmt, query))
+            else:
+                said = sqlstate.from_duckdb(exc)
+            raise self._timeout_said(said) from exc
         if outcome.more is None and outcome.arrow is None:
             self._stop_timer()  # (a result still to be read keeps it until the query ends)
         return outcome

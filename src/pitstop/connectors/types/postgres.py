@@ -19,6 +19,7 @@ password of the ``dsn`` is never shown (:mod:`pitstop.connectors.dsn`).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,28 +32,14 @@ if TYPE_CHECKING:
     from pitstop.connectors.sinks import Sink
 
 
+log = logging.getLogger(__name__)
+
+
 class PostgresConnector(Connector):
     type_name = "Postgres"
     summary = "a table in a PostgreSQL database, exactly once (rows by COPY, one transaction per batch)"
     sink = True
     upserts = True
-
-    def sink_keys(self, catalog: Catalog, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
-        if not ask_server:  # (a run not restored from a snapshot: its start does not wait for a server)
-            return None
-        import logging
-
-        from pitstop.connectors.postgres import PostgresSink
-
-        probe = PostgresSink(catalog, mapping, mapping.name, "", 0)
-        try:
-            with probe._connect() as conn:
-                return tuple(probe.upsert_keys(conn)) or None
-        except Exception:  # noqa: BLE001 - unreachable now: the sink's own check says so
-            logging.getLogger(__name__).warning(
-                "sink '%s': not reached to learn its keys; rows are appended", mapping.name
-            )
-            return None
 
     options = (
         Option(
@@ -63,6 +50,19 @@ class PostgresConnector(Connector):
         ),
         Option("table", "the table, [schema.]name (default: the mapping's name); created if missing"),
     )
+
+    def sink_keys(self, catalog: Catalog, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
+        if not ask_server:  # (a run not restored from a snapshot: its start does not wait for a server)
+            return None
+        from pitstop.connectors.postgres import PostgresSink
+
+        probe = PostgresSink(catalog, mapping, mapping.name, "", 0)
+        try:
+            with probe._connect() as conn:
+                return tuple(probe.upsert_keys(conn)) or None
+        except Exception:  # noqa: BLE001 - unreachable now: the sink's own check says so
+            log.warning("sink '%s': not reached to learn its keys; rows are appended", mapping.name)
+            return None
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
         from pitstop.connectors.postgres import parse_dsn, table_ref
