@@ -121,8 +121,8 @@ class Pitstop:
     """One manager (one Spark session) for every pitstop run; jobs get fresh names."""
 
     def __init__(self, home: Path, broker: kafka_helpers.Broker) -> None:
-        from pitstop.engine.manager import Manager
         from pitstop.executor import Executor
+        from pitstop.manager import Manager
         from pitstop.settings import Settings
 
         self.manager = Manager(Settings.resolve(home=home))  # pitstop's defaults (and PITSTOP_* settings)

@@ -22,8 +22,8 @@ def populate(home: Path) -> None:
     """Catalog rows as real statements would leave them (plans and manifests of a real job)."""
     from pitstop.catalog.rows import RUNNING, STOPPED, Job, Run
     from pitstop.catalog.store import now
-    from pitstop.engine.manager import Manager
     from pitstop.executor import Executor
+    from pitstop.manager import Manager
     from pitstop.planner.build import plan_job
     from pitstop.settings import Settings
     from pitstop.sql.parser import parse_script
@@ -88,10 +88,10 @@ def _add_snapshot(catalog: Any, tx: Any, home: Path, created: Any, s: int) -> No
 
 
 def measure(home: Path, calls: int) -> dict[str, Any]:
-    from pitstop.engine.manager import Manager
     from pitstop.engine.session import running_session
     from pitstop.errors import PitstopError
     from pitstop.executor import Executor
+    from pitstop.manager import Manager
     from pitstop.settings import Settings
 
     manager = Manager(Settings.resolve(home=home))

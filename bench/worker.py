@@ -313,8 +313,8 @@ class Worker:
 
     # -- helpers -----------------------------------------------------------------------------------
     def _pitstop(self, home: Path) -> tuple[Any, Any]:
-        from pitstop.engine.manager import Manager
         from pitstop.executor import Executor
+        from pitstop.manager import Manager
         from pitstop.settings import Settings
 
         manager = Manager(Settings.resolve(home=home))

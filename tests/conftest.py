@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from pitstop.connectors.sinks import Sink
-from pitstop.engine.manager import Manager
 from pitstop.executor import Executor, Result
+from pitstop.manager import Manager
 from pitstop.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

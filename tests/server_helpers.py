@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 from pitstop.server.app import Server
 from pitstop.settings import Settings
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import run
-from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
+from pitstop.manager import Manager
 from pitstop.planner.compat import REFUSED, RESTORED
 from pitstop.planner.plan import Accumulator
 from pitstop.snapshots.restore import NATIVE, ROWS

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import orders_mapping, revenue_select, run
-from pitstop.engine import manager as manager_module
-from pitstop.engine.manager import Manager
+from pitstop import manager as manager_module
 from pitstop.errors import (
     CatalogError,
     CompatibilityError,
@@ -23,6 +22,7 @@ from pitstop.errors import (
     UnknownObjectError,
 )
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.settings import Settings
 
 SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"

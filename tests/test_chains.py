@@ -14,9 +14,9 @@ import pytest
 
 from conftest import run
 from pitstop.catalog.rows import Mapping
-from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
+from pitstop.manager import Manager
 from pitstop.planner.build import plan_job
 from pitstop.planner.plan import JobPlan
 from pitstop.snapshots.restore import NATIVE, ROWS

@@ -16,8 +16,8 @@ import pytest
 from conftest import orders_mapping, revenue_select
 from pitstop.catalog.rows import STOPPED, Job, Run, Snapshot
 from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog, now
-from pitstop.engine.manager import Manager
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.planner.build import plan_job
 from pitstop.settings import Settings
 from pitstop.sql import nodes

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import run
 from pitstop.connectors import registry
-from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
+from pitstop.manager import Manager
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 SRC = Path(__file__).resolve().parent.parent / "src" / "pitstop"

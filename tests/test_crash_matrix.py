@@ -49,7 +49,7 @@ from conftest import (
 from pitstop import faults
 from pitstop.catalog.rows import Job, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = timedelta(hours=1)

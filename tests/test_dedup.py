@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import run
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 from pitstop.planner import compat
 from pitstop.planner.plan import JobPlan, stage_from_json
 from pitstop.snapshots.restore import NATIVE, ROWS

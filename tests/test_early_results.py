@@ -24,9 +24,9 @@ from pitstop.connectors.rollback import Span
 from pitstop.connectors.types.duckdb import DuckDBConnector
 from pitstop.connectors.upsert import UpsertSink, finishing_keys, window_rows
 from pitstop.engine import checkpoint
-from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
 from pitstop.executor import JOB_OPTIONS, mapping_from_node
+from pitstop.manager import Manager
 from pitstop.planner.early import EARLY, with_early_results
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.sql.parser import parse_statement

@@ -9,7 +9,6 @@ import pytest
 
 from conftest import run
 from pitstop import remote
-from pitstop.engine.manager import Manager
 from pitstop.errors import (
     CancelledError,
     CatalogError,
@@ -21,6 +20,7 @@ from pitstop.errors import (
     all_errors,
 )
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.server.sqlstate import code_of
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import run
 from pitstop.engine import forkserver
-from pitstop.engine.manager import Manager
 from pitstop.engine.session import running_forkserver
+from pitstop.manager import Manager
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 

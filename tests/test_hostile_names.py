@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import orders_mapping, run, settings
-from pitstop.engine.manager import Manager
 from pitstop.errors import BadNameError, PitstopError
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.server.sqlstate import code_of
 from pitstop.sql import nodes
 from pitstop.sql.names import MAX_BYTES, NAME_RULE, check_name, inside, name_problem, safe_path

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import batch_windows, closed, make_orders, orders_mapping, revenue_select, run, sink_windows
-from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError
+from pitstop.manager import Manager
 
 pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark
 

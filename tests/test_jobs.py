@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_orders, orders_mapping, run
-from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
+from pitstop.manager import Manager
 
 
 @pytest.mark.spark

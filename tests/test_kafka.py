@@ -15,8 +15,8 @@ import pytest
 from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows
 from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
 from pitstop.connectors.types.kafka import KAFKA_POSITIONS
-from pitstop.engine.manager import Manager
 from pitstop.errors import PitstopError, PlanError
+from pitstop.manager import Manager
 
 STEP = 90  # seconds between orders
 SIX_HOURS = timedelta(hours=6)

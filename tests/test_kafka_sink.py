@@ -35,7 +35,7 @@ from conftest import (
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.connectors.kafka_sink import HEADERS, Ledger, transactional_id
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)

@@ -17,9 +17,9 @@ import pytest
 from conftest import orders_mapping, run, settings
 from pitstop.catalog.rows import ColumnDef, Job, Mapping, Run, Snapshot, View
 from pitstop.catalog.store import now
-from pitstop.engine.manager import Manager
 from pitstop.errors import BadNameError
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.planner.build import plan_job
 from pitstop.sql import nodes
 from pitstop.sql.parser import parse_statement

@@ -19,7 +19,7 @@ import pytest
 from conftest import run
 from pitstop.catalog.rows import Snapshot
 from pitstop.connectors.generator import generate
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 from pitstop.snapshots.restore import NATIVE, ROWS
 
 DATA = Path(__file__).resolve().parent / "data" / "snapshot_format_1"

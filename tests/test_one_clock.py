@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import EPOCH, orders_mapping, run, settings
-from pitstop.engine.manager import Manager
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.snapshots.restore import plan_restore, seeds_from_json
 from pitstop.sql.parser import parse_script
 from test_old_snapshots import MAPPING, install

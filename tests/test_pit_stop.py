@@ -25,8 +25,8 @@ from conftest import (
     sink_windows,
 )
 from pitstop.connectors import positions
-from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError, CompatibilityError, JobFailedError, PitstopError, PlanError
+from pitstop.manager import Manager
 from pitstop.snapshots.restore import NATIVE, ROWS
 
 pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark

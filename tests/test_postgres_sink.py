@@ -28,13 +28,12 @@ import pytest
 
 from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run, wait_until_gone, write_outcome
 from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
-from pitstop import faults
+from pitstop import dsn, faults
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import now
-from pitstop.connectors import dsn
 from pitstop.connectors.postgres import BOOKKEEPING, PostgresSink
-from pitstop.engine.manager import Manager
 from pitstop.errors import PitstopError, PlanError
+from pitstop.manager import Manager
 
 STEP = 90  # seconds between orders
 SECRET = "s3cr3t-pw"

@@ -33,8 +33,8 @@ from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
 from pitstop.connectors import rejects
 from pitstop.connectors.files import read_records
 from pitstop.engine import checkpoint
-from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
+from pitstop.manager import Manager
 from server_helpers import serving
 
 SCHEMA = pa.schema(

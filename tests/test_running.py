@@ -20,9 +20,9 @@ from pitstop.catalog.rows import Mapping
 from pitstop.connectors.generator import generate
 from pitstop.connectors.upsert import KEEP, UpsertSink
 from pitstop.engine import checkpoint
-from pitstop.engine.manager import Manager
 from pitstop.errors import PitstopError, PlanError
 from pitstop.executor import mapping_from_node
+from pitstop.manager import Manager
 from pitstop.planner import compat
 from pitstop.planner.plan import JobPlan, stage_from_json
 from pitstop.snapshots.restore import NATIVE, ROWS

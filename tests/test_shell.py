@@ -295,7 +295,7 @@ def test_did_you_mean_names_the_closest_catalog_name(tmp_path: Path) -> None:
 def test_ctrl_c_cancels_the_wait_not_the_shell(tmp_path: Path) -> None:
     """Ctrl-C while a statement waits sets the executor's ``cancelled``; the statement stops
     waiting and the shell goes on (what AWAIT JOB does, without needing Spark here)."""
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
     from pitstop.settings import Settings
     from pitstop.shell.app import Shell
     from pitstop.sql.parser import parse_script

@@ -28,9 +28,9 @@ from conftest import (
     sink_windows,
 )
 from pitstop import faults
-from pitstop.connectors.rollback import refuse_if_blocked
-from pitstop.engine.manager import Manager
 from pitstop.errors import PlanError
+from pitstop.manager import Manager
+from pitstop.snapshots.rollback import refuse_if_blocked
 from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)
@@ -302,7 +302,7 @@ def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_see
     """Without a broker: a Kafka sink's rollback plan is a refusal to delete, said in EXPLAIN's
     words, which never blocks the restore (the other sinks are still rolled back)."""
     from pitstop.catalog.rows import Mapping
-    from pitstop.connectors.rollback import Span, refuse_if_blocked
+    from pitstop.connectors.rollback import Span
     from pitstop.connectors.types.kafka import CONNECTOR
     from pitstop.describe import rollback_rows
     from pitstop.planner.plan import JobPlan

@@ -21,9 +21,9 @@ import pytest
 
 from conftest import run, settings
 from pitstop.catalog.rows import Snapshot
-from pitstop.engine.manager import Manager
 from pitstop.errors import CatalogError, PlanError
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from server_helpers import Served, psql, serving
 
 DATA = Path(__file__).resolve().parent / "data" / "snapshot_format_1" / "windows_v1"

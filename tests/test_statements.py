@@ -11,9 +11,9 @@ import pytest
 from sqlglot import exp
 
 from conftest import run
-from pitstop.engine.manager import Manager
 from pitstop.errors import SqlError
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.server import auth
 from pitstop.shell.syntax import STATEMENTS as SHOWN
 from pitstop.shell.syntax import find_statement

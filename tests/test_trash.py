@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import settings
-from pitstop.engine.manager import Manager
 from pitstop.engine.tidy import TRASH
 from pitstop.errors import PitstopError
+from pitstop.manager import Manager
 from pitstop.settings import Settings
 
 DAY = 86400.0

@@ -38,8 +38,8 @@ from chains import (
 from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, run, settings, sink_windows
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
-from pitstop.engine.manager import Manager
 from pitstop.errors import JobFailedError
+from pitstop.manager import Manager
 
 pytestmark = pytest.mark.spark
 

@@ -117,7 +117,7 @@ def _open_remote(url: str, prompt: bool) -> Any:
 
 
 def _open_manager(settings: Settings) -> Any:
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
 
     try:
         manager = Manager(settings)

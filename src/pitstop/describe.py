@@ -8,10 +8,11 @@ from typing import Any
 
 from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
-from pitstop.connectors.rollback import OPTION, SinkRollback
+from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine.cluster import Placement
 from pitstop.planner import compat, early
 from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
+from pitstop.snapshots.rollback import OPTION
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageText
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
+from pitstop.dsn import mask
+
 
 class PitstopError(Exception):
     """Root of every error pitstop reports to users.
@@ -59,8 +61,7 @@ class PitstopError(Exception):
             return self.message
         text = f"ERROR at line {self.line}, col {self.col}: {self.message}"
         if self.source_line is not None and self.col is not None:
-            from pitstop.connectors.dsn import mask  # a DSN's password is not shown, even here
-
+            # a DSN's password is not shown, even here
             line, before = mask(self.source_line), mask(self.source_line[: max(self.col - 1, 0)])
             text += f"\n  {line}\n  {' ' * min(len(before), len(line))}^"
         return text

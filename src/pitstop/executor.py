@@ -11,20 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from pitstop import describe, settings
+from pitstop import describe, dsn, settings
 from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
-from pitstop.connectors import dsn, registry
-from pitstop.connectors.rollback import (
-    SinkRollback,
-    batches_past,
-    cut_of,
-    cut_text,
-    cut_texts,
-    plan_rollback,
-    refuse_if_blocked,
-    rolled_back_past,
-)
+from pitstop.connectors import registry
+from pitstop.connectors.rollback import SinkRollback
 from pitstop.errors import (
     BadNameError,
     CatalogError,
@@ -42,6 +33,15 @@ from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.planner.types import spark_type
 from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
+from pitstop.snapshots.rollback import (
+    batches_past,
+    cut_of,
+    cut_text,
+    cut_texts,
+    plan_rollback,
+    refuse_if_blocked,
+    rolled_back_past,
+)
 from pitstop.sql import nodes, statements
 from pitstop.sql.intervals import interval_micros
 from pitstop.sql.names import within
@@ -60,7 +60,7 @@ from pitstop.stages import registry as kinds
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
     from pitstop.engine.cluster import Placement
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
 
 log = logging.getLogger(__name__)
 

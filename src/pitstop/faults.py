@@ -33,7 +33,7 @@ Stop at a cut (``DROP JOB ... WITH SNAPSHOT``, ``CREATE SNAPSHOT``; :mod:`pitsto
 Export (:mod:`pitstop.snapshots.export`)
     ``export.stage_written``     the first stateful stage's Parquet files are in the temp folder
 
-Catalog (:mod:`pitstop.engine.manager`)
+Catalog (:mod:`pitstop.manager`)
     ``export.renamed``           the snapshot's folder is in place; its catalog row is not committed
     ``drop.recorded``            ``DROP JOB ... WITH SNAPSHOT``: the snapshot row is added and the job
                                  deleted (one transaction); the run folder is not removed yet

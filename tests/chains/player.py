@@ -31,7 +31,7 @@ from chains.model import (
     job_sql,
 )
 from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
-from pitstop.engine.manager import Manager
+from pitstop.manager import Manager
 
 
 # -- the runner ----------------------------------------------------------------------------------

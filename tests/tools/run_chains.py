@@ -38,8 +38,8 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredS
 from chains import ChainFailure, Player, Restore, Step, generate, shrink  # noqa: E402
 from kafka_helpers import Broker, start_broker  # noqa: E402
 from pg_helpers import Postgres  # noqa: E402
-from pitstop.engine.manager import Manager  # noqa: E402
 from pitstop.engine.session import stop_session  # noqa: E402
+from pitstop.manager import Manager  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
 
 

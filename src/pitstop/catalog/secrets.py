@@ -3,7 +3,7 @@ catalog's tables.
 
 Any SELECT a server's client sends may read ``pitstop.mappings``, and a home's catalog file is
 what people copy to show a problem. So a mapping is stored with its options as ``SHOW MAPPINGS``
-prints them (:func:`pitstop.connectors.dsn.mask_options`), and the values the mask hid are kept
+prints them (:func:`pitstop.dsn.mask_options`), and the values the mask hid are kept
 in ``<home>/secrets.json``, readable by its owner only (mode 0600), replaced atomically. The
 catalog puts them back when it reads a mapping, so the connectors see the options as written.
 
@@ -22,8 +22,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from pitstop import dsn
 from pitstop.catalog.rows import Mapping
-from pitstop.connectors import dsn
 
 log = logging.getLogger(__name__)
 FILE = "secrets.json"

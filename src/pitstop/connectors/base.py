@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pitstop.connectors import dsn
+from pitstop import dsn
 from pitstop.errors import PlanError, UnknownOptionError
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ class Connector:
 
     def shown_options(self, options: dict[str, str]) -> dict[str, str]:
         """The options as ``SHOW MAPPINGS`` and ``\\d`` print them: passwords in connection strings
-        and options named like a secret (``sasl.password``) masked (:mod:`pitstop.connectors.dsn`)."""
+        and options named like a secret (``sasl.password``) masked (:mod:`pitstop.dsn`)."""
         return dsn.mask_options(options)
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from pitstop import dsn
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors import dsn
 from pitstop.connectors.upsert import HISTORY_COLUMNS, HISTORY_SUFFIX, KEEP, WindowRows, early_rows
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point

@@ -35,7 +35,7 @@ from pitstop.server.session import Session
 from pitstop.server.sqlstate import WireError
 
 if TYPE_CHECKING:
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
 
 log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 200

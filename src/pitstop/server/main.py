@@ -23,8 +23,8 @@ def serve(
     announce: Any = print,
 ) -> int:
     """Run the server until SIGTERM or SIGINT; the exit status (0 after a clean stop)."""
-    from pitstop.engine.manager import Manager
     from pitstop.engine.session import spark_session
+    from pitstop.manager import Manager
     from pitstop.server.app import Server, tls_context
 
     stop = threading.Event()

@@ -44,7 +44,7 @@ from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
 from pitstop.sql.statements import STATEMENTS
 
 if TYPE_CHECKING:
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
     from pitstop.server.pgcatalog import PgCatalog
 
 log = logging.getLogger(__name__)

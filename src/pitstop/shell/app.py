@@ -40,7 +40,7 @@ from pitstop.shell.toolbar import LiveStatus
 from pitstop.sql.parser import ParsedStatement, parse_script
 
 if TYPE_CHECKING:
-    from pitstop.engine.manager import Manager
+    from pitstop.manager import Manager
 
 log = logging.getLogger(__name__)
 PROMPT = "pitstop> "

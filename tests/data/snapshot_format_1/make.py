@@ -15,8 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from pitstop.engine.manager import Manager
 from pitstop.executor import Executor
+from pitstop.manager import Manager
 from pitstop.settings import Settings
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ before-images instead, as a DuckDB sink's does.
 
 The table is created at ``CREATE JOB`` if it is missing, with PostgreSQL types mapped from the
 job's columns; an existing table must have a column of a fitting type for each of them. The
-password of the ``dsn`` is never shown (:mod:`pitstop.connectors.dsn`).
+password of the ``dsn`` is never shown (:mod:`pitstop.dsn`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class PostgresConnector(Connector):
     def rollback_plan(
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
     ) -> SinkRollback:
-        from pitstop.connectors import dsn
+        from pitstop import dsn
         from pitstop.connectors.postgres import PostgresSink
         from pitstop.connectors.rollback import RunShare, SinkRollback
 

@@ -27,7 +27,6 @@ from pyspark.errors import PySparkException
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
-from pitstop.connectors import rollback as sink_rollback
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine import cluster
 from pitstop.engine.cluster import Placement
@@ -48,6 +47,7 @@ from pitstop.faults import crash_point
 from pitstop.planner.plan import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
+from pitstop.snapshots import rollback as sink_rollback
 from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
 from pitstop.sql.names import check_name, safe_path, within
 
