@@ -12,8 +12,8 @@ import pytest
 from conftest import run
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
+from pitstop.plan.model import Accumulator
 from pitstop.planner.compat import REFUSED, RESTORED
-from pitstop.planner.plan import Accumulator
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.stages import registry
 from pitstop.stages.buffers import decode_set, expected_buffer

@@ -17,8 +17,8 @@ from pitstop.catalog.rows import Mapping
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
+from pitstop.plan.model import JobPlan
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import JobPlan
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.sql.parser import parse_statement
 from pitstop.stages import registry

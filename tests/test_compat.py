@@ -6,10 +6,10 @@ import pytest
 
 from pitstop.catalog.rows import Mapping
 from pitstop.executor import mapping_from_node
+from pitstop.plan.model import AggregateStage, JobPlan, stage_from_json
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.compat import DROPPED, EMPTY, REFUSED, RESTORED, StageVerdict
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.sql.parser import parse_statement
 
 ORDERS = """CREATE MAPPING orders (

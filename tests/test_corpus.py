@@ -13,9 +13,9 @@ from sqlglot import exp
 
 from pitstop.errors import SqlError
 from pitstop.executor import mapping_from_node
+from pitstop.intervals import interval_micros
 from pitstop.sql import nodes
 from pitstop.sql.dialect import PitstopDialect
-from pitstop.sql.intervals import interval_micros
 from pitstop.sql.parser import option_dict, parse_script
 
 MINUTE = 60_000_000

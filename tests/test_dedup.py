@@ -13,8 +13,8 @@ import pytest
 
 from conftest import run
 from pitstop.manager import Manager
+from pitstop.plan.model import JobPlan, stage_from_json
 from pitstop.planner import compat
-from pitstop.planner.plan import JobPlan, stage_from_json
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.stages import registry
 from test_planner import plan, refusal

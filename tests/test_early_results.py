@@ -27,7 +27,8 @@ from pitstop.engine import checkpoint
 from pitstop.errors import PlanError
 from pitstop.executor import JOB_OPTIONS, mapping_from_node
 from pitstop.manager import Manager
-from pitstop.planner.early import EARLY, with_early_results
+from pitstop.plan.model import EARLY
+from pitstop.planner.early import with_early_results
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.sql.parser import parse_statement
 from test_planner import MAPPINGS, plan

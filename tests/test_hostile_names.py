@@ -19,9 +19,9 @@ from conftest import orders_mapping, run, settings
 from pitstop.errors import BadNameError, PitstopError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
+from pitstop.names import MAX_BYTES, NAME_RULE, check_name, inside, name_problem, safe_path
 from pitstop.server.sqlstate import code_of
 from pitstop.sql import nodes
-from pitstop.sql.names import MAX_BYTES, NAME_RULE, check_name, inside, name_problem, safe_path
 from pitstop.sql.parser import NAME_ARGS, parse_statement, stage_hint
 
 # (name, what the message says is wrong with it)

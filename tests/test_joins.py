@@ -17,9 +17,9 @@ from pitstop.catalog.rows import Mapping
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
+from pitstop.plan.model import JobPlan, stage_from_json
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import JobPlan, stage_from_json
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.sql.parser import parse_statement
 from pitstop.stages import registry

@@ -10,8 +10,8 @@ import pytest
 from pitstop.catalog.rows import Mapping
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
+from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import AggregateStage, JobPlan
 from pitstop.sql.parser import parse_statement
 
 HOUR = 3_600_000_000

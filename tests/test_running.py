@@ -23,8 +23,8 @@ from pitstop.engine import checkpoint
 from pitstop.errors import PitstopError, PlanError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
+from pitstop.plan.model import JobPlan, stage_from_json
 from pitstop.planner import compat
-from pitstop.planner.plan import JobPlan, stage_from_json
 from pitstop.snapshots.restore import NATIVE, ROWS
 from pitstop.sql.parser import parse_statement
 from pitstop.stages import registry

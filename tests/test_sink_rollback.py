@@ -305,7 +305,7 @@ def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_see
     from pitstop.connectors.rollback import Span
     from pitstop.connectors.types.kafka import CONNECTOR
     from pitstop.describe import rollback_rows
-    from pitstop.planner.plan import JobPlan
+    from pitstop.plan.model import JobPlan
 
     topic = Mapping("alerts", "kafka", (), None, {"bootstrap.servers": "127.0.0.1:1", "topic": "alerts"})
     plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, topic, (Span("j-1", 0, 4),), "j")

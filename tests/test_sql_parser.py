@@ -7,9 +7,9 @@ import sqlglot
 from sqlglot import exp
 
 from pitstop.errors import SqlError
+from pitstop.intervals import format_interval, interval_micros
 from pitstop.sql import nodes
 from pitstop.sql.dialect import PitstopDialect
-from pitstop.sql.intervals import format_interval, interval_micros
 from pitstop.sql.parser import (
     ParsedStatement,
     is_complete,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pitstop.errors import CompatibilityError, PlanError
-from pitstop.planner.plan import AggregateStage, JobPlan
+from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.stages import registry
 from pitstop.stages.base import StageKind
 from test_compat import branch, plan

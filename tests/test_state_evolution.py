@@ -17,14 +17,14 @@ from pitstop.connectors.generator import generate
 from pitstop.errors import CompatibilityError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
+from pitstop.plan.model import AggregateStage, JobPlan, stage_from_json
+from pitstop.plan.types import widens
 from pitstop.planner import compat
 from pitstop.planner.build import plan_job
 from pitstop.planner.compat import REFUSED, RESTORED, StageVerdict
-from pitstop.planner.plan import AggregateStage, JobPlan, stage_from_json
 from pitstop.snapshots.restore import ROWS
 from pitstop.sql.parser import parse_statement
 from pitstop.stages import registry
-from pitstop.stages.accumulators import widens
 
 ORDERS = """CREATE MAPPING orders (
     region VARCHAR, amount DECIMAL({precision},2), qty {qty}, price {price}, ts TIMESTAMP,

@@ -10,8 +10,8 @@ from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine.cluster import Placement
-from pitstop.planner import compat, early
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan, stage_from_json
+from pitstop.plan.model import EARLY, AggregateStage, Branch, JobPlan, stage_from_json
+from pitstop.planner import compat
 from pitstop.snapshots.rollback import OPTION
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageText
@@ -158,7 +158,7 @@ def early_text(branch: Branch) -> str:
     if not branch.early_results_ms:
         return ""
     return (
-        f" with early results (at most every {branch.early_results_ms} ms; column '{early.EARLY}' true "
+        f" with early results (at most every {branch.early_results_ms} ms; column '{EARLY}' true "
         "until the window closes)"
     )
 

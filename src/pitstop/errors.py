@@ -75,7 +75,7 @@ class SqlError(PitstopError):
 
 class BadNameError(SqlError):
     """A job, snapshot, mapping, view or stage name that is not a safe folder or table name
-    (see :mod:`pitstop.sql.names` for the rule)."""
+    (see :mod:`pitstop.names` for the rule)."""
 
     sqlstate = "42602"  # invalid_name
 

@@ -27,10 +27,12 @@ from pitstop.errors import (
     UnknownOptionError,
     subject_offset,
 )
+from pitstop.intervals import interval_micros
+from pitstop.names import within
+from pitstop.plan.model import AggregateStage, JobPlan
+from pitstop.plan.types import spark_type
 from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
-from pitstop.planner.plan import AggregateStage, JobPlan
-from pitstop.planner.types import spark_type
 from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.snapshots.rollback import (
@@ -43,8 +45,6 @@ from pitstop.snapshots.rollback import (
     rolled_back_past,
 )
 from pitstop.sql import nodes, statements
-from pitstop.sql.intervals import interval_micros
-from pitstop.sql.names import within
 from pitstop.sql.parser import (
     REFUSED_NAME,
     ParsedStatement,

@@ -44,12 +44,12 @@ from pitstop.errors import (
     UnknownObjectError,
 )
 from pitstop.faults import crash_point
-from pitstop.planner.plan import JobPlan
+from pitstop.names import check_name, safe_path, within
+from pitstop.plan.model import JobPlan
 from pitstop.settings import Settings
 from pitstop.snapshots import export as snapshot_export
 from pitstop.snapshots import rollback as sink_rollback
 from pitstop.snapshots.restore import Restore, prepare_run_folder, seeds_from_json
-from pitstop.sql.names import check_name, safe_path, within
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from pitstop.connectors import positions, rejects
+from pitstop.plan.types import arrow_schema
 
 FORMATS = ("json", "csv", "parquet")
 
@@ -24,12 +25,6 @@ FORMATS = ("json", "csv", "parquet")
 class FilesPartition(InputPartition):
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
 
 
 def read_file(path: Any, fmt: str, schema: pa.Schema, header: bool = True) -> pa.Table:

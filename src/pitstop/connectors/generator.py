@@ -28,7 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from pitstop.connectors import positions
-from pitstop.connectors.files import arrow_schema
+from pitstop.plan.types import arrow_schema
 
 _MASK = (1 << 63) - 1
 

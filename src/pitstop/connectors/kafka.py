@@ -39,8 +39,8 @@ from pyspark.sql.types import StructType
 
 from pitstop.catalog.rows import Reject
 from pitstop.connectors import positions, rejects
-from pitstop.connectors.files import arrow_schema
 from pitstop.connectors.types.kafka import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
+from pitstop.plan.types import arrow_schema
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pitstop.sql.names import safe_path
+from pitstop.names import safe_path
 
 FILES_LOG = "files.log"
 FENCE = "fence"

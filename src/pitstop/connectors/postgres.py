@@ -52,7 +52,8 @@ from pitstop.catalog.store import Catalog
 from pitstop.connectors.upsert import HISTORY_COLUMNS, HISTORY_SUFFIX, KEEP, WindowRows, early_rows
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
-from pitstop.sql.names import check_name
+from pitstop.names import check_name
+from pitstop.plan.model import EARLY
 
 if TYPE_CHECKING:
     import psycopg
@@ -247,8 +248,6 @@ class PostgresSink:
                 )
         self.columns = list(schema)
         if self.windows is not None:
-            from pitstop.planner.early import EARLY
-
             self.columns.append((EARLY, "boolean"))
         import psycopg
 
@@ -826,8 +825,6 @@ class PostgresSink:
         """Mark final the early rows whose window ended at or before ``closed`` and that are not
         rows of this batch, keeping their before-images (as :mod:`pitstop.connectors.upsert`)."""
         from psycopg import sql
-
-        from pitstop.planner.early import EARLY
 
         assert self.windows is not None and self.schema_name is not None
         outside = (

@@ -25,7 +25,8 @@ from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
 from pitstop.errors import PlanError
 from pitstop.faults import crash_point
-from pitstop.sql.names import check_name
+from pitstop.names import check_name
+from pitstop.plan.types import widens
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +97,6 @@ def evolve_table(
        row's hash over the old columns maps to its hash over the new ones (added: NULL; widened:
        cast), computed from the table before it changes.
     3. Add and widen the columns."""
-    from pitstop.stages.accumulators import widens
-
     # Step 1.
     before = table_columns(tx, table)
     have = {n.lower(): (n, t) for n, t in before}

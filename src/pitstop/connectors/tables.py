@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pitstop.errors import PitstopError, PlanError
+from pitstop.plan.types import arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +60,7 @@ class TableReader(DataSourceReader):
         return [InputPartition(self.path)]  # the folder: read() lists it again for every batch
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pitstop.connectors.files import arrow_schema, read_file
+        from pitstop.connectors.files import read_file
 
         schema = arrow_schema(self.schema)
         folder = Path(partition.value)
@@ -112,7 +113,7 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     it is now, where the query's table reader reads it. A table not created yet (its sink has
     written nothing) is published empty."""
     from pitstop.connectors.sinks import duckdb_type, table_name
-    from pitstop.planner.types import spark_type
+    from pitstop.plan.types import spark_type
 
     folder = published(run_dir, key, mapping)
     folder.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,7 @@ def table_frame(
     spark: SparkSession, mapping: Mapping, connector: Connector, run_dir: str, key: str
 ) -> DataFrame:
     """The mapping as a static DataFrame that reads it again for every micro-batch."""
-    from pitstop.planner.types import ddl
+    from pitstop.plan.types import ddl
 
     options: dict[str, Any]
     if connector.whole == "catalog":

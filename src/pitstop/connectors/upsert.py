@@ -5,7 +5,7 @@ A branch whose stage updates its rows (:attr:`pitstop.stages.base.StageKind.upda
 sink, in each micro-batch, the groups that batch changed (Spark's update mode), with a column
 ``__pitstop_keep`` that is false for a group the query no longer keeps (HAVING, or a filter after
 the stage, turned false). The sink table's primary key is the group keys as the SELECT names them
-(:attr:`pitstop.planner.plan.Branch.upsert_keys`); it is created so, and an existing table must
+(:attr:`pitstop.plan.model.Branch.upsert_keys`); it is created so, and an existing table must
 have a primary key or unique constraint on exactly those columns.
 
 Write protocol of one micro-batch (:meth:`UpsertSink.write`), in ONE DuckDB transaction:
@@ -64,9 +64,10 @@ from pitstop.catalog.store import Catalog
 from pitstop.connectors.sinks import DuckDBSink, _naive_utc, duckdb_type, evolve_table
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
+from pitstop.plan.model import EARLY, window_keys
 
 if TYPE_CHECKING:
-    from pitstop.planner.plan import Branch
+    from pitstop.plan.model import Branch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,6 @@ def finishing_keys(
     PostgreSQL table is not asked (a run not restored from a snapshot, whose start must not wait
     for a server that may be down)."""
     from pitstop.connectors import registry
-    from pitstop.planner.early import window_keys
 
     keys = window_keys(branch)
     if keys is None:
@@ -152,8 +152,6 @@ class UpsertSink(DuckDBSink):
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Create the table with its primary key (or check an existing one's key and give it the
         job's new columns) and its history table, in one transaction."""
-        from pitstop.planner.early import EARLY
-
         target = f"main.{quote(self.table)}"
         if self.windows is not None:
             schema = [*schema, (EARLY, "boolean")]
@@ -310,8 +308,6 @@ class UpsertSink(DuckDBSink):
     def _finalize(self, tx: duckdb.DuckDBPyConnection, batch_id: int, closed: datetime, outside: str) -> None:
         """Mark final the early rows whose window ended at or before ``closed`` (and that satisfy
         ``outside``: not rows of this batch), keeping their before-images."""
-        from pitstop.planner.early import EARLY
-
         assert self.windows is not None
         target = f"main.{quote(self.table)}"
         which = f"t.{quote(EARLY)} AND t.{quote(self.windows.end)} <= ? AND {outside}"
@@ -327,8 +323,6 @@ def early_rows(batch: pa.Table, windows: WindowRows, batch_id: int) -> tuple[pa.
     """The batch with its ``early`` column (true where the window ends after the watermark the
     batch ran with), and that watermark as a timestamp (None before the first watermark: nothing
     has closed)."""
-    from pitstop.planner.early import EARLY
-
     watermark = windows.watermark_ms(batch_id)
     closed = closing_time(watermark) if watermark > 0 else None
     end = batch.column(windows.end).cast(pa.timestamp("us"))

@@ -3,11 +3,11 @@
     source -> pre-layers (views, subqueries) -> [JOIN]
            -> { [WHERE] -> stateful stage -> projections } ... -> sink
 
-A branch's stateful stages form a chain (:class:`pitstop.planner.plan.Step`): each stage's rows,
+A branch's stateful stages form a chain (:class:`pitstop.plan.model.Step`): each stage's rows,
 through the projections after it, are the next stage's input, in one Spark query (Spark runs
 several stateful operators in append mode, the watermark flowing through them).
 
-A JOIN (:class:`pitstop.planner.plan.JoinSpec`) renames both sides' columns to the branch's flat
+A JOIN (:class:`pitstop.plan.model.JoinSpec`) renames both sides' columns to the branch's flat
 names, then joins a static table (:mod:`pitstop.connectors.tables`) or, for an interval join,
 hands both streams to the join's stage kind, which is the branch's first stateful stage.
 
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
-from pitstop.planner.plan import Branch, Projection, Step
-from pitstop.planner.types import ddl, named
+from pitstop.plan.model import Branch, Projection, Step
+from pitstop.plan.types import ddl, named
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
 

@@ -34,8 +34,7 @@ from pitstop.errors import (
     RejectedRecordError,
 )
 from pitstop.faults import crash_point
-from pitstop.planner import early
-from pitstop.planner.plan import Branch, JobPlan
+from pitstop.plan.model import Branch, JobPlan, end_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,7 +139,7 @@ class ActiveRun:
                 catalog, mapping, self.job, self.run.run_id, branch.index, keys
             )
             if keys and branch.stage is not None and branch.stage.window is not None:
-                window_rows(sink, early.end_column(branch), partial(batch_watermark, ckpt))
+                window_rows(sink, end_column(branch), partial(batch_watermark, ckpt))
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             self._publish(branch)
             df = self._frame(branch)

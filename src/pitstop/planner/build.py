@@ -19,13 +19,13 @@ from sqlglot import exp
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.connectors import registry
 from pitstop.errors import BadNameError, NotSupportedError, PlanError
+from pitstop.intervals import interval_micros
+from pitstop.names import check_name
+from pitstop.plan.model import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection, Step
+from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
+from pitstop.plan.types import SPARK, infer, spark_type
 from pitstop.planner import joins
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan, JoinSpec, OutputColumn, Projection, Step
-from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
-from pitstop.planner.types import SPARK, infer, spark_type
 from pitstop.sql.dialect import PitstopDialect
-from pitstop.sql.intervals import interval_micros
-from pitstop.sql.names import check_name
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
 from pitstop.stages import dedup

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pitstop.planner.plan import AggregateStage, JobPlan
+from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.stages import registry as kinds
 
 RESTORED = "restored"

@@ -44,11 +44,10 @@ from typing import Any
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry
 from pitstop.errors import PlanError
-from pitstop.planner.plan import Branch, JobPlan, Projection
+from pitstop.plan.model import EARLY, Branch, JobPlan, window_keys
 from pitstop.stages import registry as kinds
 
 OPTION = "earlyResultsMillis"
-EARLY = "early"
 """The column an early-results sink table has beside the SELECT's: true while the window is open."""
 
 
@@ -115,39 +114,6 @@ def with_early_results(plan: JobPlan, millis: int, lookup: Callable[[str], Mappi
             "aggregates in none; drop the option"
         )
     return replace(plan, branches=tuple(branches))
-
-
-def window_keys(branch: Branch) -> tuple[str, ...] | None:
-    """The sink columns that hold a window branch's ``window_start``, ``window_end`` and group
-    keys, followed through the projections after the stage; None when one is not written as it
-    is."""
-    stage = branch.stage
-    if stage is None or stage.window is None:
-        return None
-    out: list[str] = []
-    for name in ("window_start", "window_end", *(k.name for k in stage.keys)):
-        found = _follow(name, branch.layers)
-        if found is None:
-            return None
-        out.append(found)
-    return tuple(out)
-
-
-def _follow(name: str, layers: tuple[Projection, ...]) -> str | None:
-    for layer in layers:
-        ref = f"`{name}`".lower()
-        found = next((c.name for c in layer.columns if c.sql.lower() in (ref, name.lower())), None)
-        if found is None:
-            return None
-        name = found
-    return name
-
-
-def end_column(branch: Branch) -> str:
-    """The sink column holding the window's end (the second of :func:`window_keys`)."""
-    keys = window_keys(branch)
-    assert keys is not None
-    return keys[1]
 
 
 def toggled(old_plan: dict[str, Any] | None, stage: str, branch: Branch) -> str | None:

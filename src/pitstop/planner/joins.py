@@ -1,4 +1,4 @@
-"""Plan the JOIN of the SELECT that reads a branch's source (:class:`pitstop.planner.plan.JoinSpec`).
+"""Plan the JOIN of the SELECT that reads a branch's source (:class:`pitstop.plan.model.JoinSpec`).
 
 ``FROM a [AS x] [LEFT] JOIN b [AS y] ON ...`` names two mappings. The ON decides what the join is:
 
@@ -24,7 +24,8 @@ from sqlglot import exp
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.errors import NotSupportedError, PlanError
-from pitstop.planner.plan import (
+from pitstop.intervals import interval_micros
+from pitstop.plan.model import (
     AggregateStage,
     Branch,
     IntervalSpec,
@@ -34,9 +35,8 @@ from pitstop.planner.plan import (
     Projection,
     Step,
 )
-from pitstop.planner.scope import Input, Layer
-from pitstop.planner.types import SPARK, spark_type
-from pitstop.sql.intervals import interval_micros
+from pitstop.plan.scope import Input, Layer
+from pitstop.plan.types import SPARK, spark_type
 
 INTERVAL_KIND = "interval_join"
 

@@ -46,7 +46,7 @@ class CatalogNames:
 
     @classmethod
     def load(cls, catalog: Catalog) -> CatalogNames:
-        from pitstop.planner.plan import JobPlan
+        from pitstop.plan.model import JobPlan
 
         mappings = catalog.mappings()
         jobs = catalog.jobs()

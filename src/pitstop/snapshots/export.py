@@ -37,7 +37,7 @@ from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.runs import ActiveRun, Cut
 from pitstop.errors import PitstopError
 from pitstop.faults import crash_point
-from pitstop.sql.names import safe_path
+from pitstop.names import safe_path
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import state_arrow
 

@@ -15,9 +15,9 @@ from pitstop.catalog.rows import Mapping, Snapshot
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint, read_offsets
 from pitstop.errors import CompatibilityError
+from pitstop.names import inside, safe_path
+from pitstop.plan.model import AggregateStage, Branch, JobPlan
 from pitstop.planner import compat, early
-from pitstop.planner.plan import AggregateStage, Branch, JobPlan
-from pitstop.sql.names import inside, safe_path
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
 

@@ -46,7 +46,7 @@ from pitstop.connectors.rollback import SinkRollback, Span
 from pitstop.engine.checkpoint import latest_commit
 from pitstop.engine.tidy import TRASH
 from pitstop.errors import CatalogError, PitstopError
-from pitstop.planner.plan import JobPlan
+from pitstop.plan.model import JobPlan
 
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog

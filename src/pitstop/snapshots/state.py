@@ -26,7 +26,7 @@ Why this way: a server's DuckDB runs with ``enable_external_access`` off (``serv
 that a client can never read the server's files (``read_parquet('/etc/...')``). A table macro
 over ``read_parquet`` would need that access back, for every path. Here only pitstop reads
 files, only a snapshot's own rows, found through the catalog by name (checked against the
-snapshots folder by :func:`pitstop.sql.names.safe_path`); DuckDB sees an Arrow table in memory,
+snapshots folder by :func:`pitstop.names.safe_path`); DuckDB sees an Arrow table in memory,
 which it may read with external access off. Snapshots are never changed after they are written,
 so a query's state tables are read once per query.
 """
@@ -48,7 +48,7 @@ from sqlglot.tokens import TokenType
 
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import CatalogError, PlanError, UnknownObjectError
-from pitstop.sql.names import safe_path
+from pitstop.names import safe_path
 from pitstop.sql.words import close_name
 from pitstop.stages import registry as kinds
 

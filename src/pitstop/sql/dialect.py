@@ -30,8 +30,8 @@ from sqlglot.tokens import Token, TokenType
 
 from pitstop.connectors import registry
 from pitstop.errors import SqlError
+from pitstop.intervals import interval_micros
 from pitstop.sql import nodes, statements
-from pitstop.sql.intervals import interval_micros
 from pitstop.sql.typos import SuspectParseError, suspects
 from pitstop.sql.windows import (
     TABLE_FUNCTION_PARAMS,

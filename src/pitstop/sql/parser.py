@@ -13,9 +13,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from pitstop.errors import BadNameError, SqlError
+from pitstop.names import check_name
 from pitstop.sql import nodes
 from pitstop.sql.dialect import JobBlock, PitstopDialect, position
-from pitstop.sql.names import check_name
 from pitstop.sql.typos import SuspectParseError, misspelt_keyword
 
 __all__ = [
@@ -59,7 +59,7 @@ NAME_ARGS: dict[type[exp.Expression], tuple[tuple[str, str], ...]] = {
     nodes.Explain: (),
 }
 """Per statement node, ``(kind, argument)`` of every job, snapshot, mapping or view name it takes;
-checked by :func:`parse_statement` against :mod:`pitstop.sql.names`. Options that hold a name
+checked by :func:`parse_statement` against :mod:`pitstop.names`. Options that hold a name
 (``'initialSnapshotName'``, a DuckDB mapping's ``'table'``), CTE aliases and ``STAGE`` hints of a
 job are checked there too."""
 
@@ -277,7 +277,7 @@ def _reached(text: str) -> int | None:
 
 def _check_names(node: exp.Expression, text: str) -> None:
     """Refuse a statement that takes a job, snapshot, mapping, view or stage name outside the
-    rule of :mod:`pitstop.sql.names`, positioned at the name."""
+    rule of :mod:`pitstop.names`, positioned at the name."""
     if isinstance(node, nodes.Explain):
         _check_names(node.this, text)
         return

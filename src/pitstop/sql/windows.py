@@ -15,8 +15,8 @@ import typing as t
 from sqlglot import exp, generator, parser
 from sqlglot.tokens import Token, TokenType
 
+from pitstop.intervals import interval_micros
 from pitstop.sql import nodes
-from pitstop.sql.intervals import interval_micros
 from pitstop.sql.words import LITERAL_TOKENS, did_you_mean, one_of
 
 # Interval parameters of each window function, in positional order (Hazelcast's: size before

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from pitstop.errors import NotSupportedError, PlanError
-from pitstop.planner.plan import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
-from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
-from pitstop.planner.types import SPARK, decimal_parts, infer, parse_spark, sum_type
+from pitstop.plan.model import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
+from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
+from pitstop.plan.types import SPARK, decimal_parts, infer, parse_spark, sum_type, widens
 from pitstop.stages.buffers import SET_ELEMENT_TYPES
 
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -274,22 +274,6 @@ def comparator_changes(changed: tuple[tuple[str, str], ...], in_flight: str) -> 
 
 
 # -- evolution ------------------------------------------------------------------------------------
-_INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-
-
-def widens(old: str, new: str) -> bool:
-    """Whether a state column of type ``old`` casts to ``new`` without loss: a longer integer,
-    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale."""
-    if old == new:
-        return True
-    if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
-        return _INTEGRAL_ORDER.index(old) < _INTEGRAL_ORDER.index(new)
-    if (old, new) == ("FLOAT", "DOUBLE"):
-        return True
-    before, after = decimal_parts(old), decimal_parts(new)
-    return before is not None and after is not None and after[1] == before[1] and after[0] > before[0]
-
-
 def groups(stage: AggregateStage) -> list[tuple[str, tuple[Accumulator, ...]]]:
     """Each aggregate call as written, with its accumulators (``AVG`` has two: sum and count), in
     the order they were planned."""

@@ -36,14 +36,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pitstop.errors import PitstopError
+from pitstop.plan.types import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from sqlglot import exp
 
-    from pitstop.planner.plan import AggregateStage, Projection
-    from pitstop.planner.scope import Input, Layer
+    from pitstop.plan.model import AggregateStage, Projection
+    from pitstop.plan.scope import Input, Layer
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,6 @@ class StageKind(ABC):
 def state_arrow(kind: StageKind, stage: AggregateStage) -> pa.Schema:
     """The kind's state schema as Arrow: what a snapshot's Parquet files of the stage hold."""
     from pyspark.sql.types import StructType, _parse_datatype_string
-
-    from pitstop.connectors.files import arrow_schema
 
     target = _parse_datatype_string(kind.state_schema(stage))
     assert isinstance(target, StructType)

@@ -33,8 +33,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pitstop.planner.plan import MERGE_FUNCTION, Accumulator, AggregateStage
-from pitstop.planner.types import decimal_parts, named
+from pitstop.plan.model import MERGE_FUNCTION, Accumulator, AggregateStage
+from pitstop.plan.types import decimal_parts, named
 
 if TYPE_CHECKING:
     import pyarrow as pa

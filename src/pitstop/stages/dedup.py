@@ -41,10 +41,10 @@ import pyarrow as pa
 from sqlglot import exp
 
 from pitstop.errors import PitstopError, PlanError
-from pitstop.planner.plan import AggregateStage, KeyColumn, OutputColumn, Projection
-from pitstop.planner.scope import Input, Layer, check_columns, output_name, unique_names
-from pitstop.planner.types import SPARK, infer
-from pitstop.sql.intervals import format_interval
+from pitstop.intervals import format_interval
+from pitstop.plan.model import AggregateStage, KeyColumn, OutputColumn, Projection
+from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
+from pitstop.plan.types import SPARK, infer
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
 from pitstop.stages.windowed import duration, keys_changed, renamed
 

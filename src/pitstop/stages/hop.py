@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from pitstop.errors import PlanError
-from pitstop.planner.plan import WindowSpec
-from pitstop.sql.intervals import format_interval, interval_micros
+from pitstop.intervals import format_interval, interval_micros
+from pitstop.plan.model import WindowSpec
 from pitstop.stages.base import Change, StageSeed
 from pitstop.stages.windowed import SAME, WindowKind, duration
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from sqlglot import exp
 
-    from pitstop.planner.plan import AggregateStage
-    from pitstop.planner.scope import Input
+    from pitstop.plan.model import AggregateStage
+    from pitstop.plan.scope import Input
 
 
 class Hop(WindowKind):

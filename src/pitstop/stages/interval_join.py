@@ -16,7 +16,7 @@ State contract, format 1: the rows each side has buffered at the cut, one row ea
     <left columns...>,        -- a left row's columns (NULL in a right row)
     <right columns...>        -- a right row's columns (NULL in a left row)
 
-Columns carry the branch's joined (flat) names (:class:`pitstop.planner.plan.JoinSpec`): of each
+Columns carry the branch's joined (flat) names (:class:`pitstop.plan.model.JoinSpec`): of each
 side the columns the branch uses (keys, time, and what the SELECT and WHERE read), in the
 mapping's order; Spark prunes the others before the join, so its state holds exactly these.
 (Spark keeps four stores per join; the state data source reads each side with ``joinSide`` =
@@ -64,9 +64,9 @@ from typing import TYPE_CHECKING, ClassVar
 import pyarrow as pa
 
 from pitstop.errors import PitstopError
-from pitstop.planner.plan import AggregateStage, IntervalSpec, Projection
-from pitstop.planner.scope import Input, Layer
-from pitstop.sql.intervals import format_interval
+from pitstop.intervals import format_interval
+from pitstop.plan.model import AggregateStage, IntervalSpec, Projection
+from pitstop.plan.scope import Input, Layer
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
 from pitstop.stages.windowed import duration, renamed
 

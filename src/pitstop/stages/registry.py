@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pitstop.errors import CompatibilityError, PlanError
-from pitstop.planner.plan import AggregateStage, Branch, stage_from_json
+from pitstop.plan.model import AggregateStage, Branch, stage_from_json
 from pitstop.stages import dedup, hop, interval_join, running, session, tumble
 from pitstop.stages.base import StageKind
 

@@ -6,8 +6,8 @@ State contract, format 1: one row per group seen so far::
 
     keys..., acc0..accN
 
-named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
-:class:`~pitstop.planner.plan.Accumulator`), in the accumulator form windows have
+named and typed as the stage's plan says (:class:`pitstop.plan.model.KeyColumn`,
+:class:`~pitstop.plan.model.Accumulator`), in the accumulator form windows have
 (:mod:`pitstop.stages.accumulators`): ``COUNT`` a BIGINT summed, ``AVG`` a sum and a count,
 ``MIN`` / ``MAX`` themselves, ``MIN_BY`` / ``MAX_BY`` a STRUCT<ord, val>, ``COUNT(DISTINCT x)``
 an ARRAY of the distinct values, ``APPROX_COUNT_DISTINCT`` a BINARY HLL sketch. Spark keeps it as
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 
-from pitstop.planner.plan import AggregateStage, Projection
-from pitstop.planner.scope import Input, Layer
-from pitstop.planner.types import named
+from pitstop.plan.model import AggregateStage, Projection
+from pitstop.plan.scope import Input, Layer
+from pitstop.plan.types import named
 from pitstop.stages.accumulators import evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText
 from pitstop.stages.buffers import (

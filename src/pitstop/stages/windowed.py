@@ -5,8 +5,8 @@ State contract of every window kind, format 1: one row per open window and key::
 
     keys..., window_start TIMESTAMP, window_end TIMESTAMP, acc0..accN
 
-named and typed as the stage's plan says (:class:`pitstop.planner.plan.KeyColumn`,
-:class:`~pitstop.planner.plan.Accumulator`; :mod:`pitstop.stages.accumulators` lists each
+named and typed as the stage's plan says (:class:`pitstop.plan.model.KeyColumn`,
+:class:`~pitstop.plan.model.Accumulator`; :mod:`pitstop.stages.accumulators` lists each
 aggregate's accumulators: e.g. ``COUNT(DISTINCT x)`` an ARRAY of the distinct values,
 ``APPROX_COUNT_DISTINCT(x)`` a BINARY HLL sketch, ``MIN_BY(x, y)`` a STRUCT<ord, val>). Spark's
 state holds them as buffers of its own (:mod:`pitstop.stages.buffers`), read positionally and
@@ -18,7 +18,7 @@ Compatibility, for every window kind (its own module adds the window's rules): t
 stay (state is kept per group). Aggregates are matched by the call as written (``SUM(amount)``),
 wherever they stand; a call new at a place whose old call is gone takes that call's state when
 their state types are the same (``MIN`` -> ``MAX``, with a warning). A state column may widen
-(cast on restore: :func:`pitstop.stages.accumulators.widens`), not narrow; an added aggregate
+(cast on restore: :func:`pitstop.plan.types.widens`), not narrow; an added aggregate
 starts empty for the windows in flight at the cut (their rows are partial until they close); a
 removed one's state is dropped. Each is named in EXPLAIN.
 
@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from pitstop.errors import PitstopError, PlanError
-from pitstop.planner.plan import AggregateStage, KeyColumn, Projection, WindowSpec
-from pitstop.planner.scope import Input, Layer
-from pitstop.planner.types import named
-from pitstop.sql.intervals import format_interval
+from pitstop.intervals import format_interval
+from pitstop.plan.model import AggregateStage, KeyColumn, Projection, WindowSpec
+from pitstop.plan.scope import Input, Layer
+from pitstop.plan.types import named
 from pitstop.stages.accumulators import Evolution, comparator_changes, evolve, plan_aggregate
 from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
 from pitstop.stages.buffers import (

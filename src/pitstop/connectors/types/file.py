@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.connectors import positions
 from pitstop.connectors.base import Connector, Option
-from pitstop.sql.names import inside, safe_path
+from pitstop.names import inside, safe_path
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource

@@ -165,7 +165,7 @@ class KafkaConnector(Connector):
     )
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
-        from pitstop.planner.types import spark_type
+        from pitstop.plan.types import spark_type
 
         key_format = options.get("keyFormat", "varchar")
         for column in columns:

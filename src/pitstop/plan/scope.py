@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from pitstop.catalog.rows import Mapping, WatermarkDef
 from pitstop.errors import PlanError
-from pitstop.planner.plan import JoinSpec, OutputColumn, Projection, Step
+from pitstop.plan.model import JoinSpec, OutputColumn, Projection, Step
 
 
 @dataclass(frozen=True)

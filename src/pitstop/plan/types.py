@@ -14,6 +14,9 @@ from sqlglot.optimizer.qualify import qualify
 from pitstop.errors import PlanError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
     from pitstop.catalog.rows import Mapping
 
 SPARK = "spark"
@@ -82,3 +85,26 @@ def parse_spark(sql: str) -> exp.Expression:
 def ddl(mapping: Mapping) -> str:
     """A mapping's columns as a Spark schema string."""
     return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in mapping.columns)
+
+
+_INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether a state column of type ``old`` casts to ``new`` without loss: a longer integer,
+    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale."""
+    if old == new:
+        return True
+    if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
+        return _INTEGRAL_ORDER.index(old) < _INTEGRAL_ORDER.index(new)
+    if (old, new) == ("FLOAT", "DOUBLE"):
+        return True
+    before, after = decimal_parts(old), decimal_parts(new)
+    return before is not None and after is not None and after[1] == before[1] and after[0] > before[0]
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """A Spark schema as Arrow's, as pitstop's readers and snapshots write it (UTC timestamps)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)

@@ -289,3 +289,40 @@ def _branch(b: dict[str, Any]) -> Branch:
             for s in b.get("before", ())
         ),
     )
+
+
+# -- early results --------------------------------------------------------------------------------
+EARLY = "early"  # the column an early result's row is marked in, until its window closes
+
+
+def window_keys(branch: Branch) -> tuple[str, ...] | None:
+    """The sink columns that hold a window branch's ``window_start``, ``window_end`` and group
+    keys, followed through the projections after the stage; None when one is not written as it
+    is."""
+    stage = branch.stage
+    if stage is None or stage.window is None:
+        return None
+    out: list[str] = []
+    for name in ("window_start", "window_end", *(k.name for k in stage.keys)):
+        found = _follow(name, branch.layers)
+        if found is None:
+            return None
+        out.append(found)
+    return tuple(out)
+
+
+def _follow(name: str, layers: tuple[Projection, ...]) -> str | None:
+    for layer in layers:
+        ref = f"`{name}`".lower()
+        found = next((c.name for c in layer.columns if c.sql.lower() in (ref, name.lower())), None)
+        if found is None:
+            return None
+        name = found
+    return name
+
+
+def end_column(branch: Branch) -> str:
+    """The sink column holding the window's end (the second of :func:`window_keys`)."""
+    keys = window_keys(branch)
+    assert keys is not None
+    return keys[1]
