@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/ruff format --check src tests examples bench
 	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports
 
 # The suite runs in WORKERS processes side by side (pytest-xdist), each file's tests in one of
 # them: a Spark test waits on triggers and processes much of its time, so two share two cores.

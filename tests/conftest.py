@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pitstop.connectors.sinks import Sink
+from pitstop.connectors.base import Sink
 from pitstop.executor import Executor, Result
 from pitstop.manager import Manager
 from pitstop.settings import Settings

@@ -34,7 +34,7 @@ four):
   topic), and so do those of an open transaction that a newer producer with the same
   ``transactional.id`` ends by ``init_transactions`` (a killed producer's), so this broker cannot
   show that an aborted batch stays invisible (the Kafka sink's read-back per (run, batch) is what
-  keeps a batch from being doubled on it: ``pitstop.connectors.kafka_sink``). After a committed
+  keeps a batch from being doubled on it: ``pitstop.connectors.kafka.sink``). After a committed
   transaction the high watermark was right for multi-record batches (seen with 10 records and
   linger.ms=50; the commit marker is a batch of one);
 - **large partitions starve readers**: after 1M one-record batches in one partition, a plain

@@ -198,7 +198,7 @@ def events_truth(last: int) -> tuple[Truth, Truth, Truth, dict[str, tuple[Any, .
     import duckdb
     import pyarrow as pa
 
-    from pitstop.connectors.generator import generate
+    from pitstop.connectors.generator.source import generate
 
     schema = pa.schema(
         [

@@ -19,10 +19,11 @@ import pytest
 from conftest import run
 from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.connectors import registry
-from pitstop.connectors.generator import generate
+from pitstop.connectors.duckdb.connector import DuckDBConnector
+from pitstop.connectors.duckdb.upsert import UpsertSink
+from pitstop.connectors.generator.source import generate
 from pitstop.connectors.rollback import Span
-from pitstop.connectors.types.duckdb import DuckDBConnector
-from pitstop.connectors.upsert import UpsertSink, finishing_keys, window_rows
+from pitstop.connectors.upsert import finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.errors import PlanError
 from pitstop.executor import JOB_OPTIONS, mapping_from_node
@@ -212,9 +213,9 @@ def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_
     # writing a table no early-results job wrote, it appends.
     body = TUMBLE.format(sink="daily_revenue", fn="TUMBLE", size="INTERVAL '1' HOUR")
     branch = plan(body).branches[0]
-    assert finishing_keys(manager.catalog, mapping, branch) == KEYS
+    assert finishing_keys(manager.catalog, mapping, registry.connector(mapping.type), branch) == KEYS
     other = mapping_from_node(parse_statement("CREATE MAPPING other TYPE DuckDB"), "")
-    assert finishing_keys(manager.catalog, other, branch) == ()
+    assert finishing_keys(manager.catalog, other, registry.connector(other.type), branch) == ()
 
     # A window table written without early results gets the key and the column (its rows final).
     with manager.catalog.transaction() as tx:

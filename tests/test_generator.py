@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pitstop.connectors.generator import generator_available
+from pitstop.connectors.generator.source import generator_available
 
 
 def test_the_first_look_at_a_generator_counts_from_its_own_clock(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows
 from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
-from pitstop.connectors.types.kafka import KAFKA_POSITIONS
+from pitstop.connectors.kafka.connector import KAFKA_POSITIONS
 from pitstop.errors import PitstopError, PlanError
 from pitstop.manager import Manager
 
@@ -329,7 +329,8 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
 def test_lag_is_the_end_offsets_minus_the_position(tmp_path: Path) -> None:
     """Without Spark: the files a running source keeps (its start and what the broker said)."""
     from pitstop.catalog.rows import Mapping
-    from pitstop.connectors.types.kafka import BROKER, CONNECTOR, INITIAL
+    from pitstop.connectors.kafka.connector import CONNECTOR
+    from pitstop.connectors.kafka.names import BROKER, INITIAL
 
     mapping = Mapping("orders", "kafka", (), None, {"bootstrap.servers": "127.0.0.1:1", "topic": "t"})
     assert CONNECTOR.lag(tmp_path, mapping, {}) == "end offsets not known yet"

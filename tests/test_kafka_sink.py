@@ -5,7 +5,7 @@ SNAPSHOT and CREATE JOB ... FROM SNAPSHOT into the same topic.
 
 What the broker does with transactions is in tests/kafka_helpers.py: commits, fencing and hidden
 open transactions work; an aborted transaction's records become visible. So on it the sink's
-exactly once rests on its read-back per (run, batch) (:mod:`pitstop.connectors.kafka_sink`), which
+exactly once rests on its read-back per (run, batch) (:mod:`pitstop.connectors.kafka.sink`), which
 the kill -9 test reaches: the killed batch's transaction is ended by the next producer, its
 records show, and only the rest of the batch is written."""
 
@@ -34,7 +34,7 @@ from conftest import (
 )
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
-from pitstop.connectors.kafka_sink import HEADERS, Ledger, transactional_id
+from pitstop.connectors.kafka.sink import HEADERS, Ledger, transactional_id
 from pitstop.manager import Manager
 from test_crash_matrix import pitstop
 
@@ -197,7 +197,7 @@ def test_snapshot_and_restore_into_the_same_topic_write_no_window_twice(
 # -- the sink on a real broker, without Spark -------------------------------------------------------
 def _sink(b: Broker, run_dir: Path, transactions: bool = True, run_id: str = "j-run1") -> Any:
     from pitstop.catalog.rows import Mapping
-    from pitstop.connectors.kafka_sink import KafkaSink
+    from pitstop.connectors.kafka.sink import KafkaSink
 
     mapping = Mapping("out", "kafka", (), None, {"bootstrap.servers": b.bootstrap, "topic": "out"})
     sink = KafkaSink(
@@ -244,7 +244,7 @@ def test_a_batch_cut_half_way_is_completed_not_doubled(
     assert transactions or len(seen) == 70
     # What a restarted process does: a new sink on the same ledger gets batch 1 again.
     again = _sink(broker, tmp_path, transactions)
-    with caplog.at_level("WARNING", logger="pitstop.connectors.kafka_sink"):
+    with caplog.at_level("WARNING", logger="pitstop.connectors.kafka.sink"):
         again.write(_batch(40, 100), 1)
     assert _numbers(broker) == list(range(100))  # each record once, as read_committed sees it
     # The read-back found the delivered half: always without transactions; with them only on a
@@ -260,7 +260,7 @@ def test_a_batch_cut_half_way_is_completed_not_doubled(
         again.write(_batch(100, 110), 2)
     monkeypatch.delenv(faults.FAULT_ENV)
     assert Ledger.load(tmp_path / "branches" / "0" / "kafka-sink.json").writing == 2
-    with caplog.at_level("WARNING", logger="pitstop.connectors.kafka_sink"):
+    with caplog.at_level("WARNING", logger="pitstop.connectors.kafka.sink"):
         _sink(broker, tmp_path, transactions).write(_batch(100, 110), 2)
     assert "10 of its 10 records are in the topic" in caplog.text
     assert _numbers(broker) == list(range(110))
@@ -324,7 +324,7 @@ def test_a_second_producer_of_a_branch_fences_the_first(broker: Broker, tmp_path
 
 def test_the_sink_checks_the_jobs_columns_against_the_mapping(tmp_path: Path) -> None:
     from pitstop.catalog.rows import ColumnDef, Mapping
-    from pitstop.connectors.kafka_sink import KafkaSink
+    from pitstop.connectors.kafka.sink import KafkaSink
     from pitstop.errors import PlanError
 
     def sink(columns: tuple[ColumnDef, ...], key: str | None, key_format: str = "varchar") -> KafkaSink:

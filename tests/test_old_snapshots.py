@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run
 from pitstop.catalog.rows import Snapshot
-from pitstop.connectors.generator import generate
+from pitstop.connectors.generator.source import generate
 from pitstop.manager import Manager
 from pitstop.snapshots.restore import NATIVE, ROWS
 

@@ -31,7 +31,7 @@ from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
 from pitstop import dsn, faults
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import now
-from pitstop.connectors.postgres import BOOKKEEPING, PostgresSink
+from pitstop.connectors.postgres.sink import BOOKKEEPING, PostgresSink
 from pitstop.errors import PitstopError, PlanError
 from pitstop.manager import Manager
 
@@ -496,7 +496,7 @@ from pathlib import Path
 import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.postgres import PostgresSink
+from pitstop.connectors.postgres.sink import PostgresSink
 home, url = Path(sys.argv[1]), sys.argv[2]
 home.mkdir(parents=True, exist_ok=True)
 mapping = Mapping("rev", "postgres", (), None, {"dsn": url})
@@ -592,8 +592,8 @@ def test_rollback_removes_exactly_the_rows_of_the_batches_after_the_cut(
     """The Postgres sink's rollback (CREATE JOB ... FROM SNAPSHOT with 'sinkRollback'): the rows of
     run j-0's batches after batch 1 go, found by their hashes, identical rows of other batches
     and of another job stay; a second try deletes nothing (it is idempotent)."""
+    from pitstop.connectors.postgres.connector import CONNECTOR
     from pitstop.connectors.rollback import Span
-    from pitstop.connectors.types.postgres import CONNECTOR
 
     db = postgres.database()
     out = sink(manager, postgres, db)
@@ -639,8 +639,8 @@ def test_rollback_gives_a_running_aggregates_keys_their_values_at_the_cut(
     the cut back from the history of before-images (the first before-image after the cut, over
     the snapshot's run and then a later run), a key first written after the cut is deleted, a key
     the query stopped keeping comes back; another job's keys stay; a second try does nothing."""
+    from pitstop.connectors.postgres.connector import CONNECTOR
     from pitstop.connectors.rollback import Span
-    from pitstop.connectors.types.postgres import CONNECTOR
 
     db = postgres.database()
     keys = ("window_start", "region")

@@ -31,7 +31,7 @@ from conftest import (
 from pitstop.catalog.rows import WHOLE_FILE, Reject
 from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
 from pitstop.connectors import rejects
-from pitstop.connectors.files import read_records
+from pitstop.connectors.file.source import read_records
 from pitstop.engine import checkpoint
 from pitstop.errors import JobFailedError
 from pitstop.manager import Manager

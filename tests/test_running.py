@@ -17,8 +17,9 @@ import pytest
 from conftest import run
 from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.catalog.rows import Mapping
-from pitstop.connectors.generator import generate
-from pitstop.connectors.upsert import KEEP, UpsertSink
+from pitstop.connectors.duckdb.upsert import UpsertSink
+from pitstop.connectors.generator.source import generate
+from pitstop.connectors.upsert import KEEP
 from pitstop.engine import checkpoint
 from pitstop.errors import PitstopError, PlanError
 from pitstop.executor import mapping_from_node

@@ -1,7 +1,7 @@
 """Results kept between catalog commits (server/results.py): only queries whose answer depends on
 the database alone, and never an answer older than the last commit.
 
-No Spark: a sink's write is a catalog transaction (what connectors/sinks.py does each batch), made
+No Spark: a sink's write is a catalog transaction (what connectors/duckdb/sink.py does each batch), made
 here in the test process on the server's own catalog.
 """
 

@@ -302,8 +302,8 @@ def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_see
     """Without a broker: a Kafka sink's rollback plan is a refusal to delete, said in EXPLAIN's
     words, which never blocks the restore (the other sinks are still rolled back)."""
     from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.kafka.connector import CONNECTOR
     from pitstop.connectors.rollback import Span
-    from pitstop.connectors.types.kafka import CONNECTOR
     from pitstop.describe import rollback_rows
     from pitstop.plan.model import JobPlan
 
@@ -326,8 +326,8 @@ def test_rows_written_without_row_hashes_refuse_the_rollback_naming_the_sink(man
     row: the rollback is refused, naming the sink and why, and nothing is done."""
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import now
+    from pitstop.connectors.duckdb.connector import CONNECTOR
     from pitstop.connectors.rollback import Span
-    from pitstop.connectors.types.duckdb import CONNECTOR
     from pitstop.errors import PitstopError
 
     with manager.catalog.transaction() as tx:
@@ -414,9 +414,9 @@ def test_a_duckdb_sink_table_gains_added_columns_and_widened_types_and_rollback_
 
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import now
+    from pitstop.connectors.duckdb.connector import CONNECTOR
+    from pitstop.connectors.duckdb.sink import DuckDBSink
     from pitstop.connectors.rollback import Span
-    from pitstop.connectors.sinks import DuckDBSink
-    from pitstop.connectors.types.duckdb import CONNECTOR
 
     sink = Mapping("windows", "duckdb", (), None, {})
     with manager.catalog.transaction() as tx:  # the job's earlier run, whose plan writes the sink

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run
 from pitstop.catalog.rows import Mapping
-from pitstop.connectors.generator import generate
+from pitstop.connectors.generator.source import generate
 from pitstop.errors import CompatibilityError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager

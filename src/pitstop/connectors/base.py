@@ -1,7 +1,8 @@
 """The connector seam: what one mapping type declares, in one place.
 
-A mapping type (``TYPE File``, ``TYPE Generator``, ...) is one module under
-:mod:`pitstop.connectors.types` holding a :class:`Connector`. It declares:
+A mapping type (``TYPE File``, ``TYPE Generator``, ...) is one package ``connectors/<type>/``: its
+``connector.py`` holds a :class:`Connector` (listed once in :mod:`pitstop.connectors.registry`),
+beside its source and sink modules. It declares:
 
 - its **options** (:class:`Option`: name, kind, default, help). The same declaration checks
   ``CREATE MAPPING`` (an unknown option is an error with did-you-mean, a wrong value names the
@@ -26,7 +27,9 @@ import difflib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import pyarrow as pa
 
 from pitstop import dsn
 from pitstop.errors import PlanError, UnknownOptionError
@@ -37,7 +40,6 @@ if TYPE_CHECKING:
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
     from pitstop.connectors.rollback import SinkRollback, Span
-    from pitstop.connectors.sinks import Sink
 
 OPTION_KINDS = ("text", "path", "choice", "boolean", "positive", "count", "timestamp")
 
@@ -324,3 +326,9 @@ class Connector:
         """Roll the sink back outside the catalog, after the transaction that created the restored
         job and before its queries start (a File sink: files to ``trash``). Must be idempotent: a
         process killed half way leaves it to the next one, which calls it again."""
+
+
+class Sink(Protocol):
+    def prepare(self, schema: list[tuple[str, str]]) -> None: ...
+
+    def write(self, table: pa.Table, batch_id: int) -> None: ...

@@ -1,10 +1,17 @@
 """Every mapping type pitstop knows, by name: the one list dialect, planner, engine, snapshots
-and shell consult (:mod:`pitstop.connectors.base` says what a type declares)."""
+and shell consult (:mod:`pitstop.connectors.base` says what a type declares). A connector is one package,
+``connectors/<type>/``, whose ``connector.py`` declares it; adding one is that package and one row
+here."""
 
 from __future__ import annotations
 
 from pitstop.connectors.base import Connector
-from pitstop.connectors.types import console, duckdb, file, generator, kafka, postgres
+from pitstop.connectors.console import connector as console
+from pitstop.connectors.duckdb import connector as duckdb
+from pitstop.connectors.file import connector as file
+from pitstop.connectors.generator import connector as generator
+from pitstop.connectors.kafka import connector as kafka
+from pitstop.connectors.postgres import connector as postgres
 from pitstop.errors import PlanError
 
 CONNECTORS: tuple[Connector, ...] = (

@@ -60,7 +60,7 @@ class TableReader(DataSourceReader):
         return [InputPartition(self.path)]  # the folder: read() lists it again for every batch
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pitstop.connectors.files import read_file
+        from pitstop.connectors.file.source import read_file
 
         schema = arrow_schema(self.schema)
         folder = Path(partition.value)
@@ -112,7 +112,7 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     """Write a table in the home's DuckDB file (a mapping read whole from the ``"catalog"``), as
     it is now, where the query's table reader reads it. A table not created yet (its sink has
     written nothing) is published empty."""
-    from pitstop.connectors.sinks import duckdb_type, table_name
+    from pitstop.connectors.duckdb.sink import duckdb_type, table_name
     from pitstop.plan.types import spark_type
 
     folder = published(run_dir, key, mapping)

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping, Run
 from pitstop.catalog.store import Catalog
 from pitstop.connectors import positions, registry, tables
-from pitstop.connectors.base import Positions
-from pitstop.connectors.sinks import Sink
+from pitstop.connectors.base import Positions, Sink
 from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
@@ -133,7 +132,7 @@ class ActiveRun:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
             keys = branch.upsert_keys or finishing_keys(
-                catalog, mapping, branch, self.run.restore is not None
+                catalog, mapping, registry.connector(mapping.type), branch, self.run.restore is not None
             )
             sink = registry.connector(mapping.type).make_sink(
                 catalog, mapping, self.job, self.run.run_id, branch.index, keys

@@ -26,7 +26,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pygwire import ConnectionPhase, FrontendMessageDecoder, PygwireError, TransactionStatus
 from pygwire.messages import (
@@ -73,6 +73,7 @@ from pygwire.messages import (
 )
 
 from pitstop.server import sqlstate
+from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, decode_param, encode
@@ -80,8 +81,24 @@ from pitstop.server.session import Column, Notice, Outcome, Session, Statement, 
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
 
-if TYPE_CHECKING:
-    from pitstop.server.app import Server
+
+class Server(Protocol):
+    """What a connection uses of the server that accepted it (:class:`pitstop.server.app.Server`)."""
+
+    ssl_context: ssl.SSLContext | None
+    users: UserStore
+    auth_secret: bytes
+
+    def is_loopback(self, peer: tuple[Any, ...]) -> bool: ...
+
+    def new_session(self, user: str, role: str, parameters: SessionParameters) -> Session: ...
+
+    def register(self, conn: Connection) -> int: ...
+
+    def forget(self, conn: Connection) -> None: ...
+
+    def cancel(self, process_id: int, secret: bytes) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -352,8 +369,6 @@ class Connection:
     # -- 2. authentication ---------------------------------------------------------------------------
     def _authenticate(self) -> str:
         """The role of the authenticated user; WireError (FATAL) when refused."""
-        from pitstop.server.auth import AuthError, ScramExchange, md5_check
-
         store = self.server.users
         if not store.any():
             if self.server.is_loopback(self.peer):

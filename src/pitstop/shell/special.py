@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pitstop.errors import PitstopError
 from pitstop.executor import Result
@@ -17,9 +17,34 @@ from pitstop.shell.formatting import FORMATS, OutputOptions
 from pitstop.shell.syntax import STATEMENTS, find_statement
 
 if TYPE_CHECKING:
-    from pitstop.shell.app import Shell
+    from pitstop.manager import Manager
 
-Handler = Callable[["Shell", str], None]
+
+class Shell(Protocol):
+    """What a backslash command uses of the shell that runs it (:class:`pitstop.shell.app.Shell`)."""
+
+    manager: Manager
+    executor: Any
+    output: OutputOptions
+    timing: bool
+    pager: bool
+    last_sql: str | None
+    interrupted: bool
+
+    def run_sql(self, text: str, file: str | None = None) -> bool: ...
+
+    def set_editing_mode(self, mode: str) -> None: ...
+
+    def show(self, result: Result) -> None: ...
+
+    def echo(self, text: str, page: bool = False) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+    def error(self, err: PitstopError) -> None: ...
+
+
+Handler = Callable[[Shell, str], None]
 
 
 class ExitShell(Exception):

@@ -440,9 +440,9 @@ class PostgresSink:
         """Write one micro-batch exactly once; wait for the server while it does not answer."""
         import psycopg
 
-        from pitstop.connectors.sinks import _naive_utc
+        from pitstop.connectors.values import naive_utc
 
-        batch = _naive_utc(table)
+        batch = naive_utc(table)
         closed = None
         if self.windows is not None:  # a window's row is early until the watermark passes its end
             batch, closed = early_rows(batch, self.windows, batch_id)
@@ -656,7 +656,7 @@ class PostgresSink:
         restores: int,
     ) -> int:
         """An upsert table back at the cut, inside :meth:`roll_back`'s transaction (the DuckDB
-        sink's rule, :mod:`pitstop.connectors.types.duckdb`): each key the spans wrote gets its
+        sink's rule, :mod:`pitstop.connectors.duckdb.connector`): each key the spans wrote gets its
         before-image from the first batch after the cut that wrote it (spans in the order of the
         job's history, then batch), or is deleted if it had no row then; the spans' before-images
         and bookkeeping rows go. Returns the keys restored; PitstopError (nothing done) if the

@@ -10,7 +10,7 @@ from pitstop.connectors.base import Connector
 if TYPE_CHECKING:
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import Catalog
-    from pitstop.connectors.sinks import Sink
+    from pitstop.connectors.base import Sink
 
 
 class ConsoleConnector(Connector):
@@ -28,7 +28,7 @@ class ConsoleConnector(Connector):
         branch: int,
         keys: tuple[str, ...] = (),
     ) -> Sink:
-        from pitstop.connectors.sinks import ConsoleSink
+        from pitstop.connectors.console.sink import ConsoleSink
 
         return ConsoleSink(mapping, job)
 

@@ -1,6 +1,6 @@
 """``TYPE Generator``: a deterministic synthetic stream for demos, tests and load.
 
-Event ``i`` is a pure function of ``i`` (:mod:`pitstop.connectors.generator` says how columns
+Event ``i`` is a pure function of ``i`` (:mod:`pitstop.connectors.generator.source` says how columns
 are filled), so a position is a count of events and a job restored at ``i`` sees exactly the
 events an uninterrupted job would have seen. Nothing but the count goes into a snapshot.
 """
@@ -37,7 +37,7 @@ class GeneratorConnector(Connector):
             raise PlanError(f"mapping '{mapping}': a Generator mapping needs columns to generate")
 
     def stream_source(self) -> type[DataSource]:
-        from pitstop.connectors.generator import GeneratorSource
+        from pitstop.connectors.generator.source import GeneratorSource
 
         return GeneratorSource
 
@@ -45,7 +45,7 @@ class GeneratorConnector(Connector):
         return dict(mapping.options, start_pos=str(int(start)))
 
     def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
-        from pitstop.connectors.generator import generator_available
+        from pitstop.connectors.generator.source import generator_available
 
         return generator_available(run_dir, mapping.name, mapping.options, int(start))
 

@@ -1,6 +1,6 @@
 """``TYPE Kafka``: a Kafka topic, read as a stream and written by jobs (Hazelcast's Kafka mapping is
-the model). The reader is :mod:`pitstop.connectors.kafka`, the writer
-:mod:`pitstop.connectors.kafka_sink`, both over confluent-kafka.
+the model). The reader is :mod:`pitstop.connectors.kafka.source`, the writer
+:mod:`pitstop.connectors.kafka.sink`, both over confluent-kafka.
 
 Columns: each declared column is read by name from the record's JSON value, except four reserved
 names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or BIGINT with
@@ -22,7 +22,7 @@ reads each partition from the snapshot's offset, and partitions that are not in 
 
 Sink: each micro-batch once for ``read_committed`` consumers, JSON values, the key from
 ``'keyColumn'``; in one Kafka transaction per batch, and idempotent per (run, batch) on any broker
-(see :mod:`pitstop.connectors.kafka_sink`). A mapping only written to may leave out its columns
+(see :mod:`pitstop.connectors.kafka.sink`). A mapping only written to may leave out its columns
 (its records carry every column the job writes); one that declares columns is checked against
 the job's.
 """
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pitstop.connectors.base import Connector, Option, Positions
+from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, METADATA_TYPES
 from pitstop.errors import PitstopError, PlanError
 
 if TYPE_CHECKING:
@@ -43,19 +44,9 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.base import Sink
     from pitstop.connectors.rollback import SinkRollback, Span
-    from pitstop.connectors.sinks import Sink
 
-KEY, PARTITION, OFFSET, TIMESTAMP = "__key", "__partition", "__offset", "__timestamp"
-METADATA_TYPES = {
-    KEY: ("STRING", "BIGINT"),
-    PARTITION: ("INT", "BIGINT"),
-    OFFSET: ("BIGINT",),
-    TIMESTAMP: ("TIMESTAMP",),
-}
-"""The reserved column names and the (Spark) types each may be declared with."""
-INITIAL = "initial.json"  # in a run's source folder: the offsets the run started from
-BROKER = "broker.json"  # in a run's source folder: what the driver last learnt of the broker
 STALE_S = 10.0  # a broker.json older than this is shown with its time
 
 
@@ -219,7 +210,7 @@ class KafkaConnector(Connector):
         branch: int,
         keys: tuple[str, ...] = (),
     ) -> Sink:
-        from pitstop.connectors.kafka_sink import KafkaSink
+        from pitstop.connectors.kafka.sink import KafkaSink
 
         return KafkaSink(
             mapping,
@@ -234,7 +225,7 @@ class KafkaConnector(Connector):
         )
 
     def stream_source(self) -> type[DataSource]:
-        from pitstop.connectors.kafka import KafkaSource
+        from pitstop.connectors.kafka.source import KafkaSource
 
         return KafkaSource
 
@@ -253,7 +244,7 @@ class KafkaConnector(Connector):
         return client_properties(mapping.options, self.passed_options(mapping))
 
     def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
-        from pitstop.connectors.kafka import BrokerUnavailable, high_watermarks
+        from pitstop.connectors.kafka.source import BrokerUnavailable, high_watermarks
 
         try:
             return {

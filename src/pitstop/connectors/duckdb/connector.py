@@ -17,8 +17,8 @@ from pitstop.errors import PitstopError
 if TYPE_CHECKING:
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.base import Sink
     from pitstop.connectors.rollback import SinkRollback, Span
-    from pitstop.connectors.sinks import Sink
 
 _ON = "x.run_id = s.run_id AND x.branch = s.branch AND x.batch_id > s.after"
 
@@ -32,7 +32,7 @@ class DuckDBConnector(Connector):
     options = (Option("table", "the table's name (default: the mapping's name)"),)
 
     def sink_keys(self, catalog: Catalog, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
-        from pitstop.connectors.sinks import table_name
+        from pitstop.connectors.duckdb.sink import table_name
 
         return _upsert_keys(catalog.cursor(), table_name(mapping)) or None
 
@@ -45,8 +45,8 @@ class DuckDBConnector(Connector):
         branch: int,
         keys: tuple[str, ...] = (),
     ) -> Sink:
-        from pitstop.connectors.sinks import DuckDBSink
-        from pitstop.connectors.upsert import UpsertSink
+        from pitstop.connectors.duckdb.sink import DuckDBSink
+        from pitstop.connectors.duckdb.upsert import UpsertSink
 
         if keys:
             return UpsertSink(catalog, mapping, job, run_id, branch, keys)
@@ -61,8 +61,8 @@ class DuckDBConnector(Connector):
     def rollback_plan(
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
     ) -> SinkRollback:
+        from pitstop.connectors.duckdb.sink import table_name
         from pitstop.connectors.rollback import RunShare, SinkRollback
-        from pitstop.connectors.sinks import table_name
 
         cur = catalog.cursor()
         within, params = _spans(spans)
@@ -116,7 +116,7 @@ class DuckDBConnector(Connector):
         """Delete the spans' rows (matched by hash, as many of each as the spans wrote: identical
         rows are interchangeable), then their row hashes and bookkeeping rows; PitstopError
         (rolling the whole transaction back) if the table holds fewer than the plan counted."""
-        from pitstop.connectors.sinks import row_hash, table_columns, table_name
+        from pitstop.connectors.duckdb.sink import row_hash, table_columns, table_name
 
         if not plan.spans:
             return
@@ -194,7 +194,7 @@ def _restore_keys(
     first batch after the cut that wrote it (deleted if it had no row then); the spans' history
     and bookkeeping rows go. PitstopError if the history holds another number of keys than the
     plan counted (the transaction, and the job, are rolled back)."""
-    from pitstop.connectors.sinks import table_columns
+    from pitstop.connectors.duckdb.sink import table_columns
     from pitstop.connectors.upsert import history_table, quote
 
     target, history = f"main.{quote(table)}", history_table(table)
@@ -227,7 +227,7 @@ def _restore_keys(
 
 def _other_jobs(catalog: Catalog, table: str, job: str) -> tuple[tuple[str, int], ...]:
     """``(job, rows)`` of the other jobs whose runs wrote the same table (under any mapping)."""
-    from pitstop.connectors.sinks import table_name
+    from pitstop.connectors.duckdb.sink import table_name
 
     names = {m.name.lower() for m in catalog.mappings() if m.type == "duckdb" and table_name(m) == table}
     counts: dict[str, int] = {}

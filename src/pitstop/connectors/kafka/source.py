@@ -1,5 +1,5 @@
 """The Kafka source: a Python streaming data source over confluent-kafka (``TYPE Kafka``; its
-mapping, columns and positions are described in :mod:`pitstop.connectors.types.kafka`).
+mapping, columns and positions are described in :mod:`pitstop.connectors.kafka.connector`).
 
 How a micro-batch is read:
 
@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from pitstop.catalog.rows import Reject
 from pitstop.connectors import positions, rejects
-from pitstop.connectors.types.kafka import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
+from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
 from pitstop.plan.types import arrow_schema
 
 log = logging.getLogger(__name__)
@@ -336,7 +336,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return pa.Table.from_arrays(columns, schema=schema)
 
     def _values(self, raws: list[bytes], schema: pa.Schema) -> tuple[pa.Table, list[tuple[int, str]]]:
-        from pitstop.connectors.files import read_file
+        from pitstop.connectors.file.source import read_file
 
         def strict(data: Any) -> pa.Table:
             return read_file(data, "json", schema)

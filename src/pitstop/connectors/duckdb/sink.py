@@ -1,28 +1,20 @@
-"""Sinks: where a branch's micro-batches go, exactly once across failures and across runs.
-
-- DuckDB: the batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit in one DuckDB
-  transaction; a batch that Spark replays after a failure is found in the bookkeeping and skipped.
-- File: one file per ``(run, branch, batch)``, written to a hidden temp file and renamed, so a
-  replayed batch replaces its own file and readers never see half a file.
-- Console: prints each batch (at-least-once; for demos).
+"""The DuckDB append sink: a batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit
+in one DuckDB transaction; a batch that Spark replays after a failure is found in the
+bookkeeping and skipped. Also the sink table's columns and types, which evolve when a job adds or
+widens a column.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import sys
-from datetime import date, datetime
-from decimal import Decimal
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog, now
+from pitstop.connectors.values import naive_utc
 from pitstop.errors import PlanError
 from pitstop.faults import crash_point
 from pitstop.names import check_name
@@ -31,26 +23,10 @@ from pitstop.plan.types import widens
 log = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
-    def prepare(self, schema: list[tuple[str, str]]) -> None: ...
-
-    def write(self, table: pa.Table, batch_id: int) -> None: ...
-
-
 def duckdb_type(spark_simple: str) -> str:
     """DuckDB column type for a Spark ``simpleString`` type."""
     t = spark_simple.lower()
     return {"string": "VARCHAR", "float": "FLOAT", "int": "INTEGER"}.get(t, t.upper())
-
-
-def _naive_utc(table: pa.Table) -> pa.Table:
-    """Spark timestamps arrive as UTC instants; sinks store them as naive UTC timestamps."""
-    columns = []
-    for col in table.columns:
-        if pa.types.is_timestamp(col.type) and col.type.tz is not None:
-            col = col.cast(pa.timestamp(col.type.unit))
-        columns.append(col)
-    return pa.Table.from_arrays(columns, names=table.column_names)
 
 
 def table_name(mapping: Mapping) -> str:
@@ -88,7 +64,7 @@ def evolve_table(
 ) -> list[str]:
     """Give sink table ``main.table`` the columns of ``schema`` it lacks (NULL in the rows written
     before, until their key or window is written again; or their SQL value in ``defaults``) and
-    widen the types of those ``schema`` widens (:func:`pitstop.stages.accumulators.widens`: INT ->
+    widen the types of those ``schema`` widens (:func:`pitstop.plan.types.widens`: INT ->
     BIGINT, FLOAT -> DOUBLE, DECIMAL(p,s) -> DECIMAL(p',s)); other types stay (a row's values are
     cast on insert). Returns what changed, in sentences.
 
@@ -142,7 +118,7 @@ def evolve_table(
 
 
 def _spark_name(duck: str) -> str:
-    """A DuckDB column type as :func:`~pitstop.stages.accumulators.widens` names it."""
+    """A DuckDB column type as :func:`~pitstop.plan.types.widens` names it."""
     t = duck.upper().replace(" ", "")
     return {"INTEGER": "INT", "VARCHAR": "STRING", "REAL": "FLOAT"}.get(t, t)
 
@@ -211,7 +187,7 @@ class DuckDBSink:
 
     def write(self, table: pa.Table, batch_id: int) -> None:
         quoted = '"' + self.table.replace('"', '""') + '"'
-        batch = _naive_utc(table)
+        batch = naive_utc(table)
         with self.catalog.transaction() as tx:
             if self._written(tx, batch_id):
                 return
@@ -232,65 +208,3 @@ class DuckDBSink:
             self._record(tx, batch_id, batch.num_rows)
             crash_point("sink.before_commit")
         crash_point("sink.after_commit")
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat(sep=" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value) if value != value.to_integral_value() else int(value)
-    return str(value)
-
-
-class FileSink:
-    def __init__(self, mapping: Mapping, run_id: str, branch: int) -> None:
-        self.folder = Path(mapping.options["path"])
-        self.format = mapping.options.get("format", "json").lower()
-        self.run_id = run_id
-        self.branch = branch
-
-    def prepare(self, schema: list[tuple[str, str]]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-
-    def write(self, table: pa.Table, batch_id: int) -> None:
-        if table.num_rows == 0:
-            return
-        name = f"part-{self.run_id}-{self.branch}-{batch_id:06d}.{self.format}"
-        tmp = self.folder / f".{name}.tmp"
-        table = _naive_utc(table)
-        if self.format == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp)
-        elif self.format == "csv":
-            import pyarrow.csv as pc
-
-            pc.write_csv(table, tmp)
-        else:
-            with open(tmp, "w") as handle:
-                for row in table.to_pylist():
-                    handle.write(json.dumps(row, default=_json_value) + "\n")
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.folder / name)
-
-
-class ConsoleSink:
-    def __init__(self, mapping: Mapping, job: str) -> None:
-        self.label = f"{job} -> {mapping.name}"
-
-    def prepare(self, schema: list[tuple[str, str]]) -> None:
-        return None
-
-    def write(self, table: pa.Table, batch_id: int) -> None:
-        if table.num_rows == 0:
-            return
-        rows = _naive_utc(table).to_pylist()
-        out = [f"-- {self.label}, batch {batch_id}: {len(rows)} row(s)"]
-        for r in rows:  # a running aggregate's rows: a group no longer kept is shown as removed
-            removed = r.pop("__pitstop_keep", True) is False
-            out.append(("  removed: " if removed else "  ") + ", ".join(f"{k}={v}" for k, v in r.items()))
-        sys.stdout.write("\n".join(out) + "\n")
-        sys.stdout.flush()

@@ -386,15 +386,15 @@ class KafkaSink:
             raise
 
     def _records(self, table: pa.Table) -> list[Record]:
-        from pitstop.connectors.sinks import _json_value, _naive_utc
+        from pitstop.connectors.values import json_value, naive_utc
 
-        rows = _naive_utc(table).to_pylist()
+        rows = naive_utc(table).to_pylist()
         key_name = None
         if self.key_column is not None:
             key_name = next(n for n in table.column_names if n.lower() == self.key_column.lower())
         out = []
         for row in rows:
-            value = json.dumps(row, default=_json_value, separators=(",", ":")).encode()
+            value = json.dumps(row, default=json_value, separators=(",", ":")).encode()
             key = self._key(row[key_name]) if key_name is not None else None
             out.append(Record(key, value))
         out.sort(key=lambda r: (r.value, r.key or b""))
@@ -405,9 +405,9 @@ class KafkaSink:
             return None
         if self.key_format == "bigint":
             return struct.pack(">q", int(value))
-        from pitstop.connectors.sinks import _json_value
+        from pitstop.connectors.values import json_value
 
-        return (value if isinstance(value, str) else str(_json_value(value))).encode()
+        return (value if isinstance(value, str) else str(json_value(value))).encode()
 
     def _headers(self, batch_id: int, seq: int, count: int) -> list[tuple[str, bytes]]:
         values = (self.job, self.run_id, str(self.branch), str(batch_id), str(seq), str(count))
@@ -415,7 +415,7 @@ class KafkaSink:
 
     # -- the broker ------------------------------------------------------------------------------------
     def _consumer(self) -> Any:
-        from pitstop.connectors.kafka import _consumer
+        from pitstop.connectors.kafka.source import _consumer
 
         return _consumer(
             self.client,
@@ -426,7 +426,7 @@ class KafkaSink:
     def _ends(self) -> dict[str, int]:
         """Each partition's end offset now (a lower bound of where the next records go; Tansu's
         high watermark may lag behind the true end, which only makes a read-back longer)."""
-        from pitstop.connectors.kafka import BrokerUnavailable, _watermarks
+        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
 
         consumer = self._consumer()
         try:
@@ -442,7 +442,7 @@ class KafkaSink:
         each partition's end."""
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from pitstop.connectors.kafka import BrokerUnavailable, _watermarks
+        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
 
         want = {
             "pitstop.run": self.run_id.encode(),

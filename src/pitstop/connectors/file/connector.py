@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
     from pitstop.catalog.rows import Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.base import Sink
     from pitstop.connectors.rollback import SinkRollback, Span
-    from pitstop.connectors.sinks import Sink
 
 log = logging.getLogger(__name__)
 FORMATS = ("json", "csv", "parquet")
@@ -62,7 +62,7 @@ class FileConnector(Connector):
         Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
 
     def stream_source(self) -> type[DataSource]:
-        from pitstop.connectors.files import FileSource
+        from pitstop.connectors.file.source import FileSource
 
         return FileSource
 
@@ -119,7 +119,7 @@ class FileConnector(Connector):
         branch: int,
         keys: tuple[str, ...] = (),
     ) -> Sink:
-        from pitstop.connectors.sinks import FileSink
+        from pitstop.connectors.file.sink import FileSink
 
         return FileSink(mapping, run_id, branch)
 

@@ -1,6 +1,6 @@
 """``TYPE Postgres``: a table in a PostgreSQL database, written by jobs exactly once (sink only).
 
-The writer is :mod:`pitstop.connectors.postgres`, over psycopg 3: each micro-batch's rows (by
+The writer is :mod:`pitstop.connectors.postgres.sink`, over psycopg 3: each micro-batch's rows (by
 ``COPY``) and a bookkeeping row ``(job, run, branch, batch)`` in ``pitstop_sink_batches`` (beside
 the table, in its schema) commit in one PostgreSQL transaction, so a batch that Spark replays after
 a crash, a restart or a restore is found there and skipped.
@@ -28,8 +28,8 @@ from pitstop.connectors.base import Connector, Option
 if TYPE_CHECKING:
     from pitstop.catalog.rows import ColumnDef, Mapping
     from pitstop.catalog.store import Catalog
+    from pitstop.connectors.base import Sink
     from pitstop.connectors.rollback import SinkRollback, Span
-    from pitstop.connectors.sinks import Sink
 
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class PostgresConnector(Connector):
     def sink_keys(self, catalog: Catalog, mapping: Mapping, ask_server: bool) -> tuple[str, ...] | None:
         if not ask_server:  # (a run not restored from a snapshot: its start does not wait for a server)
             return None
-        from pitstop.connectors.postgres import PostgresSink
+        from pitstop.connectors.postgres.sink import PostgresSink
 
         probe = PostgresSink(catalog, mapping, mapping.name, "", 0)
         try:
@@ -65,7 +65,7 @@ class PostgresConnector(Connector):
             return None
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
-        from pitstop.connectors.postgres import parse_dsn, table_ref
+        from pitstop.connectors.postgres.sink import parse_dsn, table_ref
 
         parse_dsn(mapping, options["dsn"])
         table_ref(mapping, options.get("table", mapping))
@@ -79,7 +79,7 @@ class PostgresConnector(Connector):
         branch: int,
         keys: tuple[str, ...] = (),
     ) -> Sink:
-        from pitstop.connectors.postgres import PostgresSink
+        from pitstop.connectors.postgres.sink import PostgresSink
 
         return PostgresSink(catalog, mapping, job, run_id, branch, keys)
 
@@ -87,7 +87,7 @@ class PostgresConnector(Connector):
         self, catalog: Catalog, home: Path, mapping: Mapping, spans: tuple[Span, ...], job: str
     ) -> SinkRollback:
         from pitstop import dsn
-        from pitstop.connectors.postgres import PostgresSink
+        from pitstop.connectors.postgres.sink import PostgresSink
         from pitstop.connectors.rollback import RunShare, SinkRollback
 
         sink = PostgresSink(catalog, mapping, job, "", 0)
@@ -127,7 +127,7 @@ class PostgresConnector(Connector):
     def rollback_outside(
         self, catalog: Catalog, home: Path, mapping: Mapping, plan: SinkRollback, trash: Path
     ) -> None:
-        from pitstop.connectors.postgres import PostgresSink
+        from pitstop.connectors.postgres.sink import PostgresSink
 
         PostgresSink(catalog, mapping, "", "", 0).roll_back(
             [(s.run_id, s.branch, s.after) for s in plan.spans], plan.restores

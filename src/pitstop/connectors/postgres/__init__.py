@@ -1,0 +1,2 @@
+"""The PostgreSQL connector: an exactly-once sink into a PostgreSQL table (:mod:`.sink`), and its
+declaration (:mod:`.connector`)."""

@@ -1,1 +1,0 @@
-"""One module per mapping type; :mod:`pitstop.connectors.registry` lists them."""
