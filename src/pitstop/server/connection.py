@@ -378,7 +378,7 @@ class Connection:
             password = answer.password
             text = password.decode(errors="replace") if isinstance(password, bytes) else password
             if not md5_check(user, salt, text.rstrip("\x00")):
-                self._slow_refusal()
+                self._slow_refusal("wrong md5 password")
                 raise refused
             return user.role
         exchange = ScramExchange(user, self.server.auth_secret, self.user)
@@ -401,14 +401,14 @@ class Connection:
             if not isinstance(final, SASLResponse):
                 raise WireError(sqlstate.PROTOCOL_VIOLATION, "expected a SASL response")
             self.send(AuthenticationSASLFinal(data=exchange.server_final(bytes(final.data))))
-        except AuthError:
-            self._slow_refusal()
+        except AuthError as exc:
+            self._slow_refusal(str(exc))
             raise refused from None
         assert user is not None
         return user.role
 
-    def _slow_refusal(self) -> None:
-        log.warning("authentication failed for user '%s' from %s", self.user, self.peer[0])
+    def _slow_refusal(self, reason: str) -> None:
+        log.warning("authentication failed for user '%s' from %s: %s", self.user, self.peer[0], reason)
         time.sleep(0.2)  # a little friction for guessing; the socket thread is the client's own
 
     # -- 3. statements ---------------------------------------------------------------------------------
