@@ -73,9 +73,10 @@ from pygwire.messages import (
 )
 
 from pitstop.server import sqlstate
+from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import TEXT, decode_param, encode
+from pitstop.server.pgtypes import TEXT, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
@@ -576,14 +577,9 @@ class Connection:
                 f"bind message supplies {len(values)} parameters, but prepared statement "
                 f'"{message.statement}" requires {len(prepared.param_types)}',
             )
-        formats = _formats(list(message.param_formats), len(values))
-        try:
-            params = [
-                decode_param(v, oid, fmt)
-                for v, oid, fmt in zip(values, prepared.param_types, formats, strict=True)
-            ]
-        except ValueError as exc:
-            raise WireError(sqlstate.INVALID_TEXT_REPRESENTATION, str(exc)) from None
+        params = decode_params(
+            values, prepared.param_types, _formats(list(message.param_formats), len(values))
+        )
         if message.portal and message.portal in self.portals:
             raise WireError("42P03", f'cursor "{message.portal}" already exists')
         self.portals[message.portal] = Portal(prepared, params, list(message.result_formats))
