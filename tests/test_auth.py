@@ -8,6 +8,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import json
 import os
 import stat
 import subprocess
@@ -95,6 +96,22 @@ def test_a_wrong_proof_and_an_unknown_user_fail_alike() -> None:
             exchange.server_final(f"c=biws,r={nonce},p={base64.b64encode(b'x' * 32).decode()}".encode())
     with pytest.raises(AuthError, match="channel binding"):
         ScramExchange(user, b"s", "ana").server_first(b"p=tls-server-end-point,,n=,r=abc")
+
+
+def test_the_scram_user_name_is_ignored_as_postgres_does() -> None:
+    """libpq sends no SCRAM user name, pgjdbc '*', asyncpg the name unescaped: PostgreSQL ignores
+    it (the startup packet names the user), so the exchange succeeds with each."""
+    salt = b"0123456789abcdef"
+    user = User("a=b", "admin", scram_verifier("pencil", salt))
+    for sent in ("", "*", "a=b", "someone-else"):
+        exchange = ScramExchange(user, b"secret", "a=b")
+        first = exchange.server_first(f"n,,n={sent},r=abc".encode()).decode()
+        nonce = first.split(",")[0][2:]
+        auth = f"n={sent},r=abc,{first},c=biws,r={nonce}".encode()
+        proof = base64.b64encode(_client_proof("pencil", salt, 4096, auth)).decode()
+        assert exchange.server_final(f"c=biws,r={nonce},p={proof}".encode()).startswith(b"v=")
+    with pytest.raises(AuthError, match="malformed SCRAM message"):
+        ScramExchange(user, b"secret", "a=b").server_first(b"n,,r=abc")
 
 
 def test_md5_check_uses_postgres_md5_verifier() -> None:
@@ -256,3 +273,80 @@ def test_a_users_file_is_private_even_under_a_loose_umask(tmp_path: Path) -> Non
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "home" / "users.json").stat().st_mode) == 0o600
+
+
+# Passwords that SASLprep (RFC 4013) changes or refuses, as libpq and PostgreSQL prepare them:
+# mapped to nothing (U+00AD soft hyphen), to a space (U+00A0, U+3000), NFKC-normalised (U+FB01,
+# fullwidth letters, a combining accent); and ones SASLprep refuses, for which PostgreSQL and libpq
+# use the password's own bytes (an emoji newer than Unicode 3.2, a tab, a bad bidi mix, a password
+# that maps to nothing at all).
+SASLPREP_PASSWORDS = (
+    "soft\u00adhyphen",
+    "no\u00a0break\u3000space",
+    "\ufb01sh \uff30\uff41\uff53\uff53 cafe\u0301",
+    "emoji \U0001f600",
+    "tab\there",
+    "\u0627\u0644 latin",
+    "\u00ad",
+)
+
+
+def test_verifiers_are_the_ones_libpq_derives(tmp_path: Path) -> None:
+    """libpq's own PQencryptPasswordConn (psycopg's ``encrypt_password``) is the reference: the
+    client side of a login prepares the password the same way."""
+    with serving(settings(tmp_path / "home")) as s, psycopg.connect(s.url()) as conn:
+        for password in ("pencil", *SASLPREP_PASSWORDS):
+            libpq = conn.pgconn.encrypt_password(password.encode(), b"ana", b"scram-sha-256").decode()
+            salt = base64.b64decode(libpq.split("$")[1].split(":")[1])
+            assert scram_verifier(password, salt) == libpq, repr(password)
+
+
+def test_passwords_that_saslprep_changes_log_in_with_psql_and_psycopg(tmp_path: Path) -> None:
+    store = UserStore(tmp_path / "home")
+    names = [f"u{i}" for i in range(len(SASLPREP_PASSWORDS))]
+    for name, password in zip(names, SASLPREP_PASSWORDS, strict=True):
+        store.add(name, password, "reader")
+    with serving(settings(tmp_path / "home")) as s:
+        for name, password in zip(names, SASLPREP_PASSWORDS, strict=True):
+            with psycopg.connect(
+                host=s.host, port=s.port, user=name, password=password, dbname="pitstop"
+            ) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,), repr(password)
+            done = psql(s, "-w", "-c", "SELECT 3 AS three", user=name, password=password)
+            assert done.returncode == 0 and " 3" in done.stdout, (repr(password), done.stderr)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(host=s.host, port=s.port, user="u0", password="softhyphen\u00ad!", dbname="x")
+
+
+def test_a_verifier_written_before_scramp_still_logs_in(tmp_path: Path) -> None:
+    """A users file as pitstop wrote it with its own SCRAM code (before scramp): its users keep
+    logging in, with an ASCII password and with one that NFKC and SASLprep prepare alike."""
+    home = tmp_path / "home"
+    home.mkdir()
+    old = {
+        "users": [
+            {
+                "name": "ana",
+                "role": "admin",
+                "scram": "SCRAM-SHA-256$4096:AAECAwQFBgcICQoLDA0ODw=="
+                "$kuI6zSxuoofwpF7IwU/yI/IO/FWPl3jiKptYHSmTE4Y=:HH7n3CSxjnIhq7Lwu5EXq3/2PeSQljMJ5w53ORY4Ryg=",
+                "md5": None,
+            },
+            {
+                "name": "rita",
+                "role": "reader",
+                "scram": "SCRAM-SHA-256$4096:AAECAwQFBgcICQoLDA0ODw=="
+                "$oFAZgdo38AktbJnyq9m5wmlhsMc8A03PAxiGlidYMk4=:jL1u6uG6dWNpFec852Rs+7cYBBfRkSOzrF01mSmUDEc=",
+                "md5": None,
+            },
+        ]
+    }
+    (home / "users.json").write_text(json.dumps(old, indent=1))
+    with serving(settings(home)) as s:
+        for name, password in (("ana", "old-pencil"), ("rita", "\ufb01sh and \uff30\uff41\uff53\uff53")):
+            with psycopg.connect(
+                host=s.host, port=s.port, user=name, password=password, dbname="pitstop"
+            ) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+            done = psql(s, "-w", "-c", "SELECT 4 AS four", user=name, password=password)
+            assert done.returncode == 0 and " 4" in done.stdout, done.stderr

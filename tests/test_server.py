@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
+from datetime import time as dt_time
 from decimal import Decimal
 from pathlib import Path
 
@@ -110,6 +111,33 @@ def test_asyncpg_reads_binary_rows_and_binds_parameters(served: Served) -> None:
 
     rows = asyncio.run(go())
     assert [tuple(r) for r in rows] == [("eu", Decimal("17076.00"), 320)]
+
+
+def test_asyncpg_binds_time_and_gets_an_error_for_infinity_on_the_same_connection(served: Served) -> None:
+    """asyncpg sends parameters in binary by the type the server describes, and ``date.max`` and
+    ``datetime.max`` as PostgreSQL's infinity, which pitstop cannot hold: an error (22008), and
+    the connection goes on. A binary time was read as UTF-8 text."""
+
+    async def go() -> None:
+        conn = await asyncpg.connect(served.url())
+        try:
+            for sql, value in (
+                ("SELECT region FROM daily WHERE window_start < $1", datetime.max),
+                ("SELECT region FROM daily WHERE day < $1", date.max),
+            ):
+                with pytest.raises(
+                    asyncpg.DatetimeFieldOverflowError, match="out of range in bind parameter 1"
+                ):
+                    await asyncio.wait_for(conn.fetch(sql, value), 20)
+                assert await conn.fetchval("SELECT 1") == 1
+            found = await conn.fetch(
+                "SELECT t FROM (SELECT TIME '12:34:56' AS t) AS q WHERE t = $1", dt_time(12, 34, 56)
+            )
+            assert [tuple(r) for r in found] == [(dt_time(12, 34, 56),)]
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
 
 
 def test_asyncpg_gets_an_error_while_preparing_at_once(served: Served) -> None:

@@ -159,7 +159,8 @@ def test_numeric_send_format_reads_back_as_the_value() -> None:
     # encoders once sent 0.0001 as 0.1 (the fraction lost its leading zeros).
     from decimal import Decimal
 
-    from pitstop.server.pgtypes import _bin_numeric, _unpack_numeric
+    from pitstop.server.bindvalues import decode_params
+    from pitstop.server.pgtypes import _bin_numeric
 
     for text in [
         "0",
@@ -174,4 +175,4 @@ def test_numeric_send_format_reads_back_as_the_value() -> None:
         "1E-17",
     ]:
         value = Decimal(text)
-        assert _unpack_numeric(_bin_numeric(value)) == value, text
+        assert decode_params([_bin_numeric(value)], [1700], [True]) == [value], text

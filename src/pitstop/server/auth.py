@@ -27,12 +27,14 @@ import logging
 import os
 import re
 import secrets
-import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from scramp import ScramException, ScramMechanism
+from scramp.utils import ServerError, saslprep
 
 from pitstop.errors import PitstopError
 from pitstop.sql.statements import STATEMENTS
@@ -67,23 +69,35 @@ class User:
 
 
 # -- SCRAM-SHA-256 --------------------------------------------------------------------------------
-def _saslprep(password: str) -> bytes:
-    """PostgreSQL's SASLprep: NFKC; a password that does not normalise is used as its bytes."""
+# scramp does SASLprep (RFC 4013), the key derivation and the server's side of the exchange. What
+# PostgreSQL does differently from the RFCs is adapted here, in two places:
+#
+# 1. a password that SASLprep refuses (a control character, a private-use or unassigned code point
+#    such as an emoji newer than Unicode 3.2, a bad bidi mix) or maps to nothing is used as its own
+#    UTF-8 bytes by PostgreSQL and libpq (``pg_saslprep`` answers SASLPREP_PROHIBITED); scramp
+#    refuses such a password, so :func:`scram_keys` derives its keys with RFC 5802's steps;
+# 2. the SCRAM user name is ignored, the startup packet's is used: libpq sends none (``n=``) and
+#    asyncpg sends it unescaped, which scramp refuses (:meth:`ScramExchange.server_first`).
+_SCRAM = ScramMechanism("SCRAM-SHA-256")
+
+
+def _prohibited(password: str) -> bool:
+    """Whether PostgreSQL skips SASLprep for ``password`` and uses the password's own bytes."""
     try:
-        return unicodedata.normalize("NFKC", password).encode()
-    except UnicodeError:
-        return password.encode(errors="surrogateescape")
-
-
-def _hmac(key: bytes, message: bytes) -> bytes:
-    return hmac.new(key, message, hashlib.sha256).digest()
+        return not saslprep(password)
+    except ScramException:
+        return True
 
 
 def scram_keys(password: str, salt: bytes, iterations: int = ITERATIONS) -> tuple[bytes, bytes]:
-    """``(StoredKey, ServerKey)`` of a password (RFC 5802)."""
-    salted = hashlib.pbkdf2_hmac("sha256", _saslprep(password), salt, iterations)
-    client_key = _hmac(salted, b"Client Key")
-    return hashlib.sha256(client_key).digest(), _hmac(salted, b"Server Key")
+    """``(StoredKey, ServerKey)`` of a password, as PostgreSQL and libpq derive them."""
+    if not _prohibited(password):
+        _, stored, server, _ = _SCRAM.make_auth_info(password, iterations, salt)
+        return stored, server
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(errors="surrogateescape"), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    return hashlib.sha256(client_key).digest(), server_key
 
 
 def scram_verifier(password: str, salt: bytes | None = None, iterations: int = ITERATIONS) -> str:
@@ -102,16 +116,21 @@ def parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
     return int(match.group(1)), b64(match.group(2)), b64(match.group(3)), b64(match.group(4))
 
 
-def _attributes(message: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in message.split(","):
-        if len(part) >= 2 and part[1] == "=":
-            out.setdefault(part[0], part[2:])
-    return out
+_CHANNEL_BINDING = {ServerError.CHANNEL_BINDING_NOT_SUPPORTED, ServerError.UNSUPPORTED_CHANNEL_BINDING_TYPE}
+
+
+def _refusal(exc: ScramException) -> AuthError:
+    """What a failed step of the exchange is called in pitstop's log."""
+    if exc.server_error == ServerError.INVALID_PROOF:
+        return AuthError("password authentication failed")
+    if exc.server_error in _CHANNEL_BINDING:
+        # 'p=...' asks for channel binding: pitstop offers SCRAM-SHA-256 only, not -PLUS.
+        return AuthError("SCRAM channel binding is not offered; connect with channel_binding=disable")
+    return AuthError(f"malformed SCRAM message: {exc}")
 
 
 class ScramExchange:
-    """The server side of one SCRAM-SHA-256 exchange (sans I/O).
+    """The server side of one SCRAM-SHA-256 exchange (sans I/O), by scramp.
 
     An unknown user goes through the same steps with a verifier made up from the server's secret
     (as PostgreSQL's mock authentication does), so neither the answers nor their timing tell
@@ -121,62 +140,49 @@ class ScramExchange:
     def __init__(self, user: User | None, secret: bytes, name: str = "") -> None:
         self.user = user
         if user is not None:
-            self.iterations, self.salt, self.stored, self.server_key = parse_verifier(user.scram)
+            iterations, salt, stored, server_key = parse_verifier(user.scram)
         else:
             salt = hashlib.sha256(secret + b"mock-salt" + name.encode()).digest()[:16]
-            self.iterations, self.salt = ITERATIONS, salt
-            self.stored = hashlib.sha256(secret + b"mock-stored" + name.encode()).digest()
-            self.server_key = hashlib.sha256(secret + b"mock-server" + name.encode()).digest()
-        self._client_first_bare = ""
-        self._server_first = ""
-        self._nonce = ""
+            iterations = ITERATIONS
+            stored = hashlib.sha256(secret + b"mock-stored" + name.encode()).digest()
+            server_key = hashlib.sha256(secret + b"mock-server" + name.encode()).digest()
+        keys = (salt, stored, server_key, iterations)
+        self._server = _SCRAM.make_server(lambda _scram_name: keys)
 
     def server_first(self, client_first: bytes) -> bytes:
+        text = _decoded(client_first)
+        # The SCRAM user name is ignored, as PostgreSQL does. scramp reads pgjdbc's placeholder
+        # "n=*" in its place, and checks the proof over the message the client signed.
+        flag, _, rest = text.partition(",")
+        authzid, _, bare = rest.partition(",")
+        name, comma, after_name = bare.partition(",")
+        signed = None
+        if name.startswith("n=") and comma:
+            text, signed = f"{flag},{authzid},n=*,{after_name}", bare
         try:
-            text = client_first.decode()
-        except UnicodeDecodeError:
-            raise AuthError("malformed SCRAM message") from None
-        gs2, _, bare = text.partition(",")
-        authzid, _, bare = bare.partition(",")
-        if gs2 not in ("n", "y") or authzid:
-            # 'p=...' asks for channel binding: pitstop offers SCRAM-SHA-256 only, not -PLUS.
-            raise AuthError("SCRAM channel binding is not offered; connect with channel_binding=disable")
-        attributes = _attributes(bare)
-        client_nonce = attributes.get("r", "")
-        if not client_nonce or "m" in attributes:
-            raise AuthError("malformed SCRAM message: no client nonce")
-        self._client_first_bare = bare
-        self._nonce = client_nonce + base64.b64encode(secrets.token_bytes(18)).decode()
-        salt = base64.b64encode(self.salt).decode()
-        self._server_first = f"r={self._nonce},s={salt},i={self.iterations}"
-        return self._server_first.encode()
+            self._server.set_client_first(text)
+            if signed is not None:
+                self._server.client_first_bare = signed  # what scramp's AuthMessage begins with
+            return self._server.get_server_first().encode()
+        except ScramException as exc:
+            raise _refusal(exc) from None
 
     def server_final(self, client_final: bytes) -> bytes:
         try:
-            text = client_final.decode()
-        except UnicodeDecodeError:
-            raise AuthError("malformed SCRAM message") from None
-        without_proof, _, proof_part = text.rpartition(",p=")
-        attributes = _attributes(without_proof)
-        if attributes.get("r") != self._nonce or not proof_part:
-            raise AuthError("SCRAM nonce mismatch")
-        if attributes.get("c") not in ("biws", "eSws"):  # base64 of "n,," / "y,,"
-            raise AuthError("SCRAM channel binding mismatch")
-        try:
-            proof = base64.b64decode(proof_part, validate=True)
-        except ValueError:
-            raise AuthError("malformed SCRAM proof") from None
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        signature = _hmac(self.stored, auth_message)
-        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=False))
-        if (
-            self.user is None
-            or len(proof) != 32
-            or not hmac.compare_digest(hashlib.sha256(client_key).digest(), self.stored)
-        ):
+            self._server.set_client_final(_decoded(client_final))
+            answer = self._server.get_server_final()
+        except ScramException as exc:
+            raise _refusal(exc) from None
+        if self.user is None:
             raise AuthError("password authentication failed")
-        server_signature = _hmac(self.server_key, auth_message)
-        return b"v=" + base64.b64encode(server_signature)
+        return answer.encode()
+
+
+def _decoded(message: bytes) -> str:
+    try:
+        return message.decode()
+    except UnicodeDecodeError:
+        raise AuthError("malformed SCRAM message: not UTF-8") from None
 
 
 def md5_verifier(name: str, password: str) -> str:

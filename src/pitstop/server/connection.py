@@ -74,9 +74,10 @@ from pygwire.messages import (
 
 from pitstop.server import sqlstate
 from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
+from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import TEXT, decode_param, encode
+from pitstop.server.pgtypes import TEXT, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
@@ -393,7 +394,7 @@ class Connection:
             password = answer.password
             text = password.decode(errors="replace") if isinstance(password, bytes) else password
             if not md5_check(user, salt, text.rstrip("\x00")):
-                self._slow_refusal()
+                self._slow_refusal("wrong md5 password")
                 raise refused
             return user.role
         exchange = ScramExchange(user, self.server.auth_secret, self.user)
@@ -416,14 +417,14 @@ class Connection:
             if not isinstance(final, SASLResponse):
                 raise WireError(sqlstate.PROTOCOL_VIOLATION, "expected a SASL response")
             self.send(AuthenticationSASLFinal(data=exchange.server_final(bytes(final.data))))
-        except AuthError:
-            self._slow_refusal()
+        except AuthError as exc:
+            self._slow_refusal(str(exc))
             raise refused from None
         assert user is not None
         return user.role
 
-    def _slow_refusal(self) -> None:
-        log.warning("authentication failed for user '%s' from %s", self.user, self.peer[0])
+    def _slow_refusal(self, reason: str) -> None:
+        log.warning("authentication failed for user '%s' from %s: %s", self.user, self.peer[0], reason)
         time.sleep(0.2)  # a little friction for guessing; the socket thread is the client's own
 
     # -- 3. statements ---------------------------------------------------------------------------------
@@ -591,14 +592,9 @@ class Connection:
                 f"bind message supplies {len(values)} parameters, but prepared statement "
                 f'"{message.statement}" requires {len(prepared.param_types)}',
             )
-        formats = _formats(list(message.param_formats), len(values))
-        try:
-            params = [
-                decode_param(v, oid, fmt)
-                for v, oid, fmt in zip(values, prepared.param_types, formats, strict=True)
-            ]
-        except ValueError as exc:
-            raise WireError(sqlstate.INVALID_TEXT_REPRESENTATION, str(exc)) from None
+        params = decode_params(
+            values, prepared.param_types, _formats(list(message.param_formats), len(values))
+        )
         if message.portal and message.portal in self.portals:
             raise WireError("42P03", f'cursor "{message.portal}" already exists')
         self.portals[message.portal] = Portal(prepared, params, list(message.result_formats))

@@ -17,12 +17,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
     "PgType",
-    "decode_param",
     "encode",
     "pg_type_by_oid",
     "pg_type_of",
@@ -389,101 +388,3 @@ def encode(value: Any, pgtype: PgType, binary: bool = False) -> bytes | None:
     if binary:
         return _binary(value, pgtype)
     return _text(value, pgtype).encode()
-
-
-# -- parameters -----------------------------------------------------------------------------------
-def _parse_timestamp(text: str) -> datetime:
-    text = text.strip().replace("T", " ")
-    tz = None
-    match = re.search(r"([+-]\d{2})(?::?(\d{2}))?$", text)
-    if match and " " in text and text.rfind(match.group(0)) > text.index(" "):
-        text = text[: match.start()]
-        hours, minutes = int(match.group(1)), int(match.group(2) or 0)
-        sign = -1 if hours < 0 or match.group(1).startswith("-") else 1
-        tz = timedelta(hours=abs(hours), minutes=minutes) * sign
-    value = datetime.fromisoformat(text)
-    if tz is not None:
-        value = (value - tz).replace(tzinfo=UTC)
-    return value
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("t", "true", "y", "yes", "on", "1"):
-        return True
-    if lowered in ("f", "false", "n", "no", "off", "0"):
-        return False
-    raise ValueError(f'invalid input syntax for type boolean: "{text}"')
-
-
-_TEXT_PARAM: dict[int, Callable[[str], Any]] = {
-    16: _parse_bool,
-    20: int,
-    21: int,
-    23: int,
-    26: int,
-    700: float,
-    701: float,
-    1700: Decimal,
-    1082: date.fromisoformat,
-    1083: time.fromisoformat,
-    1114: _parse_timestamp,
-    1184: _parse_timestamp,
-    2950: uuid.UUID,
-}
-
-
-def _unpack_numeric(data: bytes) -> Decimal:
-    ndigits, weight, sign, dscale = struct.unpack(">hhHh", data[:8])
-    if sign == 0xC000:
-        return Decimal("NaN")
-    groups = struct.unpack(f">{ndigits}H", data[8 : 8 + 2 * ndigits])
-    value = Decimal(0)
-    for i, g in enumerate(groups):
-        value += Decimal(g).scaleb(4 * (weight - i))
-    value = value.quantize(Decimal(1).scaleb(-dscale)) if dscale else value.quantize(Decimal(1))
-    return -value if sign == 0x4000 else value
-
-
-_BINARY_PARAM: dict[int, Callable[[bytes], Any]] = {
-    16: lambda b: b != b"\x00",
-    17: bytes,
-    20: lambda b: struct.unpack(">q", b)[0],
-    21: lambda b: struct.unpack(">h", b)[0],
-    23: lambda b: struct.unpack(">i", b)[0],
-    26: lambda b: struct.unpack(">I", b)[0],
-    700: lambda b: struct.unpack(">f", b)[0],
-    701: lambda b: struct.unpack(">d", b)[0],
-    1700: _unpack_numeric,
-    1082: lambda b: PG_EPOCH_DATE + timedelta(days=struct.unpack(">i", b)[0]),
-    1114: lambda b: PG_EPOCH + timedelta(microseconds=struct.unpack(">q", b)[0]),
-    1184: lambda b: (PG_EPOCH + timedelta(microseconds=struct.unpack(">q", b)[0])).replace(tzinfo=UTC),
-    2950: lambda b: uuid.UUID(bytes=bytes(b)),
-    3802: lambda b: bytes(b)[1:].decode(),
-}
-
-
-def decode_param(data: bytes | None, oid: int, binary: bool) -> Any:
-    """A bound parameter as a Python value. Unknown types stay text for DuckDB to cast.
-
-    Raises ValueError with PostgreSQL's wording when the value does not parse as its type.
-    """
-    if data is None:
-        return None
-    if binary:
-        decoder = _BINARY_PARAM.get(oid)
-        if decoder is None:
-            return bytes(data).decode()
-        try:
-            return decoder(bytes(data))
-        except (struct.error, ValueError) as exc:
-            raise ValueError(f"incorrect binary data format in bind parameter of type {oid}") from exc
-    text = bytes(data).decode()
-    parser = _TEXT_PARAM.get(oid)
-    if parser is None:
-        return text
-    try:
-        return parser(text)
-    except (ValueError, InvalidOperation) as exc:
-        name = pg_type_by_oid(oid).format_type
-        raise ValueError(f'invalid input syntax for type {name}: "{text}"') from exc
