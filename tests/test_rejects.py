@@ -70,6 +70,8 @@ JSON_CORPUS = {
     "invalid_utf8": Bad(b'{"order_id": 2, "region": "\xff\xfeu"}', "not valid UTF-8"),
     "an_array": Bad(b"[2, 3]", "an array, not a JSON object"),
     "huge_line": Bad(b'{"order_id": 2, "region": "' + b"x" * (10 * 1024 * 1024) + b'"}', "over the limit"),
+    # One garbage line holding NUL bytes rejected a whole 10 MB file as binary (issue 26).
+    "nul_bytes": Bad(b'{"order_id": 2, "region": "e\x00u"}\x00\x00garbage', "holds a NUL byte (at byte 29)"),
 }
 
 
@@ -134,6 +136,34 @@ def test_a_file_that_is_not_json_lines_is_one_reject_for_the_whole_file(tmp_path
 
 
 CSV_HEAD = b"order_id,region,amount,ts\n"
+
+
+def test_nul_bytes_reject_their_line_or_row_and_never_a_file_s_good_records(tmp_path: Path) -> None:
+    """A NUL byte is garbage in one line, not a verdict on the file: the lines around it go on.
+    (A file whose lines are all garbage and hold NUL bytes is still one reject, "binary".)"""
+    path = tmp_path / "big.json"
+    lines = [good_line(i) for i in range(1, 2001)]
+    lines[1] = b"\x00\x00\x00\x01 not a record"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    got = read(path)
+    assert got.table.num_rows == 1999
+    [reject] = got.rejects
+    assert reject.line == 2 and "holds a NUL byte (at byte 1)" in reject.reason
+    csv_path = tmp_path / "orders.csv"
+    csv_path.write_bytes(
+        CSV_HEAD
+        + b"1,eu,1.50,2024-01-01T00:00:00Z\n"
+        + b"2,e\x00u,1.50,2024-01-01T00:00:00Z\n"
+        + b"3,us,3.00,2024-01-01T00:04:00Z\n"
+    )
+    got = read(csv_path, "csv")
+    assert got.table.column("order_id").to_pylist() == [1, 3]
+    [reject] = got.rejects
+    assert reject.line == 3 and "holds a NUL byte (at byte 4)" in reject.reason
+    binary = tmp_path / "blob.csv"
+    binary.write_bytes(CSV_HEAD + b"\x00\x01\x02,\x03\n\x00\x00\n\xff\x00,\x00,\x00\n")
+    [reject] = read(binary, "csv").rejects
+    assert reject.line == WHOLE_FILE and "binary" in reject.reason
 
 
 def test_a_csv_row_with_the_wrong_fields_or_values_is_rejected_and_the_others_go_on(tmp_path: Path) -> None:

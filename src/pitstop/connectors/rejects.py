@@ -53,7 +53,6 @@ RAW_LIMIT = 4096
 MAX_RECORD_BYTES = 1 << 20
 """A longer record is rejected: it is pyarrow's JSON block size, which no record may exceed."""
 REJECTS_DIR = "rejects"
-_BINARY_PROBE = 8192
 
 Strict = Callable[[Any], "pa.Table"]
 """The fast path's reader: a path or a file object in, a table in the mapping's schema out."""
@@ -73,23 +72,35 @@ class FileRead:
 def read_file(path: str, fmt: str, schema: pa.Schema, header: bool, strict: Strict) -> FileRead:
     """Steps 1 and 2 of the module's protocol. Errors reading the file itself (missing, no
     permission) are raised, not rejected: they are not the records' fault."""
-    # Step 1. The fast path.
+    # Step 1. The fast path. (pyarrow's CSV reader takes a NUL byte into a string; such a file is
+    # read record by record too, so that the record is rejected as JSON's reader rejects it.)
     try:
-        return FileRead(strict(path))
+        table = strict(path)
     except Exception:  # noqa: BLE001 - whatever pyarrow refused, look at the records one by one
         pass
+    else:
+        if not _holds_nul(table):
+            return FileRead(table)
     # Step 2. Record by record.
     data = Path(path).read_bytes()
     if not data.strip():
         return FileRead(empty(schema))  # an empty file holds zero records
     if fmt == "parquet":
         return _parquet(path, data, schema)
-    if b"\0" in data[:_BINARY_PROBE]:
-        kind = "JSON lines" if fmt == "json" else "CSV"
-        return _whole_file(path, data, schema, f"the file is binary, not {kind} (it holds NUL bytes)")
     if fmt == "json":
         return _json(path, data, schema, strict)
     return _csv(path, data, schema, header, strict)
+
+
+def _holds_nul(table: pa.Table) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return any(
+        pc.any(pc.match_substring(table.column(f.name), "\0")).as_py()
+        for f in table.schema
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    )
 
 
 def empty(schema: pa.Schema) -> pa.Table:
@@ -188,6 +199,26 @@ def _too_long(raw: bytes) -> str | None:
     return None
 
 
+def _nul(raw: bytes) -> str | None:
+    """A NUL byte is binary data in a text record: that record is rejected, not its file (a file
+    whose every record is garbage is one reject, :func:`_binary`)."""
+    at = raw.find(b"\0")
+    return None if at < 0 else f"the record holds a NUL byte (at byte {at + 1}): binary data, not text"
+
+
+def _binary(path: str, data: bytes, schema: pa.Schema, kind: str, count: int) -> FileRead | None:
+    """One reject for a file none of whose ``count`` records is good and that holds NUL bytes:
+    a binary file (an image, a gzip) dropped in the folder, not text with a bad line."""
+    if b"\0" not in data:
+        return None
+    return _whole_file(
+        path,
+        data,
+        schema,
+        f"the file is binary, not {kind}: it holds NUL bytes and none of its {count:,} records is good",
+    )
+
+
 def _not_utf8(raw: bytes) -> str | None:
     try:
         raw.decode("utf-8")
@@ -219,6 +250,9 @@ def _json(path: str, data: bytes, schema: pa.Schema, strict: Strict) -> FileRead
         else:
             rejects.append(_reject(path, number, line, reason))
     if not records and len(rejects) > 1 and not any(r.raw_bytes > MAX_RECORD_BYTES for r in rejects):
+        binary = _binary(path, data, schema, "JSON lines", len(rejects))
+        if binary is not None:
+            return binary
         first = rejects[0]
         return _whole_file(
             path,
@@ -265,7 +299,7 @@ def json_values(
 
 def _json_record(line: bytes, last: bool) -> tuple[str | None, Any]:
     """``(reason, None)`` if the line is no JSON object, else ``(None, the object)``."""
-    reason = _too_long(line) or _not_utf8(line)
+    reason = _too_long(line) or _nul(line) or _not_utf8(line)
     if reason is not None:
         return reason, None
     try:
@@ -325,7 +359,7 @@ def _csv(path: str, data: bytes, schema: pa.Schema, header: bool, strict: Strict
             )
     good: list[_Row] = []
     for row in rows:
-        reason = _too_long(row.raw) or _not_utf8(row.raw)
+        reason = _too_long(row.raw) or _nul(row.raw) or _not_utf8(row.raw)
         if reason is None and len(row.fields) != len(names):
             of = "the header has" if header else "the mapping has"
             reason = f"the row has {len(row.fields)} field(s); {of} {len(names)}"
@@ -333,6 +367,10 @@ def _csv(path: str, data: bytes, schema: pa.Schema, header: bool, strict: Strict
             good.append(row)
         else:
             rejects.append(_reject(path, row.first, row.raw, reason))
+    if not good and len(rejects) > 1:
+        binary = _binary(path, data, schema, "CSV", len(rejects))
+        if binary is not None:
+            return binary
 
     def encode(fields_of_rows: Sequence[list[str]]) -> io.BytesIO:
         out = io.StringIO()
