@@ -191,6 +191,34 @@ def test_a_csv_row_with_the_wrong_fields_or_values_is_rejected_and_the_others_go
     assert "not valid UTF-8" in reasons[2]
 
 
+def test_a_record_without_its_event_time_is_a_reject_and_the_others_go_on(tmp_path: Path) -> None:
+    """A mapping with a WATERMARK declares its event-time column: a record without it (missing,
+    null, empty) is malformed for that mapping, in every format (Spark's window and watermark
+    dropped it silently). Without a WATERMARK the same record is a good one."""
+    late = b'{"order_id": 2, "region": "eu", "amount": 1.5}'
+    null = b'{"order_id": 4, "region": "eu", "amount": 1.5, "ts": null}'
+    path = tmp_path / "orders.json"
+    path.write_bytes(b"\n".join([good_line(1), late, good_line(3), null, good_line(5), b""]))
+    reason = "the record has no event time: column 'ts' (the mapping's WATERMARK) is missing or null"
+    got = read_records(str(path), "json", SCHEMA, event_time="ts")
+    assert got.table.column("order_id").to_pylist() == [1, 3, 5]
+    assert [(r.line, r.reason) for r in got.rejects] == [(2, reason), (4, reason)]
+    assert read(path).table.column("order_id").to_pylist() == [1, 2, 3, 4, 5]
+    csv_path = tmp_path / "orders.csv"
+    csv_path.write_bytes(
+        CSV_HEAD + b"1,eu,1.50,2024-01-01T00:00:00Z\n2,eu,1.50,\n3,us,3.00,2024-01-01T00:04:00Z\n"
+    )
+    got = read_records(str(csv_path), "csv", SCHEMA, event_time="ts")
+    assert got.table.column("order_id").to_pylist() == [1, 3]
+    assert [(r.line, r.reason) for r in got.rejects] == [(3, reason)]
+    parquet = tmp_path / "orders.parquet"
+    ts = pa.array([datetime(2024, 1, 1), None, datetime(2024, 1, 2)], pa.timestamp("us", tz="UTC"))
+    write_parquet(parquet, {"order_id": pa.array([1, 2, 3]), "ts": ts})
+    got = read_records(str(parquet), "parquet", SCHEMA, event_time="ts")
+    assert got.table.column("order_id").to_pylist() == [1, 3]
+    assert [(r.line, r.unit, r.reason) for r in got.rejects] == [(2, "row", reason)]
+
+
 def test_a_csv_without_a_mapped_column_in_its_header_is_rejected_whole(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_bytes(b"id,region\n1,eu\n")
@@ -411,17 +439,34 @@ def test_a_windowed_job_sums_the_good_records_and_keeps_each_bad_one(
     good = [make_orders.order(i) for i in (200, 201)]
     long_line = b'{"order_id": 7, "region": "' + b"x" * (10 << 20) + b'"}'
     huge.write_bytes(b"\n".join([json.dumps(good[0]).encode(), long_line, json.dumps(good[1]).encode(), b""]))
-    third = Expected(good, {(str(notes), WHOLE_FILE): "not JSON lines", (str(huge), 2): "over the limit"})
+    # And records without their event time (the mapping's WATERMARK column ts): they were dropped
+    # by the window in silence.
+    timeless = data / "timeless.json"
+    more = [make_orders.order(i) for i in (202, 203)]
+    no_ts = {k: v for k, v in make_orders.order(204).items() if k != "ts"}
+    null_ts = {**make_orders.order(205), "ts": None}
+    timeless.write_bytes(
+        b"\n".join(json.dumps(o).encode() for o in [more[0], no_ts, more[1], null_ts]) + b"\n"
+    )
+    third = Expected(
+        good + more,
+        {
+            (str(notes), WHOLE_FILE): "not JSON lines",
+            (str(huge), 2): "over the limit",
+            (str(timeless), 2): "has no event time",
+            (str(timeless), 4): "has no event time",
+        },
+    )
     run(manager, windowed_job(data))
     assert sink_windows(manager, "revenue") == expected_windows(first, second, third)
     assert_rejects(manager, "j", first, second, third)
-    assert job_row(manager, "j")["rejects"] == 10
+    assert job_row(manager, "j")["rejects"] == 12
     described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
     summary = described["rejects from orders"]
-    assert summary.startswith("10 malformed record(s) in pitstop.rejects; latest: file ")
+    assert summary.startswith("12 malformed record(s) in pitstop.rejects; latest: file ")
     # Through the ad-hoc SELECT of `pitstop run -c` too.
     [(count,)] = run(manager, "SELECT count(*) FROM pitstop.rejects WHERE job = 'j';")[0].rows
-    assert count == 10
+    assert count == 12
 
 
 @pytest.mark.spark
@@ -479,7 +524,10 @@ def test_on_error_fail_fails_the_job_at_once_naming_file_line_and_reason(
     caplog.set_level(logging.WARNING, logger="pitstop")
     data = tmp_path / "orders"
     make_orders.write_orders(data, 0, 10, files=1)
-    (data / "broken.json").write_text('{"order_id": 1, "region": "eu"}\n{"order_id": "two"}\n')
+    ts = '"ts": "2024-01-01T00:00:00"'
+    (data / "broken.json").write_text(
+        f'{{"order_id": 1, "region": "eu", {ts}}}\n{{"order_id": "two", {ts}}}\n'
+    )
     with pytest.raises(JobFailedError) as failed:
         run(manager, windowed_job(data, ", 'onError'='fail'").replace("AWAIT JOB j;", ""))
         run(manager, "AWAIT JOB j TIMEOUT INTERVAL '300' SECOND;")

@@ -69,9 +69,12 @@ class FileRead:
     rejects: tuple[Reject, ...] = ()
 
 
-def read_file(path: str, fmt: str, schema: pa.Schema, header: bool, strict: Strict) -> FileRead:
+def read_file(
+    path: str, fmt: str, schema: pa.Schema, header: bool, strict: Strict, event_time: str | None = None
+) -> FileRead:
     """Steps 1 and 2 of the module's protocol. Errors reading the file itself (missing, no
-    permission) are raised, not rejected: they are not the records' fault."""
+    permission) are raised, not rejected: they are not the records' fault. ``event_time``: the
+    mapping's WATERMARK column, which a record must hold (:func:`no_event_time`)."""
     # Step 1. The fast path. (pyarrow's CSV reader takes a NUL byte into a string; such a file is
     # read record by record too, so that the record is rejected as JSON's reader rejects it.)
     try:
@@ -79,17 +82,50 @@ def read_file(path: str, fmt: str, schema: pa.Schema, header: bool, strict: Stri
     except Exception:  # noqa: BLE001 - whatever pyarrow refused, look at the records one by one
         pass
     else:
-        if not _holds_nul(table):
+        if not _holds_nul(table) and not _timeless(table, event_time):
             return FileRead(table)
     # Step 2. Record by record.
     data = Path(path).read_bytes()
     if not data.strip():
         return FileRead(empty(schema))  # an empty file holds zero records
     if fmt == "parquet":
-        return _parquet(path, data, schema)
+        return _parquet(path, data, schema, event_time)
     if fmt == "json":
-        return _json(path, data, schema, strict)
-    return _csv(path, data, schema, header, strict)
+        return _json(path, data, schema, strict, event_time)
+    return _csv(path, data, schema, header, strict, event_time)
+
+
+def no_event_time(column: str) -> str:
+    """Why a record without its event time is malformed. A mapping with a WATERMARK declares its
+    event-time column; Spark's windows and watermark drop a row without one in silence (a NULL
+    window is never closed), so such a record is a reject, kept, skipped or failed by
+    ``'onError'`` (Flink fails a job on a NULL rowtime)."""
+    return f"the record has no event time: column '{column}' (the mapping's WATERMARK) is missing or null"
+
+
+def _timeless(table: pa.Table, event_time: str | None) -> bool:
+    return event_time is not None and table.column(event_time).null_count > 0
+
+
+def _accepted(items: Sequence[T], refused: Sequence[T]) -> list[T]:
+    """The items :func:`_bisect` accepted, in order: one per row of its tables, concatenated."""
+    out = {id(item) for item in refused}
+    return [item for item in items if id(item) not in out]
+
+
+def _without_event_time(
+    table: pa.Table, items: Sequence[T], event_time: str | None
+) -> tuple[pa.Table, list[T]]:
+    """``table`` (one row per item of ``items``) without the rows whose event time is NULL, and
+    those rows' items. After the values' own checks: a record with a malformed value is rejected
+    for that value, which says more than a missing event time."""
+    if not _timeless(table, event_time):
+        return table, []
+    import pyarrow.compute as pc
+
+    assert event_time is not None and table.num_rows == len(items)
+    valid = pc.is_valid(table.column(event_time))
+    return table.filter(valid), [item for item, ok in zip(items, valid.to_pylist(), strict=True) if not ok]
 
 
 def _holds_nul(table: pa.Table) -> bool:
@@ -235,7 +271,7 @@ class _Line:
     value: Any = None
 
 
-def _json(path: str, data: bytes, schema: pa.Schema, strict: Strict) -> FileRead:
+def _json(path: str, data: bytes, schema: pa.Schema, strict: Strict, event_time: str | None) -> FileRead:
     lines = data.split(b"\n")
     open_end = not data.endswith(b"\n")
     rejects: list[Reject] = []
@@ -268,12 +304,14 @@ def _json(path: str, data: bytes, schema: pa.Schema, strict: Strict) -> FileRead
     tables, refused = _bisect(records, convert)
     for item in refused:
         rejects.append(_reject(path, item.number, item.raw, _json_type_reason(item, schema, strict)))
+    table, timeless = _without_event_time(_concat(tables, schema), _accepted(records, refused), event_time)
+    rejects += [_reject(path, item.number, item.raw, no_event_time(str(event_time))) for item in timeless]
     rejects.sort(key=lambda r: r.line)
-    return FileRead(_concat(tables, schema), tuple(rejects))
+    return FileRead(table, tuple(rejects))
 
 
 def json_values(
-    raws: Sequence[bytes], schema: pa.Schema, strict: Strict
+    raws: Sequence[bytes], schema: pa.Schema, strict: Strict, event_time: str | None = None
 ) -> tuple[pa.Table, list[tuple[int, str]]]:
     """Records that each hold one JSON value (Kafka values, not lines of a file): the good ones
     as a table in ``schema``, in order, and ``(index, reason)`` for each malformed one. Step 2 of
@@ -293,8 +331,10 @@ def json_values(
 
     tables, refused = _bisect(records, convert)
     bad += [(item.number, _json_type_reason(item, schema, strict)) for item in refused]
+    table, timeless = _without_event_time(_concat(tables, schema), _accepted(records, refused), event_time)
+    bad += [(item.number, no_event_time(str(event_time))) for item in timeless]
     bad.sort()
-    return _concat(tables, schema), bad
+    return table, bad
 
 
 def _json_record(line: bytes, last: bool) -> tuple[str | None, Any]:
@@ -334,7 +374,9 @@ class _Row:
     fields: list[str]
 
 
-def _csv(path: str, data: bytes, schema: pa.Schema, header: bool, strict: Strict) -> FileRead:
+def _csv(
+    path: str, data: bytes, schema: pa.Schema, header: bool, strict: Strict, event_time: str | None
+) -> FileRead:
     text = data.decode("utf-8", "surrogateescape")  # invalid bytes survive, to be found per row
     physical = [line + "\n" for line in text.split("\n")]
     if text.endswith("\n"):
@@ -387,8 +429,10 @@ def _csv(path: str, data: bytes, schema: pa.Schema, header: bool, strict: Strict
     for row in refused:
         reason = _csv_type_reason(row.fields, names, schema, convert)
         rejects.append(_reject(path, row.first, row.raw, reason))
+    table, timeless = _without_event_time(_concat(tables, schema), _accepted(good, refused), event_time)
+    rejects += [_reject(path, row.first, row.raw, no_event_time(str(event_time))) for row in timeless]
     rejects.sort(key=lambda r: r.line)
-    return FileRead(_concat(tables, schema), tuple(rejects))
+    return FileRead(table, tuple(rejects))
 
 
 def _csv_type_reason(
@@ -428,7 +472,7 @@ def _csv_rows(path: str, physical: list[str]) -> tuple[list[_Row], list[Reject]]
 
 
 # -- Parquet -----------------------------------------------------------------------------------------
-def _parquet(path: str, data: bytes, schema: pa.Schema) -> FileRead:
+def _parquet(path: str, data: bytes, schema: pa.Schema, event_time: str | None) -> FileRead:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -465,6 +509,11 @@ def _parquet(path: str, data: bytes, schema: pa.Schema) -> FileRead:
                 f"column '{field.name}' is {sql_type(field.type)} but the value is "
                 f"{_shown(column[row].as_py())}",
             )
+    if event_time is not None:
+        times = table.column(event_time) if event_time in table.column_names else None
+        for row in range(table.num_rows):
+            if times is None or not times[row].is_valid:
+                bad.setdefault(row, no_event_time(event_time))
     keep = [i for i in range(table.num_rows) if i not in bad]
     rejects = []
     for row, reason in sorted(bad.items()):

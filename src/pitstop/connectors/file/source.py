@@ -56,10 +56,13 @@ def read_file(path: Any, fmt: str, schema: pa.Schema, header: bool = True) -> pa
     return rejects.fit_columns(table, schema)
 
 
-def read_records(path: str, fmt: str, schema: pa.Schema, header: bool = True) -> rejects.FileRead:
-    """Read one data file: its good records, and its malformed ones as rejects."""
+def read_records(
+    path: str, fmt: str, schema: pa.Schema, header: bool = True, event_time: str | None = None
+) -> rejects.FileRead:
+    """Read one data file: its good records, and its malformed ones as rejects (``event_time``:
+    the mapping's WATERMARK column, which a good record holds)."""
     strict = partial(read_file, fmt=fmt, schema=schema, header=header)
-    return rejects.read_file(path, fmt, schema, header, strict)
+    return rejects.read_file(path, fmt, schema, header, strict, event_time)
 
 
 class FileStreamReader(DataSourceStreamReader):
@@ -72,6 +75,7 @@ class FileStreamReader(DataSourceStreamReader):
         self.state_dir = positions.source_dir(options["run_dir"], self.source)
         self.rejects_dir = rejects.rejects_dir(options["run_dir"], self.source)
         self.on_error = options.get("on_error", "keep")
+        self.event_time = options.get("event_time") or None
         self.start = int(options.get("start", "0"))
         self.parallelism = max(1, int(options.get("parallelism", "2")))
         self.available_now: int | None = None
@@ -100,7 +104,7 @@ class FileStreamReader(DataSourceStreamReader):
         assert isinstance(partition, FilesPartition)
         schema = arrow_schema(self.schema)
         for path in partition.paths:
-            got = read_records(path, self.format, schema, self.header)
+            got = read_records(path, self.format, schema, self.header, self.event_time)
             rejects.record(self.rejects_dir, self.source, path, got.rejects, self.on_error)
             yield from got.table.to_batches()
 
@@ -110,7 +114,7 @@ class FileStreamReader(DataSourceStreamReader):
 
 class FileSource(DataSource):
     """``spark.readStream.format("pitstop_files")``: options path, format, header, source, run_dir,
-    start, parallelism, on_error."""
+    start, parallelism, on_error, event_time."""
 
     @classmethod
     def name(cls) -> str:

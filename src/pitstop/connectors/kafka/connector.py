@@ -235,6 +235,7 @@ class KafkaConnector(Connector):
             "key_format": self.option(mapping, "keyFormat") or "varchar",
             "reset": self.option(mapping, "auto.offset.reset") or "earliest",
             "on_error": self.option(mapping, "onError") or "keep",
+            "event_time": mapping.watermark.column if mapping.watermark is not None else "",
             "start": json.dumps(KAFKA_POSITIONS._of(start)),
             "client": json.dumps(self.client(mapping)),
         }

@@ -112,6 +112,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.key_format = options.get("key_format", "varchar")
         self.reset = options.get("reset", "earliest")
         self.on_error = options.get("on_error", "keep")
+        self.event_time = options.get("event_time") or None
         self.start = _of(json.loads(options.get("start", "{}")))
         self.state_dir = positions.source_dir(options["run_dir"], self.source)
         self.rejects_dir = rejects.rejects_dir(options["run_dir"], self.source)
@@ -341,12 +342,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         def strict(data: Any) -> pa.Table:
             return read_file(data, "json", schema)
 
+        # The event time, when it is a column of the value (not the record's __timestamp).
+        event_time = self.event_time if self.event_time in schema.names else None
         if not any(b"\n" in r for r in raws):
             try:  # Step 1. The fast path: the whole chunk at once.
-                return strict(io.BytesIO(b"\n".join(raws))), []
+                table = strict(io.BytesIO(b"\n".join(raws)))
+                if event_time is None or table.column(event_time).null_count == 0:
+                    return table, []
             except Exception:  # noqa: BLE001 - whatever pyarrow refused, look at the records one by one
                 pass
-        return rejects.json_values(raws, schema, strict)  # Step 2. Record by record.
+        return rejects.json_values(raws, schema, strict, event_time)  # Step 2. Record by record.
 
     def _key(self, key: bytes | None) -> Any:
         if key is None:
