@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,45 @@ def test_a_failed_job_says_why_in_one_sentence_and_logs_the_whole_error(
     ]
     assert logged and "=== Streaming Query ===" in logged[0].getMessage()
     assert "StreamExecution" in logged[0].getMessage()  # the JVM's stack trace
+
+
+@pytest.mark.spark
+def test_a_branch_that_ran_well_since_its_restart_has_its_restarts_counted_again(
+    manager: Manager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A long-lived job meets a transient failure now and then: each one restarts the branch, and
+    one that ran well (here: any time at all, and a committed batch) since its last restart starts
+    the count over. Four failures, each after a good batch, used to fail the job for good."""
+    from pitstop import faults
+    from pitstop.engine import runs
+
+    monkeypatch.setattr(runs, "HEALTHY_S", 0.0)
+    monkeypatch.setattr(faults, "_hits", {})
+    # The sink's write fails at the 2nd, 4th, 6th and 8th batch written (each once; the retry of
+    # the batch after the restart is the next hit and succeeds).
+    monkeypatch.setenv(faults.FAULT_ENV, ",".join(f"sink.before_commit:{n}:EIO" for n in (2, 4, 6, 8)))
+    caplog.set_level(logging.INFO, logger="pitstop")
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 10, files=1)
+    run(
+        manager,
+        orders_mapping(data)
+        + """
+        CREATE MAPPING copies TYPE DuckDB;
+        CREATE JOB copy AS INSERT INTO copies SELECT order_id, region FROM orders;
+        AWAIT JOB copy;
+        """,
+    )
+    for part in range(1, 5):
+        make_orders.write_orders(data, part * 10, part * 10 + 10, files=1)
+        run(manager, "AWAIT JOB copy;")
+    [job] = run(manager, "SHOW JOBS;")[0].rows
+    assert job[:2] == ("copy", "RUNNING")
+    [(count, distinct)] = manager.catalog.query("SELECT count(*), count(DISTINCT order_id) FROM copies")[1]
+    assert (count, distinct) == (50, 50)
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if "restarting it from its checkpoint (1 of 3)" in m]) == 4
+    assert len([m for m in said if "its restarts are counted from 0 again" in m]) == 3
 
 
 # Spark 4.3's text for an exception raised in a Python data source's read() (captured from a real

@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 POLL_S = 0.05
 MAX_RESTARTS = 3
+HEALTHY_S = 600.0
+"""A branch that failed after running well this long since its last restart, committing a batch,
+has its restarts counted from 0 again (Flink's exponential-delay strategy resets its backoff after
+a stable hour, ``reset-backoff-threshold``): a long-lived job survives a transient failure now and
+then, and a job failing again and again right after each restart still fails for good."""
 
 
 class StopRequested(Exception):
@@ -88,7 +93,10 @@ class BranchQuery:
     gate: Gate
     sink: Sink
     query: StreamingQuery | None = None
-    restarts: int = 0  # restarts from the checkpoint after a failure, in this process
+    restarts: int = 0  # restarts from the checkpoint after a failure, counted toward MAX_RESTARTS
+    failures: int = 0  # every failure in this process (each one's whole trace is logged once)
+    restarted_at: float = 0.0  # time.monotonic() of the last restart
+    restarted_batch: int | None = None  # the last committed batch when it was last restarted
     last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
     final: bool = False  # it failed for a reason a restart cannot change ('onError'='fail')
 
@@ -227,7 +235,7 @@ class ActiveRun:
         nothing (AWAIT JOB and the drain of DROP JOB ... WITH SNAPSHOT poll it)."""
         for bq in list(self.branches):
             reason = self._dead(bq)
-            if reason is not None and (bq.final or bq.restarts >= MAX_RESTARTS):
+            if reason is not None and (bq.final or (bq.restarts >= MAX_RESTARTS and not self._ran_well(bq))):
                 return self._failed_text(bq, reason)
         return None
 
@@ -250,9 +258,23 @@ class ActiveRun:
                 reason = self._dead(bq)
                 if reason is None:
                     continue
+                if bq.restarts and self._ran_well(bq):
+                    log.info(
+                        "job '%s': INSERT INTO %s ran well for %.0f s after its last restart; its restarts "
+                        "are counted from 0 again",
+                        self.job,
+                        bq.branch.sink,
+                        time.monotonic() - bq.restarted_at,
+                    )
+                    bq.restarts = 0
                 if bq.final or bq.restarts >= MAX_RESTARTS:
                     return restarted, self._failed_text(bq, reason)
                 bq.restarts += 1
+                bq.failures += 1
+                bq.restarted_at, bq.restarted_batch = (
+                    time.monotonic(),
+                    checkpoint.latest_commit(bq.checkpoint),
+                )
                 log.warning(
                     "job '%s': INSERT INTO %s failed (%s); restarting it from its checkpoint (%d of %d)",
                     self.job,
@@ -277,6 +299,14 @@ class ActiveRun:
                 )
         return restarted, None
 
+    @staticmethod
+    def _ran_well(bq: BranchQuery) -> bool:
+        """Whether the branch ran :data:`HEALTHY_S` since its last restart and committed a batch."""
+        if time.monotonic() - bq.restarted_at < HEALTHY_S:
+            return False
+        last = checkpoint.latest_commit(bq.checkpoint)
+        return last is not None and (bq.restarted_batch is None or last > bq.restarted_batch)
+
     def _dead(self, bq: BranchQuery) -> str | None:
         """Spark's reason if the branch's query has stopped by itself (not by pitstop's stop)."""
         q = bq.query
@@ -287,8 +317,8 @@ class ActiveRun:
             return None
         if exc is None:
             return bq.last_reason or "stopped unexpectedly"
-        if (bq.branch.index, bq.restarts) not in self._logged:  # each failure's whole trace once
-            self._logged.add((bq.branch.index, bq.restarts))  # in the log; one sentence elsewhere
+        if (bq.branch.index, bq.failures) not in self._logged:  # each failure's whole trace once
+            self._logged.add((bq.branch.index, bq.failures))  # in the log; one sentence elsewhere
             log.error("job '%s': INSERT INTO %s failed:\n%s", self.job, bq.branch.sink, full_text(exc))
         bq.last_reason = spark_reason(exc)
         bq.final = rejected_record(exc)
