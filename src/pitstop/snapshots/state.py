@@ -49,7 +49,7 @@ from sqlglot.tokens import TokenType
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import CatalogError, PlanError, UnknownObjectError
 from pitstop.names import quote_ident, safe_path
-from pitstop.sql.words import close_name
+from pitstop.spelling import close_name
 from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
