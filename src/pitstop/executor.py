@@ -44,6 +44,7 @@ from pitstop.snapshots.rollback import (
     refuse_if_blocked,
     rolled_back_past,
 )
+from pitstop.spelling import close_name
 from pitstop.sql import nodes, statements
 from pitstop.sql.parser import (
     REFUSED_NAME,
@@ -54,7 +55,6 @@ from pitstop.sql.parser import (
     parse_script_all,
     parse_statement,
 )
-from pitstop.sql.words import close_name
 from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ the catalog, the dialect and the shell can read declarations without starting an
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ import pyarrow as pa
 
 from pitstop import dsn
 from pitstop.errors import PlanError, UnknownOptionError
+from pitstop.spelling import close_name, closest
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -199,8 +199,7 @@ class Connector:
         :attr:`passthrough`): a dotted name not within a typo of a declared option."""
         if not self.passthrough or "." not in key.strip(".") or key != key.strip():
             return False
-        names = [o.name.lower() for o in self.options]
-        return not difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.85)
+        return not closest(key, [o.name for o in self.options], cutoff=0.85, fold=str.lower)
 
     def passed_options(self, mapping: Mapping) -> dict[str, str]:
         """A stored mapping's options that go to the client library as they are."""
@@ -219,11 +218,10 @@ class Connector:
         return None
 
     def _suggest(self, key: str) -> str:
-        names = {o.name.lower(): o.name for o in self.options}
-        close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.6)
+        close = close_name(key, [o.name for o in self.options])
         if close:
-            return f" (did you mean '{names[close[0]]}'?)"
-        if not names:
+            return close
+        if not self.options:
             return f"; TYPE {self.type_name} takes no options"
         return f"; TYPE {self.type_name} takes {', '.join(repr(o.name) for o in self.options)}"
 

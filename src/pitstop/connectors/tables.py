@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pitstop.errors import PitstopError, PlanError
+from pitstop.names import quote_ident
 from pitstop.plan.types import arrow_schema
 
 if TYPE_CHECKING:
@@ -123,13 +124,12 @@ def publish(catalog: Catalog, mapping: Mapping, run_dir: str, key: str) -> None:
     exists = cur.execute(
         "SELECT 1 FROM information_schema.tables WHERE table_schema = 'main' AND table_name = ?", [table]
     ).fetchone()
-    columns = ", ".join('"' + c.name.replace('"', '""') + '"' for c in mapping.columns)
+    columns = ", ".join(quote_ident(c.name) for c in mapping.columns)
     if exists:
-        quoted = '"' + table.replace('"', '""') + '"'
-        query = f"SELECT {columns} FROM main.{quoted}"
+        query = f"SELECT {columns} FROM main.{quote_ident(table)}"
     else:  # no rows yet: the mapping's columns, empty
         nulls = [
-            f"CAST(NULL AS {duckdb_type(spark_type(c.type))}) AS " + '"' + c.name.replace('"', '""') + '"'
+            f"CAST(NULL AS {duckdb_type(spark_type(c.type))}) AS {quote_ident(c.name)}"
             for c in mapping.columns
         ]
         query = f"SELECT {', '.join(nulls)} WHERE false"

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
+from pitstop.names import quote_ident
 from pitstop.plan.model import EARLY, window_keys
 
 if TYPE_CHECKING:
@@ -42,13 +43,9 @@ HISTORY_COLUMNS = (
 )
 
 
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def history_table(table: str) -> str:
     """The history table of an upsert sink table, quoted, in the catalog's schema."""
-    return f"pitstop.{quote(table + HISTORY_SUFFIX)}"
+    return f"pitstop.{quote_ident(table + HISTORY_SUFFIX)}"
 
 
 @dataclass(frozen=True)

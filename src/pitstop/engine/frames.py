@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
+from pitstop.names import quote_ident
 from pitstop.plan.model import Branch, Projection, Step
-from pitstop.plan.types import ddl, named
+from pitstop.plan.types import SPARK, ddl, named
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
 
@@ -141,5 +142,5 @@ def _updated_rows(df: DataFrame, branch: Branch) -> DataFrame:
         if layer.where_sql:
             keep = f"{keep} AND coalesce(({layer.where_sql}), false)"
         df = df.selectExpr(*[named(c.sql, c.name) for c in layer.columns], named(keep, KEEP))
-        keep = f"`{KEEP}`"
+        keep = quote_ident(KEEP, SPARK)
     return df

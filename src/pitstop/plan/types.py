@@ -12,6 +12,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from pitstop.errors import PlanError
+from pitstop.names import quote_ident
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -29,7 +30,7 @@ def named(sql: str, name: str) -> str:
     """``sql AS `name```: a column of a ``selectExpr``. A DataFrame built from SQL text costs one
     JVM round trip per select, where a ``Column`` costs several per column (measured: a running
     aggregate's CREATE JOB made 359 py4j calls, most of them building columns one by one)."""
-    return f"{sql} AS `{name.replace('`', '``')}`"
+    return f"{sql} AS {quote_ident(name, SPARK)}"
 
 
 def spark_type(sql_type: str) -> str:
@@ -84,7 +85,7 @@ def parse_spark(sql: str) -> exp.Expression:
 
 def ddl(mapping: Mapping) -> str:
     """A mapping's columns as a Spark schema string."""
-    return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in mapping.columns)
+    return ", ".join(f"{quote_ident(c.name, SPARK)} {spark_type(c.type)}" for c in mapping.columns)
 
 
 _INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")

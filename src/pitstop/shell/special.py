@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pitstop.errors import PitstopError
 from pitstop.executor import Result
 from pitstop.shell.formatting import FORMATS, OutputOptions
 from pitstop.shell.syntax import STATEMENTS, find_statement
+from pitstop.spelling import closest
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -87,7 +87,7 @@ def run(shell: Shell, text: str) -> None:
     arg = arg.strip().rstrip(";").strip()
     command = COMMANDS.get(name.rstrip(";"))
     if command is None:
-        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        close = closest(name, COMMANDS)
         hint = f"; did you mean {close[0]}?" if close else ""
         shell.warn(f"ERROR: unknown command {name}{hint} \\help lists the commands")
         return
@@ -175,7 +175,7 @@ def _describe(shell: Shell, arg: str) -> None:
     else:
         names = [m.name for m in catalog.mappings()] + [j.name for j in catalog.jobs()]
         names += catalog.snapshot_names()
-        close = difflib.get_close_matches(arg, names, n=1, cutoff=0.6)
+        close = closest(arg, names)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         shell.warn(f"ERROR: no mapping, job or snapshot named '{arg}'{hint} \\d lists the names")
 

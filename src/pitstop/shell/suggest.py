@@ -7,11 +7,11 @@ then the front ends add it here, from the catalog's names, for the executor's
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import TYPE_CHECKING
 
 from pitstop.errors import PitstopError
+from pitstop.spelling import closest
 
 if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
@@ -40,11 +40,10 @@ def with_suggestion(message: str, catalog: Catalog | None) -> str:
         names = catalog_names(catalog, kind)
     except Exception:  # noqa: BLE001 - a suggestion must never hide the error itself
         return message
-    by_lower = {n.lower(): n for n in names}
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    close = closest(name, names, fold=str.lower)
     if not close:
         return message
-    return f"{message[: match.end()]}; did you mean '{by_lower[close[0]]}'?{message[match.end() :]}"
+    return f"{message[: match.end()]}; did you mean '{close[0]}'?{message[match.end() :]}"
 
 
 def error_text(err: PitstopError, catalog: Catalog | None = None) -> str:

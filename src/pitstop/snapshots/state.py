@@ -48,8 +48,8 @@ from sqlglot.tokens import TokenType
 
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import CatalogError, PlanError, UnknownObjectError
-from pitstop.names import safe_path
-from pitstop.sql.words import close_name
+from pitstop.names import quote_ident, safe_path
+from pitstop.spelling import close_name
 from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
@@ -140,13 +140,13 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
         for out, sql in finished:  # one DuckDB does not take (a Spark function it lacks) is left out
             try:
                 finisher.execute(f"SELECT {sql} FROM state LIMIT 0")
-                kept.append(f"{sql} AS {_quote(out)}")
+                kept.append(f"{sql} AS {quote_ident(out)}")
             except duckdb.Error as exc:
                 log.warning(
                     "snapshot '%s', stage '%s': column %s left out (%s)", snapshot.name, name, out, exc
                 )
-        firsts = [_quote(c) for c in table.column_names if c not in accumulators and c not in helpers]
-        select = [*firsts, *kept, *[_quote(c) for c in accumulators]]
+        firsts = [quote_ident(c) for c in table.column_names if c not in accumulators and c not in helpers]
+        select = [*firsts, *kept, *[quote_ident(c) for c in accumulators]]
         result: pa.Table = finisher.sql(f"SELECT {', '.join(select)} FROM state").to_arrow_table()
     return result
 
@@ -287,7 +287,3 @@ def forget(cursor: duckdb.DuckDBPyConnection, names: list[str]) -> None:
             cursor.unregister(name)
         except duckdb.Error:
             pass
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -14,11 +14,12 @@ is never flagged; neither is a quoted name, nor an alias written with AS.
 
 from __future__ import annotations
 
-import difflib
 import typing as t
 
 from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
+
+from pitstop.spelling import closest
 
 # Words a misspelt one may have been meant to be: SQL clause words, the window table
 # functions, and pitstop's own statement words.
@@ -99,4 +100,4 @@ def close_keywords(word: str) -> list[str]:
     upper = word.upper()
     if upper in KEYWORDS:
         return []
-    return difflib.get_close_matches(upper, KEYWORDS, n=3, cutoff=CUTOFF)
+    return closest(upper, KEYWORDS, cutoff=CUTOFF, n=3)

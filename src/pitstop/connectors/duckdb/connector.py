@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.connectors.base import Connector, Option
 from pitstop.errors import PitstopError
+from pitstop.names import quote_ident
 
 if TYPE_CHECKING:
     from pitstop.catalog.rows import Mapping
@@ -80,11 +81,11 @@ class DuckDBConnector(Connector):
         others = _other_jobs(catalog, table, job)
         keys = _upsert_keys(cur, table)
         if keys:
-            from pitstop.connectors.upsert import history_table, quote
+            from pitstop.connectors.upsert import history_table
 
             history = history_table(table)
             restores = cur.execute(
-                f"SELECT count(*) FROM (SELECT DISTINCT {', '.join('x.' + quote(k) for k in keys)} "
+                f"SELECT count(*) FROM (SELECT DISTINCT {', '.join('x.' + quote_ident(k) for k in keys)} "
                 f"FROM {history} x JOIN {within} s ON {_ON})",
                 params,
             ).fetchall()
@@ -121,7 +122,7 @@ class DuckDBConnector(Connector):
         if not plan.spans:
             return
         table = table_name(mapping)
-        quoted = '"' + table.replace('"', '""') + '"'
+        quoted = quote_ident(table)
         within, params = _spans(plan.spans)
         keys = _upsert_keys(tx, table)
         if keys:
@@ -195,11 +196,11 @@ def _restore_keys(
     and bookkeeping rows go. PitstopError if the history holds another number of keys than the
     plan counted (the transaction, and the job, are rolled back)."""
     from pitstop.connectors.duckdb.sink import table_columns
-    from pitstop.connectors.upsert import history_table, quote
+    from pitstop.connectors.upsert import history_table
 
-    target, history = f"main.{quote(table)}", history_table(table)
+    target, history = f"main.{quote_ident(table)}", history_table(table)
     cols = [n for n, _ in table_columns(tx, table)]
-    by_key = ", ".join(f"x.{quote(k)}" for k in keys)
+    by_key = ", ".join(f"x.{quote_ident(k)}" for k in keys)
     tx.execute(
         f"CREATE OR REPLACE TEMP TABLE __pitstop_at_cut AS SELECT x.* "
         f"FROM {history} x JOIN {within} s ON {_ON} "
@@ -213,9 +214,9 @@ def _restore_keys(
                 f"sink '{mapping.name}' (table {table}): its history holds {found[0][0]:,} keys written "
                 f"after the cut, not the {plan.restores:,} counted; nothing was rolled back, no job started"
             )
-        on = " AND ".join(f"t.{quote(k)} = f.{quote(k)}" for k in keys)
+        on = " AND ".join(f"t.{quote_ident(k)} = f.{quote_ident(k)}" for k in keys)
         tx.execute(f"DELETE FROM {target} t USING __pitstop_at_cut f WHERE {on}").fetchall()
-        names = ", ".join(quote(c) for c in cols)
+        names = ", ".join(quote_ident(c) for c in cols)
         tx.execute(
             f"INSERT INTO {target} ({names}) SELECT {names} FROM __pitstop_at_cut WHERE NOT absent"
         ).fetchall()

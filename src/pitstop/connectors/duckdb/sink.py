@@ -17,7 +17,7 @@ from pitstop.catalog.store import Catalog, now
 from pitstop.connectors.values import naive_utc
 from pitstop.errors import PlanError
 from pitstop.faults import crash_point
-from pitstop.names import check_name
+from pitstop.names import check_name, quote_ident
 from pitstop.plan.types import widens
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> s
     NAME`` leaves it). ``given`` None: over the table's own columns."""
     parts = []
     for name, kind in columns:
-        quoted = '"' + name.replace('"', '""') + '"'
+        quoted = quote_ident(name)
         have = given is None or name in given or name.lower() in {g.lower() for g in given}
         parts.append(f"CAST({quoted if have else 'NULL'} AS {kind})")
     return f"hash({', '.join(parts)})"
@@ -87,7 +87,7 @@ def evolve_table(
     if not added and not widened:
         return []
     # Step 2.
-    quoted = '"' + table.replace('"', '""') + '"'
+    quoted = quote_ident(table)
     wider = {n: new for n, _, new in widened}
     after = [(n, wider.get(n, t)) for n, t in before] + added
     defaults = defaults or {}
@@ -95,8 +95,9 @@ def evolve_table(
     new_hash = row_hash(after, {n for n, _ in before} | {n for n, _ in added if n in defaults})
     for name, typ in added:  # an added column with a default holds it in the rows written before
         if name in defaults:
-            quoted_name = '"' + name.replace('"', '""') + '"'
-            new_hash = new_hash.replace(f"CAST({quoted_name} AS {typ})", f"CAST({defaults[name]} AS {typ})")
+            new_hash = new_hash.replace(
+                f"CAST({quote_ident(name)} AS {typ})", f"CAST({defaults[name]} AS {typ})"
+            )
     tx.execute(
         f"""UPDATE pitstop.sink_rows x SET row_hash = m.new_h FROM (
             SELECT DISTINCT {old_hash} AS old_h, {new_hash} AS new_h FROM main.{quoted}) m
@@ -107,9 +108,9 @@ def evolve_table(
     target = f"main.{quoted}"
     for name, typ in added:
         default = f" DEFAULT {defaults[name]}" if name in defaults else ""
-        tx.execute(f'ALTER TABLE {target} ADD COLUMN "{name.replace(chr(34), chr(34) * 2)}" {typ}{default}')
+        tx.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {typ}{default}")
     for name, _, typ in widened:
-        tx.execute(f'ALTER TABLE {target} ALTER COLUMN "{name.replace(chr(34), chr(34) * 2)}" TYPE {typ}')
+        tx.execute(f"ALTER TABLE {target} ALTER COLUMN {quote_ident(name)} TYPE {typ}")
     changes += [
         f"column '{n}' {t} added ({defaults.get(n, 'NULL')} in the rows written before)" for n, t in added
     ]
@@ -138,8 +139,8 @@ class DuckDBSink:
         new columns and widened types (:func:`evolve_table`: a restored job whose aggregates were
         added or widened). A table this job never wrote (another job's, or one made by hand) is
         not changed: a column it lacks is an error naming it."""
-        quoted = '"' + self.table.replace('"', '""') + '"'
-        cols = ", ".join(f'"{n}" {duckdb_type(t)}' for n, t in schema)
+        quoted = quote_ident(self.table)
+        cols = ", ".join(f"{quote_ident(n)} {duckdb_type(t)}" for n, t in schema)
         with self.catalog.transaction() as tx:
             tx.execute(f"CREATE TABLE IF NOT EXISTS main.{quoted} ({cols})")
             if not self._ours():
@@ -186,7 +187,7 @@ class DuckDBSink:
         )
 
     def write(self, table: pa.Table, batch_id: int) -> None:
-        quoted = '"' + self.table.replace('"', '""') + '"'
+        quoted = quote_ident(self.table)
         batch = naive_utc(table)
         with self.catalog.transaction() as tx:
             if self._written(tx, batch_id):

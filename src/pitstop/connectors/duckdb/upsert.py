@@ -66,11 +66,11 @@ from pitstop.connectors.upsert import (
     WindowRows,
     early_rows,
     history_table,
-    quote,
 )
 from pitstop.connectors.values import naive_utc
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
+from pitstop.names import quote_ident
 from pitstop.plan.model import EARLY
 
 log = logging.getLogger(__name__)
@@ -96,13 +96,13 @@ class UpsertSink(DuckDBSink):
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Create the table with its primary key (or check an existing one's key and give it the
         job's new columns) and its history table, in one transaction."""
-        target = f"main.{quote(self.table)}"
+        target = f"main.{quote_ident(self.table)}"
         if self.windows is not None:
             schema = [*schema, (EARLY, "boolean")]
         self.columns = [n for n, _ in schema]
         with self.catalog.transaction() as tx:
-            cols = [f"{quote(n)} {duckdb_type(t)}" for n, t in schema]
-            pk = ", ".join(quote(k) for k in self.keys)
+            cols = [f"{quote_ident(n)} {duckdb_type(t)}" for n, t in schema]
+            pk = ", ".join(quote_ident(k) for k in self.keys)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {target} ({', '.join(cols)}, PRIMARY KEY ({pk}))")
             # A window table written before without early results: its rows were final.
             defaults = {EARLY: "false"} if self.windows is not None else None
@@ -153,14 +153,14 @@ class UpsertSink(DuckDBSink):
             )
             for name in self.table_columns:
                 if name.lower() not in have:
-                    tx.execute(f"ALTER TABLE {history} ADD COLUMN {quote(name)} {types[name]}")
+                    tx.execute(f"ALTER TABLE {history} ADD COLUMN {quote_ident(name)} {types[name]}")
                 elif widened.get(name, types[name]) != types[name]:  # the table's type was widened
-                    tx.execute(f"ALTER TABLE {history} ALTER COLUMN {quote(name)} TYPE {types[name]}")
+                    tx.execute(f"ALTER TABLE {history} ALTER COLUMN {quote_ident(name)} TYPE {types[name]}")
 
     def _key_windows(self, tx: duckdb.DuckDBPyConnection, target: str) -> None:
         """Give a window table written without early results (each window once) its primary key
         on the window columns, so that early results can replace rows in it."""
-        pk = ", ".join(quote(k) for k in self.keys)
+        pk = ", ".join(quote_ident(k) for k in self.keys)
         try:
             tx.execute(f"ALTER TABLE {target} ADD PRIMARY KEY ({pk})")
         except duckdb.Error as exc:
@@ -181,7 +181,7 @@ class UpsertSink(DuckDBSink):
         return [str(r[0]) for r in rows]
 
     def write(self, table: pa.Table, batch_id: int) -> None:
-        target = f"main.{quote(self.table)}"
+        target = f"main.{quote_ident(self.table)}"
         batch = naive_utc(table)
         closed: datetime | None = None
         if self.windows is not None:  # Step 0. A window's row is early until the watermark passes its end.
@@ -198,7 +198,7 @@ class UpsertSink(DuckDBSink):
                     "the state of the other groups if the stage keeps its name)"
                 )
         kept = int(pc.sum(batch.column(KEEP)).as_py() or 0)
-        on = " AND ".join(f"t.{quote(k)} = b.{quote(k)}" for k in self.keys)
+        on = " AND ".join(f"t.{quote_ident(k)} = b.{quote_ident(k)}" for k in self.keys)
         with self.catalog.transaction() as tx:
             # Step 1. Already written?
             if self._written(tx, batch_id):
@@ -207,10 +207,10 @@ class UpsertSink(DuckDBSink):
                 tx.register("__pitstop_batch", batch)
                 try:
                     # Step 2. The before-images.
-                    first_key = quote(self.keys[0])
-                    values = [f"b.{quote(k)} AS {quote(k)}" for k in self.keys]
+                    first_key = quote_ident(self.keys[0])
+                    values = [f"b.{quote_ident(k)} AS {quote_ident(k)}" for k in self.keys]
                     values += [
-                        f"t.{quote(c)} AS {quote(c)}"
+                        f"t.{quote_ident(c)} AS {quote_ident(c)}"
                         for c in self.table_columns
                         if c.lower() not in {k.lower() for k in self.keys}
                     ]
@@ -226,9 +226,11 @@ class UpsertSink(DuckDBSink):
                     # Step 4. The kept rows, replaced by key: whole rows, as an INSERT of the
                     # job's columns makes them (a column the job does not write, e.g. an aggregate
                     # removed at a pit stop, gets its default: NULL, or false for `early`).
-                    cols = ", ".join(quote(c) for c in self.table_columns)
+                    cols = ", ".join(quote_ident(c) for c in self.table_columns)
                     picked = ", ".join(
-                        quote(c) if c in self.columns else f"{self.defaults.get(c) or 'NULL'} AS {quote(c)}"
+                        quote_ident(c)
+                        if c in self.columns
+                        else f"{self.defaults.get(c) or 'NULL'} AS {quote_ident(c)}"
                         for c in self.table_columns
                     )
                     tx.execute(
@@ -253,11 +255,11 @@ class UpsertSink(DuckDBSink):
         """Mark final the early rows whose window ended at or before ``closed`` (and that satisfy
         ``outside``: not rows of this batch), keeping their before-images."""
         assert self.windows is not None
-        target = f"main.{quote(self.table)}"
-        which = f"t.{quote(EARLY)} AND t.{quote(self.windows.end)} <= ? AND {outside}"
+        target = f"main.{quote_ident(self.table)}"
+        which = f"t.{quote_ident(EARLY)} AND t.{quote_ident(self.windows.end)} <= ? AND {outside}"
         tx.execute(
             f"INSERT INTO {history_table(self.table)} BY NAME SELECT ? AS job, ? AS run_id, ? AS branch, "
             f"? AS batch_id, false AS absent, t.* FROM {target} t WHERE {which}",
             [self.job, self.run_id, self.branch, batch_id, closed],
         )
-        tx.execute(f"UPDATE {target} t SET {quote(EARLY)} = false WHERE {which}", [closed])
+        tx.execute(f"UPDATE {target} t SET {quote_ident(EARLY)} = false WHERE {which}", [closed])

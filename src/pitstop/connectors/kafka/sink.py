@@ -63,13 +63,14 @@ import pyarrow as pa
 from pitstop.catalog.rows import Mapping
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
+from pitstop.retry import Backoff, retry
 
 log = logging.getLogger(__name__)
 
 LEDGER = "kafka-sink.json"
 HEADERS = ("pitstop.job", "pitstop.run", "pitstop.branch", "pitstop.batch", "pitstop.seq", "pitstop.count")
 TIMEOUT_S = 60.0  # a transaction call, a flush, a read-back that gets no answer
-RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0  # a batch waiting for the broker tries again this often
+RETRY = Backoff(first_s=0.5, max_s=5.0)  # a batch waiting for the broker tries again this often
 SAY_WAITING_S = 5.0  # records undelivered this long: the sink says it waits (while librdkafka retries)
 
 
@@ -178,9 +179,9 @@ class KafkaSink:
 
     def write(self, table: pa.Table, batch_id: int) -> None:
         """Write one micro-batch once; wait for the broker while it does not answer."""
-        delay = RETRY_FIRST_S
         warned = False
-        while True:
+
+        def attempt() -> None:
             if self._stop.is_set():
                 raise PitstopError(
                     f"Kafka mapping '{self.mapping.name}': the job stopped before batch {batch_id} was "
@@ -189,25 +190,23 @@ class KafkaSink:
             with self._lock:
                 try:
                     self._write(table, batch_id)
-                except BrokerAway as exc:
-                    self._close(wait=False)  # Step 1 again on the next attempt: the open transaction is ended
-                    said = str(exc)
                 except BaseException:
-                    self._close(wait=False)
+                    self._close(wait=False)  # Step 1 again on the next attempt: the open transaction is ended
                     raise
-                else:
-                    if self.waiting is not None:
-                        log.warning("%s: the broker answers again; batch %d written", self.topic, batch_id)
-                        self.waiting = None
-                    return
+                if self.waiting is not None:
+                    log.warning("%s: the broker answers again; batch %d written", self.topic, batch_id)
+                    self.waiting = None
+
+        def waits(exc: BrokerAway) -> None:
+            nonlocal warned
             if not warned:  # once per batch; ``waiting`` says the rest
                 log.warning(
-                    "%s: batch %d waits for the broker (%s); the job waits", self.topic, batch_id, said
+                    "%s: batch %d waits for the broker (%s); the job waits", self.topic, batch_id, exc
                 )
                 warned = True
-            self.waiting = f"waiting for Kafka at {self._where()}: {said}"
-            self._stop.wait(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
+            self.waiting = f"waiting for Kafka at {self._where()}: {exc}"
+
+        retry(attempt, transient=BrokerAway, backoff=RETRY, on_transient=waits, sleep=self._stop.wait)
 
     def interrupt(self) -> None:
         """The run is stopping: a batch waiting for the broker stops waiting (it is written when

@@ -54,6 +54,7 @@ from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.names import check_name
 from pitstop.plan.model import EARLY
+from pitstop.retry import Backoff, retry
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,7 +66,7 @@ ROW_HASHES = "pitstop_sink_rows"
 ROW_HASH = "md5(ROW({0}.*)::text)"
 """A row's hash as the table holds it (every column, in the table's order); ``{0}`` its alias."""
 CONNECT_TIMEOUT_S = 5
-RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0
+RETRY = Backoff(first_s=0.5, max_s=5.0)  # a batch waiting for the server tries again this often
 
 PG_TYPES = {
     "string": "text",
@@ -446,8 +447,8 @@ class PostgresSink:
         closed = None
         if self.windows is not None:  # a window's row is early until the watermark passes its end
             batch, closed = early_rows(batch, self.windows, batch_id)
-        delay = RETRY_FIRST_S
-        while True:
+
+        def attempt() -> None:
             if self._stop.is_set():
                 raise PitstopError(
                     f"{self._about()}: the job stopped before batch {batch_id} was written; "
@@ -459,25 +460,31 @@ class PostgresSink:
                 if self.waiting is not None:
                     log.warning("%s: the server answers again; batch %d written", self._about(), batch_id)
                     self.waiting = None
-                return
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                with self._lock:
-                    self._drop_connection()
-                said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-                if self.waiting is None:
-                    log.warning(
-                        "%s: batch %d cannot be written (%s); the job waits and tries again",
-                        self._about(),
-                        batch_id,
-                        said,
-                    )
-                self.waiting = f"waiting for PostgreSQL at {self.where}: {said}"
-                self._stop.wait(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
             finally:
-                if self._stop.is_set():
+                if self._stop.is_set():  # interrupt() left the connection to the batch being written
                     with self._lock:
                         self._drop_connection()
+
+        def waits(exc: psycopg.Error) -> None:
+            with self._lock:
+                self._drop_connection()
+            said = dsn.mask(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            if self.waiting is None:
+                log.warning(
+                    "%s: batch %d cannot be written (%s); the job waits and tries again",
+                    self._about(),
+                    batch_id,
+                    said,
+                )
+            self.waiting = f"waiting for PostgreSQL at {self.where}: {said}"
+
+        retry(
+            attempt,
+            transient=(psycopg.OperationalError, psycopg.InterfaceError),
+            backoff=RETRY,
+            on_transient=waits,
+            sleep=self._stop.wait,
+        )
 
     def _write_once(self, batch: pa.Table, batch_id: int, closed: datetime | None = None) -> None:
         from psycopg import sql
