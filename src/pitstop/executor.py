@@ -120,6 +120,9 @@ class Result:
     message: str = "OK"
     columns: tuple[str, ...] = ()
     rows: tuple[tuple[Any, ...], ...] = ()
+    warnings: tuple[str, ...] = ()
+    """The lines of ``message`` that warn (a client of the server gets them as WARNING notices,
+    the others as NOTICE)."""
 
     @property
     def has_rows(self) -> bool:
@@ -474,9 +477,11 @@ class Executor:
                 refuse_if_blocked(snap.name, rollback, self._still_running(snap))
         self.manager.create_job(name, stmt.text, plan, restore, options, rollback)
         lines = [f"job '{name}' started"]
+        warnings: list[str] = []
         if restore is not None:
             lines[0] += f" from snapshot '{restore.snapshot}'"
             lines += ["  " + v.text() for v in restore.verdicts]
+            warnings += ["  " + v.text() for v in restore.verdicts if v.warnings]
         if restore is not None and isinstance(snap, Snapshot):
             for sink, cols in describe.unwritten_columns(snap.manifest.get("plan"), plan):
                 lines.append(f"  sink '{sink}': {describe.unwritten_text(sink, cols)}")
@@ -488,7 +493,7 @@ class Executor:
         for key in options:
             if key not in ACTED_ON_OPTIONS:
                 lines.append(f"  option '{key}': {JOB_OPTIONS[key]}")
-        return Result("\n".join(lines))
+        return Result("\n".join(lines), warnings=tuple(warnings))
 
     def _rollback_plan(self, snap: Snapshot) -> tuple[SinkRollback, ...]:
         assert self.catalog is not None and self.manager is not None
@@ -582,9 +587,11 @@ class Executor:
         columns += ("lag", "runs_on", "spark_ui")
         message = f"{len(rows)} job(s)"
         problem = self.manager.supervisor_problem if self.manager is not None else None
+        warnings: tuple[str, ...] = ()
         if problem:
-            message += f"\nWARNING: {problem}; see the log in <home>/logs"
-        return Result(message, columns, rows)
+            warnings = (f"WARNING: {problem}; see the log in <home>/logs",)
+            message += "\n" + warnings[0]
+        return Result(message, columns, rows, warnings)
 
     def _placement(self) -> Placement | None:
         """Where this process's jobs run (None before Spark starts, or with no manager)."""

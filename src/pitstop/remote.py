@@ -82,9 +82,12 @@ class RemoteExecutor:
 
     def execute(self, stmt: ParsedStatement) -> Result:
         notices: list[str] = []
+        warnings: list[str] = []
 
         def on_notice(diag: psycopg.errors.Diagnostic) -> None:
             notices.append(diag.message_primary or "")
+            if diag.severity_nonlocalized == "WARNING":
+                warnings.append(notices[-1])
 
         done = threading.Event()
         watcher = None
@@ -102,9 +105,9 @@ class RemoteExecutor:
             self.conn.remove_notice_handler(on_notice)
         message = "\n".join(notices) if notices else (cur.statusmessage or "OK")
         if cur.description is None:
-            return Result(message)
+            return Result(message, warnings=tuple(warnings))
         columns = tuple(d.name for d in cur.description)
-        return Result(message, columns, tuple(tuple(r) for r in rows))
+        return Result(message, columns, tuple(tuple(r) for r in rows), tuple(warnings))
 
     def _watch(self, done: threading.Event) -> None:
         """Turn the front end's cancel (Ctrl-C) into a CancelRequest to the server."""

@@ -558,13 +558,16 @@ class Session:
                 Column(name, pg_type_of_value([row[i] for row in result.rows]))
                 for i, name in enumerate(result.columns)
             )
-            notices = [Notice(result.message)] if isinstance(parsed.node, nodes.Explain) else []
+            if isinstance(parsed.node, nodes.Explain):
+                notices = [Notice(result.message)]
+            else:  # the rows say the rest; a warning is said (SHOW JOBS: the supervisor's trouble)
+                notices = [Notice(w, "WARNING") for w in result.warnings]
             return Outcome("SELECT", columns, iter(result.rows), notices)
         notices = []
         for line in result.message.split("\n"):
             text = line.rstrip()  # indentation kept: stage verdicts print under their job
             if text.strip():
-                severity = "WARNING" if "warning" in text.lower() else "NOTICE"
+                severity = "WARNING" if line in result.warnings else "NOTICE"
                 notices.append(Notice(text, severity))
         return Outcome(_statement_name(parsed), None, iter(()), notices)
 
