@@ -5,6 +5,7 @@ snapshot, malformed values, and the mapping's options."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import timedelta
@@ -242,10 +243,15 @@ def test_partition_added_after_snapshot_is_read_from_its_start(manager: Manager,
 
 
 @pytest.mark.spark
-def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
+def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_less(
     manager: Manager,
     broker: Broker,  # noqa: F811
 ) -> None:
+    """The broker stops: the job waits for it (SHOW JOBS says so; AWAIT says it cannot learn the
+    end offsets). It comes back empty (Tansu keeps topics in memory), its topic made again with
+    fewer records than the job had read: the job fails naming each partition, where it went on
+    before ("0 records behind") and would have skipped what is written below its positions. (A
+    broker that comes back answering, with its records: the test of a hung broker, below.)"""
     broker.create_topic("orders", 3)
     broker.produce("orders", spread(0, 600))
     run(
@@ -262,15 +268,20 @@ def test_job_waits_while_the_broker_is_down_and_reads_on_when_it_is_back(
     assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
     with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
         run(manager, "AWAIT JOB j;")
-    # The broker keeps topics in memory: it comes back empty, and gets the same records again.
     back = start_broker(broker.folder, port=broker.port)
     try:
         back.create_topic("orders", 3)
-        back.produce("orders", spread(0, 900))
-        run(manager, "AWAIT JOB j;")
-        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
-        expected = closed(batch_windows(orders(0, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
-        assert sink_windows(manager, "revenue") == expected
+        back.produce("orders", spread(0, 300))  # 100 per partition: the job had read 200 of each
+
+        def failed() -> str | None:
+            [row] = run(manager, "SHOW JOBS;")[0].rows
+            return str(row[5]) if row[1] == "FAILED" else None
+
+        detail = _until("the job fails on the lost records", failed)
+        # (The job may see a partition while it is being written: at an end below 100.)
+        assert re.search(
+            r"partition 0 ends at offset \d+, before offset 200 that the job had read to", detail
+        )
         run(manager, "DROP JOB j;")
     finally:
         back.stop()
@@ -345,3 +356,59 @@ def test_lag_is_the_end_offsets_minus_the_position(tmp_path: Path) -> None:
     )
     (tmp_path / BROKER).write_text(json.dumps({"down_since": old, "error": "timed out", "checked": old}))
     assert "broker does not answer since" in CONNECTOR.lag(tmp_path, mapping, {"0": 5})
+
+
+@pytest.mark.spark
+def test_a_topic_made_again_with_less_data_fails_the_job_or_is_read_from_its_start(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+) -> None:
+    """The broker comes back with less (the topic deleted and created again): the positions lie
+    past the partition's end. SHOW JOBS said "0 records behind" and records written below the old
+    positions were skipped; now the job fails naming what is lost, or with 'onDataLoss'='continue'
+    reads the new partition from its start and says so in the log."""
+    one = [(0, o) for o in orders(0, 50)]
+    for topic in ("strict", "lenient"):
+        broker.create_topic(topic, 1)
+        broker.produce(topic, one)
+    run(
+        manager,
+        kafka_orders(broker, "strict")
+        + kafka_orders(broker, "lenient")
+        .replace("orders (", "lenient (")
+        .replace("'valueFormat'='json'", "'valueFormat'='json', 'onDataLoss'='continue'")
+        + """
+        CREATE MAPPING strict_copy TYPE DuckDB;
+        CREATE MAPPING lenient_copy TYPE DuckDB;
+        CREATE JOB strict AS INSERT INTO strict_copy SELECT order_id FROM orders;
+        CREATE JOB lenient AS INSERT INTO lenient_copy SELECT order_id FROM lenient;
+        AWAIT JOB strict;
+        AWAIT JOB lenient;
+        """,
+    )
+    for topic in ("strict", "lenient"):
+        broker.delete_topic(topic)
+        broker.create_topic(topic, 1)
+        broker.produce(topic, [(0, o) for o in orders(50, 60)])  # offsets 0-9: below the job's 50
+    said = (
+        "mapping 'orders': topic 'strict' does not hold what the job expects: partition 0 ends at "
+        "offset 10, before offset 50 that the job had read to"
+    )
+
+    def failed() -> str | None:
+        row = {r[0]: r for r in run(manager, "SHOW JOBS;")[0].rows}["strict"]
+        return str(row[5]) if row[1] == "FAILED" else None
+
+    detail = _until("job 'strict' failed", failed)
+    assert said in detail and "'onDataLoss'='continue'" in detail
+    with pytest.raises(PitstopError, match="topic 'strict' does not hold what the job expects"):
+        run(manager, "AWAIT JOB strict;")
+
+    def copied() -> tuple[int, int] | None:
+        [(n, distinct)] = manager.catalog.query(
+            "SELECT count(*), count(DISTINCT order_id) FROM lenient_copy"
+        )[1]
+        return (n, distinct) if n >= 60 else None
+
+    assert _until("the new partition's records, from its start", copied) == (60, 60)
+    assert {r[0]: r[1] for r in run(manager, "SHOW JOBS;")[0].rows}["lenient"] == "RUNNING"

@@ -136,6 +136,16 @@ class RejectedRecordError(PitstopError):
     mapping, the file, the line and the reason."""
 
 
+class DataLossError(PitstopError):
+    """A Kafka source's position lies outside what the broker holds (a topic deleted and created
+    again or truncated; records deleted by retention before the job read them) with
+    ``'onDataLoss'='fail'``; the message names the mapping, topic, partitions and offsets."""
+
+
+FINAL_SOURCE_ERRORS: tuple[type[PitstopError], ...] = (RejectedRecordError, DataLossError)
+"""What a source raises when no restart can change it: reading again meets the same."""
+
+
 class CancelledError(PitstopError):
     """A statement whose wait was cancelled (Ctrl-C, a client's cancel request); the job goes on."""
 

@@ -26,11 +26,11 @@ from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import (
+    FINAL_SOURCE_ERRORS,
     AwaitTimeoutError,
     CancelledError,
     JobFailedError,
     PitstopError,
-    RejectedRecordError,
 )
 from pitstop.faults import crash_point
 from pitstop.plan.model import Branch, JobPlan, end_column
@@ -577,9 +577,10 @@ def full_text(exc: Any) -> str:
 
 
 def rejected_record(exc: Any) -> bool:
-    """Whether a query failed because a source met a malformed record it must fail on
-    (``'onError'='fail'``): a failure that no restart can change."""
-    return f"{RejectedRecordError.__name__}: " in str(getattr(exc, "desc", None) or exc)
+    """Whether a query failed because a source met what it must fail on (a malformed record
+    under ``'onError'='fail'``, data loss under ``'onDataLoss'='fail'``): no restart changes it."""
+    text = str(getattr(exc, "desc", None) or exc)
+    return any(f"{kind.__name__}: " in text for kind in FINAL_SOURCE_ERRORS)
 
 
 _PYTHON_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(.*))?$")
@@ -591,10 +592,11 @@ def spark_reason(exc: Any) -> str:
     Python worker"); otherwise Spark's error class and message, with the SQL it points at."""
     text = str(getattr(exc, "desc", None) or exc).split("=== Streaming Query ===")[0]
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:  # a source's own words about a malformed record ('onError'='fail')
-        _, marker, said = ln.partition(f"{RejectedRecordError.__name__}: ")
-        if marker:
-            return said.strip()
+    for ln in lines:  # a source's own words ('onError'='fail', 'onDataLoss'='fail')
+        for final in FINAL_SOURCE_ERRORS:
+            _, marker, words = ln.partition(f"{final.__name__}: ")
+            if marker:
+                return words.strip()
     first = lines[0].strip() if lines else "unknown error"
     if any("Traceback (most recent call last)" in ln for ln in lines):
         raised = [m for m in (_PYTHON_RAISED.match(ln.strip()) for ln in lines) if m]

@@ -145,6 +145,15 @@ class KafkaConnector(Connector):
             "keep",
             ("keep", "skip", "fail"),
         ),
+        Option(
+            "onDataLoss",
+            "reading: the job's position lies past a partition's end (the topic deleted and created "
+            "again, or truncated) or below its start (records deleted before they were read): fail the "
+            "job saying so, or log it and read on from what the broker holds (continue)",
+            "choice",
+            "fail",
+            ("fail", "continue"),
+        ),
         Option("keyColumn", "writing: the column whose value is each record's key (default: no key)"),
         Option(
             "transactions",
@@ -235,6 +244,7 @@ class KafkaConnector(Connector):
             "key_format": self.option(mapping, "keyFormat") or "varchar",
             "reset": self.option(mapping, "auto.offset.reset") or "earliest",
             "on_error": self.option(mapping, "onError") or "keep",
+            "on_data_loss": self.option(mapping, "onDataLoss") or "fail",
             "event_time": mapping.watermark.column if mapping.watermark is not None else "",
             "start": json.dumps(KAFKA_POSITIONS._of(start)),
             "client": json.dumps(self.client(mapping)),
@@ -275,6 +285,9 @@ class KafkaConnector(Connector):
         ends = KAFKA_POSITIONS._of(status.get("ends"))
         behind = sum(max(0, end - have.get(p, 0)) for p, end in ends.items())
         text = f"{behind:,} records behind ({len(ends)} partitions)"
+        past = [str(p) for p, end in sorted(ends.items()) if have.get(p, 0) > end]
+        if past:  # the source fails the job on it, or reads on ('onDataLoss')
+            text += f"; partition(s) {', '.join(past)} end before the job's position"
         if time.time() - checked.timestamp() > STALE_S:
             text += f" as of {checked:%Y-%m-%d %H:%M:%S} UTC"
         return text

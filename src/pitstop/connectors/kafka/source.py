@@ -14,6 +14,14 @@ How a micro-batch is read:
    malformed values follow the mapping's ``'onError'`` (kept in ``pitstop.rejects`` keyed by
    topic, partition and offset; skipped; or failing the job).
 
+Data loss is never read past in silence: a position past a partition's end (the topic deleted and
+created again, or truncated, or a broker that lost its storage), a partition that is gone, or a
+position below a partition's start (records deleted by retention before the job read them) fails
+the job with a sentence naming them (``'onDataLoss'='fail'``, the default, as Spark's
+``failOnDataLoss``), or is logged and read on from what the broker holds (``'continue'``). Under
+``read_committed`` an open transaction may show an end below the position (Tansu answers 0): such a
+partition's end is asked again, uncommitted records counted, before anything is called lost.
+
 A broker that does not answer does not fail the job: ``latestOffset`` logs a warning and offers
 no new data, and the job reads on once the broker is back. What the driver last learnt of the
 broker (each partition's end offset, or since when it does not answer) is kept in the source's
@@ -40,6 +48,7 @@ from pyspark.sql.types import StructType
 from pitstop.catalog.rows import Reject
 from pitstop.connectors import positions, rejects
 from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
+from pitstop.errors import DataLossError
 from pitstop.plan.types import arrow_schema
 
 log = logging.getLogger(__name__)
@@ -112,6 +121,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.key_format = options.get("key_format", "varchar")
         self.reset = options.get("reset", "earliest")
         self.on_error = options.get("on_error", "keep")
+        self.on_data_loss = options.get("on_data_loss", "fail")
+        self._said_lost: tuple[str, ...] = ()
         self.event_time = options.get("event_time") or None
         self.start = _of(json.loads(options.get("start", "{}")))
         self.state_dir = positions.source_dir(options["run_dir"], self.source)
@@ -210,6 +221,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 time.monotonic() - self._down_since,
             )
             self._down_since = None
+        lost = self._lost(at, marks)
         fence = positions.read_fence(self.state_dir)
         held = _of(fence) if fence is not None else None
         end = dict(at)
@@ -221,7 +233,58 @@ class KafkaStreamReader(DataSourceStreamReader):
             if held is not None:
                 reach = min(reach, held.get(p, here))
             end[p] = max(here, reach)
+        for p, (low, high) in lost.items():  # 'continue': on from what the broker holds
+            # Past its end: an end below the start, which partitions() reads from the start.
+            end[p] = high if at[p] > high else max(end[p], low)
         return positions.offset(self.source, _as_json(end))
+
+    def _lost(self, at: dict[int, int], marks: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """The partitions whose position ``at`` lies outside what the broker holds, with their
+        ``(low, high)`` as read uncommitted. DataLossError under ``'onDataLoss'='fail'``."""
+        odd = [p for p, here in at.items() if p not in marks or not marks[p][0] <= here <= marks[p][1]]
+        if not odd:
+            return {}
+        consumer = _consumer(self.client, self.source, **{"isolation.level": "read_uncommitted"})
+        try:
+            raw = _watermarks(consumer, self.topic)
+        finally:
+            consumer.close()
+        said, lost = [], {}
+        for p in sorted(odd):
+            here = at[p]
+            if p not in raw:
+                said.append(f"partition {p} is gone (the job had read it to offset {here})")
+                continue
+            low, high = raw[p]
+            if here > high:
+                said.append(
+                    f"partition {p} ends at offset {high}, before offset {here} that the job had read to "
+                    "(was the topic deleted and created again, or truncated?)"
+                )
+            elif here < low:
+                said.append(
+                    f"partition {p} starts at offset {low}: offsets {here} to {low - 1} were deleted "
+                    "before the job read them (retention)"
+                )
+            else:
+                continue
+            lost[p] = (low, high)
+        if not said:
+            return {}
+        text = (
+            f"mapping '{self.source}': topic '{self.topic}' does not hold what the job expects: "
+            + "; ".join(said)
+        )
+        if self.on_data_loss == "fail":
+            raise DataLossError(
+                f"{text}. The job stops rather than skip records in silence: restore it from a "
+                "snapshot, or read on from what the broker holds with the mapping's OPTIONS "
+                "('onDataLoss'='continue')"
+            )
+        if tuple(said) != self._said_lost:
+            self._said_lost = tuple(said)
+            log.warning("%s; reading on from what the broker holds ('onDataLoss'='continue')", text)
+        return lost
 
     def prepareForTriggerAvailableNow(self) -> None:
         try:
@@ -232,11 +295,14 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         lo, hi, floor = _of(start["pos"]), _of(end["pos"]), self._floor()
-        return [
-            KafkaPartition(p, lo.get(p, floor.get(p, 0)), e)
-            for p, e in sorted(hi.items())
-            if e > lo.get(p, floor.get(p, 0))
-        ]
+        out: list[InputPartition] = []
+        for p, e in sorted(hi.items()):
+            s = lo.get(p, floor.get(p, 0))
+            if e < s:  # past the partition's end ('onDataLoss'='continue'): its records from the start
+                s = 0
+            if e > s:
+                out.append(KafkaPartition(p, s, e))
+        return out
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: offsets live in Spark's checkpoint, not in a consumer group."""
