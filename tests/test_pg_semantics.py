@@ -9,6 +9,7 @@ against a real server started with tests/pg_helpers.py), with the type psycopg m
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 
 import psycopg
@@ -96,6 +97,23 @@ def test_a_numeric_column_divided_stays_numeric_with_postgresqls_scale(conn: psy
     assert types == [NUMERIC, NUMERIC, INT8, NUMERIC]
     rows, _ = answer(conn, "SELECT round(revenue/7, 2), 1::numeric/3, 10::numeric/4 FROM daily ORDER BY ts")
     assert [str(v) for v in rows[0]] == ["176.36", "0.33333333333333333333", "2.5000000000000000"]
+
+
+def test_a_quotient_kept_by_coalesce_or_case_keeps_its_scale(conn: psycopg.Connection) -> None:
+    rows, types = answer(
+        conn,
+        "SELECT coalesce(sum(revenue) / nullif(sum(qty), 0), 0), "
+        "CASE WHEN sum(qty) > 0 THEN sum(revenue) / sum(qty) ELSE 0 END FROM daily",
+    )
+    assert [str(v) for v in rows[0]] == ["1131.6250000000000000", "1131.6250000000000000"]
+    assert types == [NUMERIC, NUMERIC]
+
+
+def test_intervals_and_floats_divide_as_before(conn: psycopg.Connection) -> None:
+    rows, _ = answer(
+        conn, "SELECT interval '1 hour' / 2, 7.5::float8 / 2, 100.0 * qty / orders FROM daily ORDER BY ts"
+    )
+    assert rows[0] == (timedelta(minutes=30), 3.75, Decimal("166.6666666666666667"))
 
 
 def test_a_numeric_quotient_travels_in_binary_too(served: Served) -> None:

@@ -193,7 +193,9 @@ _KINDS: dict[Any, str] = {
     **dict.fromkeys((D.DECIMAL, D.BIGDECIMAL, D.INT128, D.UINT128, D.UBIGINT, D.MONEY), "numeric"),
     **dict.fromkeys((D.DOUBLE, D.FLOAT), "float"),
     **dict.fromkeys((D.TEXT, D.VARCHAR, D.CHAR, D.NCHAR, D.NVARCHAR), "text"),
-    **dict.fromkeys((D.DATE, D.DATETIME, D.TIMESTAMP, D.TIMESTAMPTZ, D.TIMESTAMPLTZ, D.TIMESTAMPNTZ), "time"),
+    **dict.fromkeys(
+        (D.DATE, D.DATETIME, D.TIMESTAMP, D.TIMESTAMPTZ, D.TIMESTAMPLTZ, D.TIMESTAMPNTZ, D.INTERVAL), "time"
+    ),
 }
 _SMALL_INTS = (D.TINYINT, D.SMALLINT, D.INT, D.UTINYINT, D.USMALLINT)
 
@@ -252,7 +254,7 @@ def _aggregated(node: exp.Expr) -> exp.Expr:
     return this
 
 
-_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous)
+_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case)
 
 
 def _types(tree: exp.Expr, schema: Schema) -> dict[int, exp.DataType]:
@@ -334,6 +336,8 @@ def _fitted(node: exp.Expr) -> exp.Expr:
 def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
     a, b = node.this, node.expression
     kinds = {ctx.kind(a), ctx.kind(b)}
+    if "time" in kinds:  # interval / 2: DuckDB's own
+        return None
     if kinds == {"int"}:  # truncates toward zero; DuckDB's "Division by zero" error becomes 22012
         return exp.IntDiv(this=a, expression=b)
     if kinds <= {"int", "numeric"}:
@@ -439,6 +443,45 @@ def _to_char(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
         raise PgError("0A000", str(exc)) from None
 
 
+def _choice(values: list[exp.Expr], ctx: _Context) -> list[exp.Expr] | None:
+    """The values of a COALESCE or a CASE as numeric texts when one of them is one and the others
+    are integers or numerics (``coalesce(sum(a) / nullif(sum(b), 0), 0)``): PostgreSQL's result
+    is numeric with each value's own scale. None when they are not."""
+    if not any(v.meta.get(_TEXT) for v in values):
+        return None
+    if not all(isinstance(v, exp.Null) or ctx.kind(v) in ("int", "numeric") for v in values):
+        return None
+    return [_as_text(v) for v in values]
+
+
+def _coalesce(node: exp.Coalesce, ctx: _Context) -> exp.Expr | None:
+    texts = _choice([node.this, *node.expressions], ctx)
+    if texts is None:
+        return None
+    return _numeric_text(exp.Coalesce(this=texts[0], expressions=texts[1:]))
+
+
+def _if(node: exp.If, ctx: _Context) -> exp.Expr | None:
+    """A CASE's WHEN: its value is left to the CASE (_case), its condition read as DECIMAL."""
+    node.set("this", _fitted(node.this.copy()) if node.this.meta.get(_TEXT) else node.this)
+    return node
+
+
+def _case(node: exp.Case, ctx: _Context) -> exp.Expr | None:
+    ifs = node.args.get("ifs") or []
+    default = node.args.get("default")
+    values = [i.args["true"] for i in ifs] + ([default] if default is not None else [])
+    texts = _choice(values, ctx)
+    for n, when in enumerate(ifs):
+        when.set("true", texts[n] if texts is not None else _fitted(values[n].copy()))
+    if default is not None:
+        node.set("default", texts[-1] if texts is not None else _fitted(default.copy()))
+    operand = node.this
+    if isinstance(operand, exp.Expr) and operand.meta.get(_TEXT):
+        node.set("this", _fitted(operand.copy()))
+    return _numeric_text(node) if texts is not None else node
+
+
 def _paren(node: exp.Paren, ctx: _Context) -> exp.Expr | None:
     return node.this if node.this.meta.get(_TEXT) else None
 
@@ -452,6 +495,9 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Cast: _cast,
     exp.Anonymous: _to_char,
     exp.Paren: _paren,
+    exp.Coalesce: _coalesce,
+    exp.If: _if,
+    exp.Case: _case,
 }
 
 
@@ -488,7 +534,9 @@ def _numeric_columns(tree: exp.Expr) -> frozenset[int]:
         return frozenset()
     found: dict[int, exp.Expr] = {}
     names: dict[str, int] = {}
-    plain = not tree.args.get("distinct")
+    order = tree.args.get("order")
+    ordered_by = order.expressions if isinstance(order, exp.Order) else []
+    plain = not (tree.args.get("distinct") and ordered_by)  # (DISTINCT sorts by its columns only)
     for index, projection in enumerate(tree.expressions):
         if isinstance(projection, exp.Star) or isinstance(projection.this, exp.Star):
             plain = False  # the columns' positions are not known here
@@ -499,8 +547,7 @@ def _numeric_columns(tree: exp.Expr) -> frozenset[int]:
                 continue
             found[index] = target
             names[projection.alias_or_name.lower()] = index
-    order = tree.args.get("order")
-    for ordered in order.expressions if isinstance(order, exp.Order) else []:
+    for ordered in ordered_by:
         key = ordered.this
         named: int | None = None
         if isinstance(key, exp.Column) and not key.table:
