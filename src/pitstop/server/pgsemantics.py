@@ -5,19 +5,17 @@ A BI tool writes PostgreSQL SQL; run as DuckDB reads it, the same text gives oth
 (``10/4`` was 2.5, ``'3.14159'::numeric`` 3.142, ``1/0`` Infinity). The rewrite runs inside
 :func:`pitstop.server.pgcatalog.translate`, on the statement sqlglot parsed, before the catalog's:
 
-1. types: the statement is qualified and annotated (sqlglot) on a copy, with the sink tables'
-   columns (:func:`schema_of`) and PostgreSQL's result types (``avg(int)`` and ``int / numeric``
-   are numeric, ``sum(int4)`` is int8);
-2. division: integer / integer is DuckDB's ``//``, which truncates toward zero as PostgreSQL does;
-   a division of operands of unknown types goes through a macro that divides as ``//`` for
-   integers (it is created under DuckDB's ``integer_division``, :func:`prepare`: a setting the
-   client's SQL itself does not see, parsed apart by ``duckdb.extract_statements``); a float
-   division checks its
-   divisor (``division by zero``, 22012, as PostgreSQL; DuckDB's own integer error is mapped in
-   :mod:`~pitstop.server.sqlstate`); numeric / numeric is PostgreSQL's numeric division
-   (:func:`pitstop.server.pgnumeric.numeric_div`); a division whose operands' types are not known
-   here runs as DuckDB's, unless DuckDB types an operand DECIMAL or HUGEINT: then an error says to
-   cast it, rather than a float where PostgreSQL gives a numeric;
+1. types: PostgreSQL's, of each part the rewrite reads (:mod:`pitstop.server.pgkinds`: sqlglot
+   annotates a qualified copy, given the sink tables' columns);
+2. division: integer / integer is DuckDB's ``//``, which truncates toward zero as PostgreSQL does
+   (its "Division by zero" error is mapped to 22012 in :mod:`~pitstop.server.sqlstate`); a float
+   division checks its divisor (``division by zero``, 22012, as PostgreSQL); numeric / numeric is
+   PostgreSQL's numeric division (:func:`pitstop.server.pgnumeric.numeric_div`); interval and date
+   divisions are DuckDB's; a division whose operands' types are not known here goes through the
+   macro ``pgs_div``, created under DuckDB's ``integer_division`` (:func:`prepare`; the client's
+   SQL itself is parsed apart, by ``duckdb.extract_statements``, and does not see it), so that
+   integers divide as integers, and that refuses an operand DuckDB types DECIMAL or HUGEINT: an
+   error says to cast it, rather than a float where PostgreSQL gives a numeric;
 3. ``avg`` of integers or numerics is ``sum / count`` in numeric division (PostgreSQL's
    ``numeric_avg``); ``sum`` of int2/int4 is int8;
 4. ``::numeric`` without precision keeps the value's own scale: a literal becomes a DECIMAL of its
@@ -33,27 +31,24 @@ as that text, typed numeric (:attr:`Translation.numeric_columns`); anywhere else
 ``DECIMAL(38, 24)`` (the same number; an error, not a rounded one, when it has more than 24
 decimals or 14 integer digits). Known gaps: the display scale of an expression over a quotient
 (``avg(x) * 100``) is 24 there, PostgreSQL's varies per row; a volatile divisor (``random()``) is
-evaluated twice.
+evaluated twice; an operand of unknown type that is an interval (``age(ts) / 2``) is refused by
+DuckDB's binder (no ``//`` for intervals).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.qualify import qualify
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
-from sqlglot.typing.postgres import EXPRESSION_METADATA
 
-from pitstop.server import pgnumeric, pgtochar
+from pitstop.server import pgkinds, pgnumeric, pgtochar
+from pitstop.server.pgkinds import NO_SCHEMA, Schema, schema_of
 
 __all__ = ["NO_SCHEMA", "PgError", "Schema", "StrictParser", "Translation", "apply", "prepare", "schema_of"]
 
@@ -101,47 +96,9 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
             return
 
 
-# -- the schema ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Schema:
-    """The columns of the sink tables (DuckDB's ``main``, PostgreSQL's ``public``) and their types."""
-
-    tables: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-
-    def mapping(self) -> dict[str, object]:
-        return {table: dict(columns) for table, columns in self.tables}
-
-
-NO_SCHEMA = Schema()
-_SIMPLE_TYPES = re.compile(
-    r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|FLOAT|DOUBLE|"
-    r"VARCHAR|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS|INTERVAL|UUID|BLOB|"
-    r"DECIMAL\(\d+,\d+\))"
-)
-_NEEDS_TYPES = re.compile(r"/|avg|sum|numeric|decimal|to_char", re.I)
-
-
-def _sqlglot_type(duckdb_type: str) -> str:
-    if duckdb_type == "TIMESTAMP WITH TIME ZONE":
-        return "TIMESTAMPTZ"
-    if duckdb_type.startswith("TIMESTAMP_"):
-        return "TIMESTAMP"
-    return duckdb_type if _SIMPLE_TYPES.fullmatch(duckdb_type) else "UNKNOWN"
-
-
-def schema_of(cursor: duckdb.DuckDBPyConnection, sql: str) -> Schema:
-    """The sink tables' columns, read from DuckDB when ``sql`` has something whose meaning depends
-    on types (a division, avg, sum, numeric, to_char); else :data:`NO_SCHEMA` (~0.5 ms saved)."""
-    if not _NEEDS_TYPES.search(sql):
-        return NO_SCHEMA
-    rows = cursor.execute(
-        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-        "WHERE schema_name = 'main' AND database_name = current_database() ORDER BY table_name, column_index"
-    ).fetchall()
-    tables: dict[str, list[tuple[str, str]]] = {}
-    for table, column, data_type in rows:
-        tables.setdefault(table, []).append((column, _sqlglot_type(data_type)))
-    return Schema(tuple((table, tuple(columns)) for table, columns in tables.items()))
+_TEXT = "pgs_text"  # meta flag: the node's value is a numeric text
+D = exp.DType
+_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case)
 
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -184,105 +141,6 @@ class StrictParser(PostgresParser):
         return items
 
 
-# -- kinds -----------------------------------------------------------------------------------------
-_ID = "pgs_id"
-_TEXT = "pgs_text"  # meta flag: the node's value is a numeric text
-D = exp.DType
-_KINDS: dict[Any, str] = {
-    **dict.fromkeys((D.TINYINT, D.SMALLINT, D.INT, D.BIGINT, D.UTINYINT, D.USMALLINT, D.UINT), "int"),
-    **dict.fromkeys((D.DECIMAL, D.BIGDECIMAL, D.INT128, D.UINT128, D.UBIGINT, D.MONEY), "numeric"),
-    **dict.fromkeys((D.DOUBLE, D.FLOAT), "float"),
-    **dict.fromkeys((D.TEXT, D.VARCHAR, D.CHAR, D.NCHAR, D.NVARCHAR), "text"),
-    **dict.fromkeys(
-        (D.DATE, D.DATETIME, D.TIMESTAMP, D.TIMESTAMPTZ, D.TIMESTAMPLTZ, D.TIMESTAMPNTZ, D.INTERVAL), "time"
-    ),
-}
-_SMALL_INTS = (D.TINYINT, D.SMALLINT, D.INT, D.UTINYINT, D.USMALLINT)
-
-
-def _kind_of(datatype: exp.DataType | None) -> str:
-    if datatype is None:
-        return "unknown"
-    return _KINDS.get(datatype.this, "unknown")
-
-
-def _annotate_div(self: Any, e: exp.Div) -> exp.Expr:
-    kinds = {_kind_of(e.this.type), _kind_of(e.expression.type)}
-    if kinds == {"int"}:
-        return self._annotate_by_args(e, "this", "expression")
-    if "unknown" in kinds or "text" in kinds or "time" in kinds:
-        return self._set_type(e, D.UNKNOWN)
-    return self._set_type(e, D.DOUBLE if "float" in kinds else D.DECIMAL)
-
-
-def _annotate_avg(self: Any, e: exp.Avg) -> exp.Expr:
-    kind = _kind_of(_aggregated(e).type)
-    return self._set_type(e, {"int": D.DECIMAL, "numeric": D.DECIMAL, "float": D.DOUBLE}.get(kind, D.UNKNOWN))
-
-
-def _annotate_sum(self: Any, e: exp.Sum) -> exp.Expr:
-    source = _aggregated(e).type
-    kind = _kind_of(source)
-    if kind == "int":
-        return self._set_type(e, D.BIGINT if source is not None and source.this in _SMALL_INTS else D.DECIMAL)
-    return self._set_type(e, {"numeric": D.DECIMAL, "float": D.DOUBLE}.get(kind, D.UNKNOWN))
-
-
-def _annotate_literal(self: Any, e: exp.Literal) -> exp.Expr:
-    if e.is_string:
-        return self._set_type(e, D.VARCHAR)
-    if re.fullmatch(r"\d+", e.this):  # int4, int8, else numeric, as PostgreSQL types a constant
-        value = int(e.this)
-        return self._set_type(e, D.INT if value < 2**31 else D.BIGINT if value < 2**63 else D.DECIMAL)
-    return self._set_type(e, D.DECIMAL if "e" not in e.this.lower() else D.DOUBLE)
-
-
-_METADATA = {
-    **EXPRESSION_METADATA,
-    exp.Div: {"annotator": _annotate_div},
-    exp.Avg: {"annotator": _annotate_avg},
-    exp.Sum: {"annotator": _annotate_sum},
-    exp.Literal: {"annotator": _annotate_literal},
-}
-
-
-def _aggregated(node: exp.Expr) -> exp.Expr:
-    """What an aggregate reads: ``x`` of ``avg(x)`` and of ``avg(DISTINCT x)``."""
-    this = node.this
-    if isinstance(this, exp.Distinct) and this.expressions:
-        return this.expressions[0]
-    return this
-
-
-_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case)
-
-
-def _types(tree: exp.Expr, schema: Schema) -> dict[int, exp.DataType]:
-    """The PostgreSQL types of the nodes the rewrite reads (those of ``_TYPED`` and their operands),
-    by the id put in their ``meta``; annotated on a qualified copy, the statement itself unchanged."""
-    count = 0
-    for node in tree.find_all(*_TYPED):
-        reads = _aggregated(node) if isinstance(node, exp.Avg | exp.Sum) else node
-        for part in (node, *node.iter_expressions(), reads):
-            if _ID not in part.meta:
-                part.meta[_ID] = count = count + 1
-    if not count:
-        return {}
-    copy = tree.copy()
-    mapping = schema.mapping()
-    try:
-        copy = qualify(copy, schema=mapping, dialect="postgres", validate_qualify_columns=False,
-                       quote_identifiers=False, identify=False)  # fmt: skip
-    except SqlglotError:
-        log.debug("not qualified; types of literals and casts only", exc_info=True)
-    try:
-        annotate_types(copy, schema=mapping, expression_metadata=_METADATA, dialect="postgres")
-    except (SqlglotError, ValueError, KeyError, AttributeError):
-        log.debug("not annotated", exc_info=True)
-        return {}
-    return {node.meta[_ID]: node.type for node in copy.walk() if _ID in node.meta and node.type is not None}
-
-
 # -- the rewrite -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Translation:
@@ -300,10 +158,10 @@ class _Context:
     root: exp.Expr
 
     def type(self, node: exp.Expr) -> exp.DataType | None:
-        return self.types.get(node.meta.get(_ID, -1))
+        return self.types.get(node.meta.get(pgkinds.ID, -1))
 
     def kind(self, node: exp.Expr) -> str:
-        return "numeric" if node.meta.get(_TEXT) else _kind_of(self.type(node))
+        return "numeric" if node.meta.get(_TEXT) else pgkinds.kind_of(self.type(node))
 
 
 def _duckdb(sql: str) -> exp.Expr:
@@ -365,14 +223,14 @@ def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
             inner = copy
         return inner
 
-    source = _aggregated(agg)
+    source = pgkinds.aggregated(agg)
     kind, source_type = ctx.kind(source), ctx.type(source)
     operand = _fitted(agg.this)
     if isinstance(agg, exp.Avg) and kind in ("int", "numeric"):
         total = rewrap(exp.Sum(this=operand.copy()))
         count = rewrap(exp.Count(this=operand.copy()))
         return _numeric_text(_call("pgs_numeric_div", _as_text(total), _as_text(count)))
-    small = source_type is not None and source_type.this in _SMALL_INTS
+    small = source_type is not None and source_type.this in pgkinds.SMALL_INTS
     if isinstance(agg, exp.Sum) and kind == "int" and small:
         return exp.cast(rewrap(exp.Sum(this=operand)), exp.DataType.build("BIGINT"))
     return None
@@ -514,8 +372,8 @@ def _rewrite(node: exp.Expr, ctx: _Context) -> exp.Expr:
     for child in list(node.iter_expressions()):
         new = _rewrite(child, ctx)
         if new is not child:
-            if _ID in child.meta and _ID not in new.meta:
-                new.meta[_ID] = child.meta[_ID]  # its type is the one PostgreSQL gives the original
+            if pgkinds.ID in child.meta and pgkinds.ID not in new.meta:  # typed as the original
+                new.meta[pgkinds.ID] = child.meta[pgkinds.ID]
             child.replace(new)
     handler = _REWRITES.get(type(node))
     result = handler(node, ctx) if handler else None
@@ -564,6 +422,6 @@ def apply(tree: exp.Expr, schema: Schema) -> tuple[exp.Expr, frozenset[int]]:
     text columns (:attr:`Translation.numeric_columns`). Raises PgError for what pitstop refuses."""
     if not any(True for _ in tree.find_all(*_REWRITES)):
         return tree, frozenset()
-    ctx = _Context(_types(tree, schema), tree)
+    ctx = _Context(pgkinds.types(tree, schema, _TYPED), tree)
     tree = _rewrite(tree, ctx)
     return tree, _numeric_columns(tree)
