@@ -255,11 +255,13 @@ def _big_rows(n: int) -> list[tuple[object, ...]]:
     ]
 
 
+# (PostgreSQL's division: an integer divided by an integer is an integer, so the cents are scaled by
+# a numeric constant and the eighths divided as float8)
 BIG_QUERY = (
     f"SELECT range AS id, CASE WHEN range % 11 <> 0 THEN 'r' || (range % 7) END AS region, "
-    "CAST((range * 37) % 100000 * (CASE WHEN range % 3 = 0 THEN -1 ELSE 1 END) / 100 AS DECIMAL(12,2)) "
+    "CAST((range * 37) % 100000 * (CASE WHEN range % 3 = 0 THEN -1 ELSE 1 END) * 0.01 AS DECIMAL(12,2)) "
     "AS amount, TIMESTAMP '2024-01-01' + to_microseconds(range * 90000000 + range % 1000) AS ts, "
-    f"range % 2 = 0 AS even, range / 8 AS eighth FROM range({BIG})"
+    f"range % 2 = 0 AS even, range / 8::float8 AS eighth FROM range({BIG})"
 )
 
 

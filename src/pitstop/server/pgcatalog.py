@@ -45,10 +45,9 @@ import duckdb
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import SqlglotError
-from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
-from pitstop.server import pgtypes
+from pitstop.server import pgsemantics, pgtypes
 from pitstop.server.params import PARAMETERS, VERSION_TEXT
 
 __all__ = ["DATABASE", "PgCatalog", "relation_oid", "translate"]
@@ -1089,9 +1088,10 @@ def _template_ctes(template: str) -> tuple[str, ...]:
 
 # -- parsing ---------------------------------------------------------------------------------------
 class _PgDialect(Postgres):
-    """PostgreSQL as clients write it, plus arrays of OID-like types (``::oid[]``, ``::regtype[]``)."""
+    """PostgreSQL as clients write it (strict where PostgreSQL is: :mod:`pgsemantics`), plus arrays
+    of OID-like types (``::oid[]``, ``::regtype[]``)."""
 
-    class Parser(PostgresParser):
+    class Parser(pgsemantics.StrictParser):
         def _parse_types(
             self,
             check_func: bool = False,
@@ -1624,30 +1624,42 @@ def _with_ctes(tree: exp.Expr, ctes: list[str]) -> str:
     return f"{keyword} {ours}, {theirs} {tree.sql(dialect='duckdb')}"
 
 
-@functools.lru_cache(maxsize=256)
-@functools.lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
-    """One PostgreSQL query (SELECT / WITH / VALUES) as DuckDB SQL over the emulated catalog.
+    """:func:`translate_query` without the sink tables' types (tests, catalog statements)."""
+    return translate_query(sql, pgsemantics.NO_SCHEMA).sql
 
-    A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it). Kept by
-    text: clients send the same queries again and again (a dashboard's, a driver's catalog
-    queries), and the parse and rewrite cost more than running most of them.
+
+@functools.lru_cache(maxsize=1024)
+def translate_query(sql: str, schema: pgsemantics.Schema) -> pgsemantics.Translation:
+    """One PostgreSQL query (SELECT / WITH / VALUES) as DuckDB SQL over the emulated catalog, with
+    PostgreSQL's semantics (:mod:`pitstop.server.pgsemantics`, given the sink tables' ``schema``).
+
+    A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it); one that
+    PostgreSQL refuses and sqlglot would accept raises ``pgsemantics.PgError``. Kept by text: clients
+    send the same queries again and again (a dashboard's, a driver's catalog queries), and the
+    parse and rewrite cost more than running most of them.
     """
+    lead = len(sql) - len(sql.lstrip())
     try:
         tree: exp.Expr = exp.maybe_parse(sql.strip().rstrip(";"), dialect=_DIALECT)
+    except pgsemantics.PgError as exc:
+        raise pgsemantics.PgError(exc.code, exc.message, exc.position + lead if exc.position else 0) from None
     except SqlglotError as exc:
         log.debug("not translated (%s): %s", exc, sql)
-        return sql
+        return pgsemantics.Translation(sql)
     if not isinstance(tree, exp.Query | exp.Values):
-        return sql
+        return pgsemantics.Translation(sql)
     try:
         tree = _values_names(tree)
         _name_results(tree)
+        tree, numeric = pgsemantics.apply(tree, schema)
         ctx = _Context([], _user_ctes(tree))
-        return _with_ctes(_rewrite(tree, ctx), ctx.ctes)
+        return pgsemantics.Translation(_with_ctes(_rewrite(tree, ctx), ctx.ctes), numeric)
+    except pgsemantics.PgError:
+        raise
     except Exception:  # a rewrite that trips must not cost the client its query: DuckDB may run it
         log.warning("could not translate, running it as sent: %s", sql, exc_info=True)
-        return sql
+        return pgsemantics.Translation(sql)
 
 
 def _settings_macro(settings: Mapping[str, str]) -> str:
@@ -1682,3 +1694,7 @@ class PgCatalog:
     def translate(self, sql: str) -> str:
         """One PostgreSQL statement (a SELECT / WITH / VALUES) -> DuckDB SQL for a prepared cursor."""
         return translate(sql)
+
+    def translate_query(self, sql: str, schema: pgsemantics.Schema) -> pgsemantics.Translation:
+        """:meth:`translate`, typed by the sink tables' ``schema``, with its numeric text columns."""
+        return translate_query(sql, schema)

@@ -32,10 +32,10 @@ import pyarrow as pa
 
 from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import paramtypes, sqlstate
+from pitstop.server import paramtypes, pgsemantics, sqlstate
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters, canonical, milliseconds
-from pitstop.server.pgtypes import TEXT, PgType, pg_type_of, pg_type_of_value
+from pitstop.server.pgtypes import NUMERIC, TEXT, PgType, pg_type_of, pg_type_of_value
 from pitstop.server.results import SharedResults
 from pitstop.server.sqlstate import WireError
 from pitstop.snapshots import state
@@ -272,6 +272,7 @@ class Session:
         if self._cursor is None:
             cursor = self.manager.catalog.connect()
             self.pgcatalog.prepare(cursor, self.user, self.backend_pid, self.parameters.values)
+            pgsemantics.prepare(cursor)
             self._cursor = cursor
         return self._cursor
 
@@ -343,11 +344,12 @@ class Session:
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
-            one_query(self.pgcatalog.translate(stmt.text))
+            one_query(self._translate(stmt, stmt.text).sql)
             cursor = self.cursor()
             self._detach_open()
             text, registered = self._state_tables(stmt.text, stmt, query)
-            sql = self.pgcatalog.translate(text)
+            translation = self._translate(stmt, text)
+            sql = translation.sql
             try:
                 types = paramtypes.infer(cursor, sql, declared)
             except duckdb.Error as exc:
@@ -360,7 +362,7 @@ class Session:
                     rel = cursor.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0", nulls)
                 except duckdb.ParserException:
                     rel = cursor.execute(sql, nulls)
-                return types, tuple(Column(d[0], pg_type_of(str(d[1]))) for d in rel.description or [])
+                return types, _columns(rel.description, translation)
             except duckdb.Error as exc:
                 raise sqlstate.from_duckdb(exc) from exc
             finally:
@@ -402,14 +404,26 @@ class Session:
             raise WireError(sqlstate.code_of(err), err.message, stmt.offset + 1) from err
         return sql, state.register(self.cursor(), tables)
 
+    def _translate(self, stmt: Statement, text: str) -> pgsemantics.Translation:
+        """``text`` (the statement's, or it with state tables in) as DuckDB SQL with PostgreSQL's
+        semantics, typed by the sink tables' columns (read on the catalog's own connection: this
+        session's may hold a suspended portal's rows)."""
+        schema = pgsemantics.schema_of(self.manager.catalog.cursor(), text)
+        try:
+            return self.pgcatalog.translate_query(text, schema)
+        except pgsemantics.PgError as exc:
+            position = stmt.offset + exc.position if exc.position else None
+            raise WireError(exc.code, exc.message, position) from exc
+
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         if state.mentions(stmt.text):  # before translate, which makes calls in FROM subqueries
-            one_query(self.pgcatalog.translate(stmt.text))  # the client's text is one query
+            one_query(self._translate(stmt, stmt.text).sql)  # the client's text is one query
             self._detach_open()  # ends the last query, whose tables go with it
             text, self._registered = self._state_tables(stmt.text, stmt, query)
-            sql = self.pgcatalog.translate(text)
+            translation = self._translate(stmt, text)
         else:
-            sql = self.pgcatalog.translate(stmt.text)
+            translation = self._translate(stmt, stmt.text)
+        sql = translation.sql
         statement = one_query(sql) if self._registered else self._checked(sql)
         # A state table is read when the query runs, not from the catalog: never kept.
         key = None if self._registered else self.results.key(sql, params, self.user, self.parameters.values)
@@ -425,7 +439,7 @@ class Session:
         try:
             rel = cursor.execute(statement, params) if params else cursor.execute(statement)
             description = rel.description or []
-            columns = tuple(Column(d[0], pg_type_of(str(d[1]))) for d in description)
+            columns = _columns(description, translation)
             head = cursor.fetchmany(FIRST_ROWS) if description else []
         except BaseException:
             self.end_query()
@@ -750,6 +764,16 @@ def one_query(sql: str) -> duckdb.Statement:
             "a query must be a single SELECT (or WITH, VALUES, TABLE); send other statements one at a time",
         )
     return statements[0]
+
+
+def _columns(description: Any, translation: pgsemantics.Translation) -> tuple[Column, ...]:
+    """The result columns DuckDB describes, with PostgreSQL's types; a numeric text column
+    (:attr:`pgsemantics.Translation.numeric_columns`) is numeric."""
+    numeric = translation.numeric_columns
+    return tuple(
+        Column(name, NUMERIC if i in numeric and str(kind) == "VARCHAR" else pg_type_of(str(kind)))
+        for i, (name, kind, *_) in enumerate(description or [])
+    )
 
 
 def _strip_comments(text: str) -> str:

@@ -36,6 +36,8 @@ PREREQUISITE_STATE = "55000"
 INVALID_PREPARED_STATEMENT = "26000"
 INVALID_CURSOR_NAME = "34000"
 INTERNAL_ERROR = "XX000"
+DIVISION_BY_ZERO = "22012"
+NUMERIC_VALUE_OUT_OF_RANGE = "22003"
 DATA_EXCEPTION = "22000"
 NO_ACTIVE_TRANSACTION = "25P01"
 ACTIVE_TRANSACTION = "25001"
@@ -69,8 +71,24 @@ _DUCKDB_CODES: tuple[tuple[type[duckdb.Error], str], ...] = (
     (duckdb.PermissionException, INSUFFICIENT_PRIVILEGE),
     (duckdb.NotImplementedException, FEATURE_NOT_SUPPORTED),
     (duckdb.TransactionException, READ_ONLY_TRANSACTION),
+    (duckdb.OutOfRangeException, NUMERIC_VALUE_OUT_OF_RANGE),
     (duckdb.DataError, DATA_EXCEPTION),
 )
+
+
+_MARKED = re.compile(r"SQLSTATE ([0-9A-Z]{5}): (.*)")
+"""An error raised by pitstop's own SQL or functions (``error('SQLSTATE 22012: ...')``,
+:mod:`pitstop.server.pgnumeric`): its SQLSTATE and message, whatever DuckDB wrapped them in."""
+
+
+def _said(first: str) -> WireError | None:
+    """The errors whose DuckDB text says what PostgreSQL's SQLSTATE is."""
+    marked = _MARKED.search(first)
+    if marked:
+        return WireError(marked.group(1), marked.group(2))
+    if first.startswith("Division by zero"):  # integer / 0 and % 0, as PostgreSQL says it
+        return WireError(DIVISION_BY_ZERO, "division by zero")
+    return None
 
 
 def from_duckdb(exc: duckdb.Error) -> WireError:
@@ -78,6 +96,9 @@ def from_duckdb(exc: duckdb.Error) -> WireError:
     text = str(exc).strip()
     first = text.split("\n", 1)[0]
     first = re.sub(r"^[A-Za-z ]+Error: ", "", first)
+    said = _said(first)
+    if said is not None:
+        return said
     if isinstance(exc, duckdb.InterruptException):
         return WireError(QUERY_CANCELED, "canceling statement due to user request")
     if isinstance(exc, duckdb.CatalogException):
@@ -104,4 +125,4 @@ def from_arrow(exc: Exception) -> WireError:
     if "INTERRUPT" in text.upper():
         return WireError(QUERY_CANCELED, "canceling statement due to user request")
     first = re.sub(r"^[A-Za-z ]+Error: ", "", text.split("\n", 1)[0])
-    return WireError(DATA_EXCEPTION, first)
+    return _said(first) or WireError(DATA_EXCEPTION, first)

@@ -1,0 +1,164 @@
+"""The types PostgreSQL gives the parts of a client's statement, for :mod:`pgsemantics`.
+
+sqlglot qualifies and annotates a copy of the statement with the sink tables' columns (read from
+DuckDB, :func:`schema_of`) and with PostgreSQL's result types where sqlglot's differ: ``int / int``
+is an integer, ``int / numeric`` and ``avg(int)`` are numeric, ``sum(int4)`` is int8, ``2.5`` is a
+numeric constant. What the rewrite reads of a type is its kind: int, numeric, float, text, time or
+unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.typing.postgres import EXPRESSION_METADATA
+
+__all__ = ["ID", "NO_SCHEMA", "SMALL_INTS", "Schema", "aggregated", "kind_of", "schema_of", "types"]
+
+log = logging.getLogger(__name__)
+
+
+# -- the schema ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Schema:
+    """The columns of the sink tables (DuckDB's ``main``, PostgreSQL's ``public``) and their types."""
+
+    tables: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    def mapping(self) -> dict[str, object]:
+        return {table: dict(columns) for table, columns in self.tables}
+
+
+NO_SCHEMA = Schema()
+_SIMPLE_TYPES = re.compile(
+    r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|FLOAT|DOUBLE|"
+    r"VARCHAR|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS|INTERVAL|UUID|BLOB|"
+    r"DECIMAL\(\d+,\d+\))"
+)
+_NEEDS_TYPES = re.compile(r"/|avg|sum|numeric|decimal|to_char", re.I)
+
+
+def _sqlglot_type(duckdb_type: str) -> str:
+    if duckdb_type == "TIMESTAMP WITH TIME ZONE":
+        return "TIMESTAMPTZ"
+    if duckdb_type.startswith("TIMESTAMP_"):
+        return "TIMESTAMP"
+    return duckdb_type if _SIMPLE_TYPES.fullmatch(duckdb_type) else "UNKNOWN"
+
+
+def schema_of(cursor: duckdb.DuckDBPyConnection, sql: str) -> Schema:
+    """The sink tables' columns, read from DuckDB when ``sql`` has something whose meaning depends
+    on types (a division, avg, sum, numeric, to_char); else :data:`NO_SCHEMA` (~0.5 ms saved)."""
+    if not _NEEDS_TYPES.search(sql):
+        return NO_SCHEMA
+    rows = cursor.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE schema_name = 'main' AND database_name = current_database() ORDER BY table_name, column_index"
+    ).fetchall()
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, []).append((column, _sqlglot_type(data_type)))
+    return Schema(tuple((table, tuple(columns)) for table, columns in tables.items()))
+
+
+# -- kinds -----------------------------------------------------------------------------------------
+ID = "pgs_id"
+D = exp.DType
+_KINDS: dict[Any, str] = {
+    **dict.fromkeys((D.TINYINT, D.SMALLINT, D.INT, D.BIGINT, D.UTINYINT, D.USMALLINT, D.UINT), "int"),
+    **dict.fromkeys((D.DECIMAL, D.BIGDECIMAL, D.INT128, D.UINT128, D.UBIGINT, D.MONEY), "numeric"),
+    **dict.fromkeys((D.DOUBLE, D.FLOAT), "float"),
+    **dict.fromkeys((D.TEXT, D.VARCHAR, D.CHAR, D.NCHAR, D.NVARCHAR), "text"),
+    **dict.fromkeys(
+        (D.DATE, D.DATETIME, D.TIMESTAMP, D.TIMESTAMPTZ, D.TIMESTAMPLTZ, D.TIMESTAMPNTZ, D.INTERVAL), "time"
+    ),
+}
+SMALL_INTS = (D.TINYINT, D.SMALLINT, D.INT, D.UTINYINT, D.USMALLINT)
+
+
+def kind_of(datatype: exp.DataType | None) -> str:
+    if datatype is None:
+        return "unknown"
+    return _KINDS.get(datatype.this, "unknown")
+
+
+def _annotate_div(self: Any, e: exp.Div) -> exp.Expr:
+    kinds = {kind_of(e.this.type), kind_of(e.expression.type)}
+    if kinds == {"int"}:
+        return self._annotate_by_args(e, "this", "expression")
+    if "unknown" in kinds or "text" in kinds or "time" in kinds:
+        return self._set_type(e, D.UNKNOWN)
+    return self._set_type(e, D.DOUBLE if "float" in kinds else D.DECIMAL)
+
+
+def _annotate_avg(self: Any, e: exp.Avg) -> exp.Expr:
+    kind = kind_of(aggregated(e).type)
+    return self._set_type(e, {"int": D.DECIMAL, "numeric": D.DECIMAL, "float": D.DOUBLE}.get(kind, D.UNKNOWN))
+
+
+def _annotate_sum(self: Any, e: exp.Sum) -> exp.Expr:
+    source = aggregated(e).type
+    kind = kind_of(source)
+    if kind == "int":
+        return self._set_type(e, D.BIGINT if source is not None and source.this in SMALL_INTS else D.DECIMAL)
+    return self._set_type(e, {"numeric": D.DECIMAL, "float": D.DOUBLE}.get(kind, D.UNKNOWN))
+
+
+def _annotate_literal(self: Any, e: exp.Literal) -> exp.Expr:
+    if e.is_string:
+        return self._set_type(e, D.VARCHAR)
+    if re.fullmatch(r"\d+", e.this):  # int4, int8, else numeric, as PostgreSQL types a constant
+        value = int(e.this)
+        return self._set_type(e, D.INT if value < 2**31 else D.BIGINT if value < 2**63 else D.DECIMAL)
+    return self._set_type(e, D.DECIMAL if "e" not in e.this.lower() else D.DOUBLE)
+
+
+_METADATA = {
+    **EXPRESSION_METADATA,
+    exp.Div: {"annotator": _annotate_div},
+    exp.Avg: {"annotator": _annotate_avg},
+    exp.Sum: {"annotator": _annotate_sum},
+    exp.Literal: {"annotator": _annotate_literal},
+}
+
+
+def aggregated(node: exp.Expr) -> exp.Expr:
+    """What an aggregate reads: ``x`` of ``avg(x)`` and of ``avg(DISTINCT x)``."""
+    this = node.this
+    if isinstance(this, exp.Distinct) and this.expressions:
+        return this.expressions[0]
+    return this
+
+
+def types(tree: exp.Expr, schema: Schema, typed: tuple[type[exp.Expr], ...]) -> dict[int, exp.DataType]:
+    """The PostgreSQL types of the nodes the rewrite reads (those of ``typed`` and their operands),
+    by the id put in their ``meta``; annotated on a qualified copy, the statement itself unchanged."""
+    count = 0
+    for node in tree.find_all(*typed):
+        reads = aggregated(node) if isinstance(node, exp.Avg | exp.Sum) else node
+        for part in (node, *node.iter_expressions(), reads):
+            if ID not in part.meta:
+                part.meta[ID] = count = count + 1
+    if not count:
+        return {}
+    copy = tree.copy()
+    mapping = schema.mapping()
+    try:
+        copy = qualify(copy, schema=mapping, dialect="postgres", validate_qualify_columns=False,
+                       quote_identifiers=False, identify=False)  # fmt: skip
+    except SqlglotError:
+        log.debug("not qualified; types of literals and casts only", exc_info=True)
+    try:
+        annotate_types(copy, schema=mapping, expression_metadata=_METADATA, dialect="postgres")
+    except (SqlglotError, ValueError, KeyError, AttributeError):
+        log.debug("not annotated", exc_info=True)
+        return {}
+    return {node.meta[ID]: node.type for node in copy.walk() if ID in node.meta and node.type is not None}
