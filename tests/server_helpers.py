@@ -1,4 +1,7 @@
-"""A pitstop server in the test process (real sockets, real clients), and what tests do with it."""
+"""A pitstop server in the test process (real sockets, real clients), and what tests do with it.
+
+Tests take the ``served`` fixture (tests/conftest.py): a server on a home of their own, started as
+``@pytest.mark.served(...)`` on the test, its class or its module says (:class:`ServedWith`)."""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from pitstop.engine.manager import Manager
 from pitstop.server.app import Server
@@ -40,6 +45,51 @@ def serving(settings: Settings, **kwargs: object) -> Iterator[Served]:
     finally:
         server.shutdown()
         manager.close()
+
+
+@dataclass(frozen=True)
+class ServedWith:
+    """How the ``served`` fixture starts its server: ``@pytest.mark.served(option=...)`` on a test,
+    its class or its module; for each option the closest marker that names it wins."""
+
+    home: Callable[[Path], object] | None = None
+    """Called with the home folder before the server opens it (users.json, say)."""
+    catalog: Callable[[Manager], object] | None = None
+    """Called with the server's manager once it listens, before the test connects (tables,
+    snapshots)."""
+    tls: bool = False
+    """A self-signed certificate for 127.0.0.1 (openssl): clients may ask for TLS."""
+
+    @classmethod
+    def of(cls, node: pytest.Item) -> ServedWith:
+        options: dict[str, object] = {}
+        for marker in node.iter_markers("served"):  # the closest first
+            if marker.args:
+                raise TypeError(f"@pytest.mark.served takes options by name: {marker.args}")
+            for name, value in marker.kwargs.items():
+                options.setdefault(name, value)
+        return cls(**options)  # type: ignore[arg-type]
+
+
+@contextmanager
+def served_for(node: pytest.Item, tmp_path: Path) -> Iterator[Served]:
+    """The ``served`` fixture's server: on ``tmp_path/home``, with the test run's settings."""
+    from conftest import settings
+
+    with_ = ServedWith.of(node)
+    home = tmp_path / "home"
+    if with_.home is not None:
+        with_.home(home)
+    context = None
+    if with_.tls:
+        from pitstop.server.app import tls_context
+
+        cert, key = make_certificate(tmp_path)
+        context = tls_context(str(cert), str(key))
+    with serving(settings(home), ssl_context=context) as s:
+        if with_.catalog is not None:
+            with_.catalog(s.manager)
+        yield s
 
 
 def psql(

@@ -7,15 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
 import psycopg
-import pytest
 
-from conftest import settings
-from server_helpers import Served, serving
+from server_helpers import Served
 from test_shell import Terminal
 
 SCRIPT = """CREATE MAPPING daily TYPE DuckDB;
@@ -35,12 +32,6 @@ def pitstop(*args: str, home: Path, stdin: str = "") -> subprocess.CompletedProc
         timeout=120,
         env={k: v for k, v in os.environ.items() if k != "PITSTOP_CONNECT"},
     )
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
 def test_a_script_through_a_server_prints_what_it_prints_locally(served: Served, tmp_path: Path) -> None:

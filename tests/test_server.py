@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -23,11 +22,11 @@ import duckdb
 import psycopg
 import pytest
 
-from conftest import settings
+from pitstop.engine.manager import Manager
 from pitstop.server import sqlstate
 from pitstop.server.session import one_query
 from pitstop.server.sqlstate import WireError
-from server_helpers import Served, make_certificate, psql, race, serve_process, serving
+from server_helpers import Served, psql, race, serve_process
 
 INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
     20,
@@ -42,23 +41,23 @@ INT8, INT4, NUMERIC, FLOAT8, TEXT, TIMESTAMP, BOOL, DATE, TIMESTAMPTZ = (
 )
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        with s.manager.catalog.transaction() as tx:
-            tx.execute(
-                "CREATE TABLE main.daily (window_start TIMESTAMP, region VARCHAR, revenue DECIMAL(22,2), "
-                "orders BIGINT, share DOUBLE, open BOOLEAN, day DATE, seen TIMESTAMPTZ, n INTEGER)"
-            )
-            tx.execute(
-                "INSERT INTO main.daily VALUES "
-                "('2024-01-01 00:00:00', 'eu', 17076.00, 320, 0.25, true, '2024-01-01', "
-                "'2024-01-01 10:00:00+00', 7), "
-                "('2024-01-01 00:00:00', 'us', -14760.05, 321, 1e-7, false, '2024-01-02', NULL, NULL)"
-            )
-            tx.execute("CREATE SEQUENCE main.counter START 1")
-        yield s
+def daily_table(manager: Manager) -> None:
+    """The sink table and sequence the tests query (one row of each type in each region)."""
+    with manager.catalog.transaction() as tx:
+        tx.execute(
+            "CREATE TABLE main.daily (window_start TIMESTAMP, region VARCHAR, revenue DECIMAL(22,2), "
+            "orders BIGINT, share DOUBLE, open BOOLEAN, day DATE, seen TIMESTAMPTZ, n INTEGER)"
+        )
+        tx.execute(
+            "INSERT INTO main.daily VALUES "
+            "('2024-01-01 00:00:00', 'eu', 17076.00, 320, 0.25, true, '2024-01-01', "
+            "'2024-01-01 10:00:00+00', 7), "
+            "('2024-01-01 00:00:00', 'us', -14760.05, 321, 1e-7, false, '2024-01-02', NULL, NULL)"
+        )
+        tx.execute("CREATE SEQUENCE main.counter START 1")
 
+
+pytestmark = pytest.mark.served(catalog=daily_table)
 
 EXPECTED = [
     (datetime(2024, 1, 1), "eu", Decimal("17076.00"), 320, 0.25, True, date(2024, 1, 1), 7),
@@ -357,20 +356,17 @@ def test_without_a_certificate_tls_is_refused_plainly(served: Served) -> None:
         assert not conn.info.pgconn.ssl_in_use
 
 
-def test_with_a_certificate_clients_speak_tls(tmp_path: Path) -> None:
-    from pitstop.server.app import tls_context
-
-    cert, key = make_certificate(tmp_path)
-    with serving(settings(tmp_path / "home"), ssl_context=tls_context(str(cert), str(key))) as s:
-        with psycopg.connect(s.url(sslmode="require")) as conn:
-            assert conn.info.pgconn.ssl_in_use
-            assert conn.execute("SHOW ssl").fetchone() == ("on",)
-        done = psql(s, "-c", "SELECT 41 + 1 AS answer")
-        assert done.returncode == 0 and "42" in done.stdout, done.stderr
-        with psycopg.connect(s.url(sslmode="require"), autocommit=True) as conn:  # told, over TLS
-            s.server.shutdown()
-            with pytest.raises(psycopg.errors.AdminShutdown):
-                conn.execute("SELECT 2")
+@pytest.mark.served(tls=True)
+def test_with_a_certificate_clients_speak_tls(served: Served) -> None:
+    with psycopg.connect(served.url(sslmode="require")) as conn:
+        assert conn.info.pgconn.ssl_in_use
+        assert conn.execute("SHOW ssl").fetchone() == ("on",)
+    done = psql(served, "-c", "SELECT 41 + 1 AS answer")
+    assert done.returncode == 0 and "42" in done.stdout, done.stderr
+    with psycopg.connect(served.url(sslmode="require"), autocommit=True) as conn:  # told, over TLS
+        served.server.shutdown()
+        with pytest.raises(psycopg.errors.AdminShutdown):
+            conn.execute("SELECT 2")
 
 
 def test_concurrent_creates_of_one_name_end_with_one_winner(served: Served) -> None:

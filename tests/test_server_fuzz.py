@@ -9,14 +9,10 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
-import pytest
 
-from conftest import settings
-from server_helpers import Served, serving
+from server_helpers import Served
 
 SEED = 20261123
 ROUNDS = 150
@@ -89,12 +85,6 @@ def error_code(payload: bytes) -> str:
         if field[:1] == b"C":
             return field[1:].decode()
     return ""
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
 def still_serving(served: Served) -> None:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, settings, sink_windows
-from server_helpers import Served, psql, race, serve_process, serving
+from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, sink_windows
+from server_helpers import Served, psql, race, serve_process
 
 pytestmark = pytest.mark.spark
 
@@ -73,12 +73,6 @@ def as_windows(rows: list[tuple[Any, ...]]) -> dict[Any, tuple[Decimal, int]]:
         assert (start, region) not in out, f"window {start} {region} twice"
         out[(start, str(region))] = (Decimal(str(revenue)).quantize(Decimal("0.01")), int(count))
     return out
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
 def pit_stop(served: Served, tmp_path: Path, run: Callable[[list[str]], list[tuple[Any, ...]]]) -> None:
