@@ -1,5 +1,5 @@
 """Shared fixtures: a pitstop home per test, one Spark session per test run, a pitstop server in
-this process (``served``), the order stream."""
+this process (``served``), the order stream. The ``pitstop`` command: tests/command_helpers.py."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -148,15 +147,10 @@ def race(served: Served, sql: str, clients: int) -> list[str]:
 
 def serve_process(home: Path, port: int = 0, cwd: Path | None = None) -> tuple[subprocess.Popen[str], int]:
     """``pitstop serve`` as a real process; returns it and the port from its one line."""
-    env = {**os.environ, "PITSTOP_SHUFFLE_PARTITIONS": "2", "PITSTOP_TRIGGER_MS": "200"}
-    cmd = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "--master", "local[2]"]
-    proc = subprocess.Popen(
-        [*cmd, "serve", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
+    from command_helpers import start
+
+    proc = start(
+        "serve", "--port", str(port), home=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -1,6 +1,7 @@
 """Users and authentication of pitstop serve: SCRAM-SHA-256 checked against PostgreSQL's own
-verifiers and RFC 7677, the user commands as a real subprocess, and real clients (psql, psycopg,
-asyncpg) let in or refused over real sockets; a reader may look, never change."""
+verifiers and RFC 7677, the user commands (real processes where several add at once), and real
+clients (psql, psycopg, asyncpg) let in or refused over real sockets; a reader may look, never
+change."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import hmac
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import asyncpg
 import psycopg
 import pytest
 
+from command_helpers import pitstop, start
 from pitstop.server.auth import (
     AuthError,
     ScramExchange,
@@ -103,49 +104,32 @@ def test_md5_check_uses_postgres_md5_verifier() -> None:
     assert not md5_check(user, salt, "md5" + "0" * 32)
 
 
-def _pitstop(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "user", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_user_commands_keep_verifiers_only_in_a_private_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    done = _pitstop(home, "add", "ana", "--role", "admin", stdin="pencil\n")
+    done = pitstop("user", "add", "ana", "--role", "admin", home=home, stdin="pencil\n")
     assert done.returncode == 0 and "user 'ana' added (admin)" in done.stdout, done.stderr
-    assert _pitstop(home, "add", "rita", "--md5", stdin="other\n").returncode == 0
+    assert pitstop("user", "add", "rita", "--md5", home=home, stdin="other\n").returncode == 0
     path = home / "users.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
     assert "pencil" not in text and "other" not in text
-    listing = _pitstop(home, "list").stdout.splitlines()
+    listing = pitstop("user", "list", home=home).stdout.splitlines()
     assert listing == ["ana\tadmin\tscram-sha-256", "rita\treader\tscram-sha-256, md5"]
-    again = _pitstop(home, "add", "ana", stdin="x\n")
+    again = pitstop("user", "add", "ana", home=home, stdin="x\n")
     assert again.returncode == 1 and "user 'ana' already exists" in again.stderr
-    bad_role = _pitstop(home, "add", "bob", "--role", "root", stdin="x\n")
+    bad_role = pitstop("user", "add", "bob", "--role", "root", home=home, stdin="x\n")
     assert bad_role.returncode == 2 and "root" in bad_role.stderr
     for hostile in ("", "a\x01b", "x" * 64):
         with pytest.raises(AuthError):
             UserStore(home).add(hostile, "pw")
-    assert _pitstop(home, "drop", "rita").returncode == 0
+    assert pitstop("user", "drop", "rita", home=home).returncode == 0
     assert [u.name for u in UserStore(home).users()] == ["ana"]
     assert not (home / "catalog.duckdb").exists()  # the user commands never open the catalog
 
 
 def test_concurrent_adds_from_two_processes_both_land(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pitstop.cli", "--home", str(home), "user", "add", f"u{i}"],
-            stdin=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(6)
-    ]
+    procs = [start("user", "add", f"u{i}", home=home, stdin=subprocess.PIPE) for i in range(6)]
     for proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("pw\n")
@@ -237,7 +221,7 @@ def test_with_no_users_only_loopback_clients_are_let_in(served: Served) -> None:
 
 def test_users_added_while_the_server_runs_apply_at_once(served: Served) -> None:
     psycopg.connect(served.url("first")).close()  # no users yet: let in
-    done = _pitstop(served.manager.home, "add", "ana", "--role", "admin", stdin="pw\n")
+    done = pitstop("user", "add", "ana", "--role", "admin", home=served.manager.home, stdin="pw\n")
     assert done.returncode == 0, done.stderr
     with pytest.raises(psycopg.OperationalError, match="no password supplied"):
         psycopg.connect(served.url("first"))  # now asked for a password

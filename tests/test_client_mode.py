@@ -1,17 +1,15 @@
 """pitstop's own front ends as clients of a server: `pitstop run --connect`, `pitstop run/check
---home H` while a server holds H, and `pitstop shell --connect` on a real pseudo-terminal — each a
-real subprocess over a real socket to a real server."""
+--home H` while a server holds H (in this process, over a real socket to a real server), and
+`pitstop shell --connect` as a real process on a real pseudo-terminal."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pexpect
 import psycopg
 
+from command_helpers import pitstop
 from server_helpers import Served
 from test_shell import Terminal
 
@@ -21,17 +19,6 @@ CREATE MAPPING orders (order_id BIGINT, region VARCHAR, ts TIMESTAMP,
     TYPE File OPTIONS ('path'='{path}', 'format'='json');
 SHOW MAPPINGS;
 """
-
-
-def pitstop(*args: str, home: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "PITSTOP_CONNECT"},
-    )
 
 
 def test_a_script_through_a_server_prints_what_it_prints_locally(served: Served, tmp_path: Path) -> None:
