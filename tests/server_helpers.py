@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from pitstop.engine.manager import Manager
@@ -103,6 +105,27 @@ def psql(
         env["PGPASSWORD"] = password
     cmd = [binary, "-X", "-h", served.host, "-p", str(served.port), "-U", user, "-d", "pitstop", *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=300)
+
+
+@contextmanager
+def cancelling(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Cancel ``conn``'s statement until the block ends. A cancel that reaches the server before
+    the statement starts is dropped, as PostgreSQL drops it; so one is sent every 0.2 s, each
+    answered before the next (cancel_safe: cancel() would hold the GIL in libpq), and none is
+    left in flight for the statements after the block."""
+    done = threading.Event()
+
+    def cancel() -> None:
+        while not done.wait(0.2):
+            conn.cancel_safe()
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def make_certificate(folder: Path) -> tuple[Path, Path]:
