@@ -10,6 +10,12 @@
    computation (must be exact).
 2. A 1M-row SELECT streamed to psycopg (text and binary), from pitstop serve and from a real
    PostgreSQL server on this machine holding the same rows, in the same run: rows/s and ratio.
+3. A new session's pg_catalog: what each connection pays before its first statement.
+4. Cancel and a client that stops reading (were wall-clock assertions in tests/test_server.py and
+   tests/test_server_jobs.py): ms from a cancel request to the client's error, for a DuckDB query
+   and for an ``AWAIT JOB`` of a job whose next trigger is minutes away; and 20 clients' statements
+   (connect, count the big table's rows, SHOW JOBS) with and without a client that leaves the big
+   table's SELECT unread.
 
 Full: 50 clients for 60 s; ``--quick``: 10 clients for 10 s and 200k rows. PostgreSQL comes from
 Debian's ``postgresql`` package (run as root, or as a user who may run initdb); without it, part 2
@@ -311,6 +317,73 @@ def session_prepare_ms(folder: Path) -> float:
         catalog.close()
 
 
+NEVER_ENDS = (
+    "SELECT count(*) FROM generate_series(1, 100000000000) AS a(x), "
+    "generate_series(1, 1000) AS b(y) WHERE a.x % 7 = b.y"
+)
+
+
+def cancel_ms(url: str, statement: str, reps: int = 5, setup: tuple[str, ...] = ()) -> list[float]:
+    """ms from a cancel request (sent 0.5 s after ``statement``) to the client's QueryCanceled;
+    a statement_timeout of 60 s ends a statement whose cancel was lost (reported as an error)."""
+    times = []
+    with psycopg.connect(url, autocommit=True) as conn:
+
+        def cancel(sent: list[float]) -> None:
+            sent.append(time.perf_counter())
+            conn.cancel_safe()
+
+        for sql in setup:
+            conn.execute(sql)
+        conn.execute("SET statement_timeout = '60s'")
+        for _ in range(reps):
+            sent: list[float] = []
+            timer = threading.Timer(0.5, cancel, args=(sent,))
+            timer.start()
+            try:
+                conn.execute(statement)
+                raise SystemExit(f"{statement!r} ended without being cancelled")
+            except psycopg.errors.QueryCanceled as exc:
+                if "statement timeout" in str(exc):
+                    raise SystemExit(f"the cancel of {statement!r} was lost") from None
+                times.append((time.perf_counter() - sent[0]) * 1000)
+            finally:
+                timer.join()
+    return times
+
+
+def others_s(url: str, rounds: int, stalled: bool) -> float:
+    """Seconds for ``rounds`` clients one after another (connect, count rows of the big table with
+    a text never sent before, so no kept result answers it, SHOW JOBS), beside a client that sent
+    ``SELECT * FROM big`` and reads nothing of it (``stalled``)."""
+    slow = psycopg.connect(url, autocommit=True) if stalled else None
+    try:
+        if slow is not None:
+            slow.pgconn.send_query(b"SELECT * FROM big")
+            time.sleep(0.5)  # its first rows are on their way
+        started = time.perf_counter()
+        for i in range(rounds):
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"SELECT count(*) AS n_{i}_{int(stalled)} FROM big").fetchone()  # a new text
+                conn.execute("SHOW JOBS")
+        return time.perf_counter() - started
+    finally:
+        if slow is not None:
+            slow.close()
+
+
+def awaiting_a_slow_job() -> tuple[str, ...]:
+    """A second job whose windows close at its next trigger, two minutes on: AWAIT JOB waits."""
+    return (
+        "CREATE MAPPING daily_slow TYPE DuckDB",
+        "SET 'trigger_ms' = '120000'",
+        """CREATE JOB slow AS INSERT INTO daily_slow
+           SELECT window_start, window_end, region, SUM(amount) AS revenue, COUNT(*) AS orders
+           FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '24' HOUR))
+           GROUP BY window_start, window_end, region""",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="10 clients for 10 s, 200k rows")
@@ -343,6 +416,12 @@ def main() -> None:
         paced = load(server, orders, clients, seconds, quiet["orders"], pace=args.pace)
         result = load(server, orders, clients, seconds, paced["orders"])
         ours = {b: stream(server.url, b, 3) for b in (False, True)}
+        cancel_query = cancel_ms(server.url, NEVER_ENDS)
+        cancel_await = cancel_ms(server.url, "AWAIT JOB slow", 3, awaiting_a_slow_job())
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("DROP JOB slow")
+        alone = others_s(server.url, 20, stalled=False)
+        beside = others_s(server.url, 20, stalled=True)
     finally:
         server.stop()
     print()
@@ -401,8 +480,23 @@ def main() -> None:
     print()
     print(f"{prepare_ms:.2f} ms per session (median of 20)")
     print()
+    print("## 4. Cancel, and a client that stops reading")
+    print()
+    for what, times in (("a DuckDB query", cancel_query), ("AWAIT JOB", cancel_await)):
+        print(
+            f"cancel to error, {what}: {statistics.median(times):.0f} ms "
+            f"(median of {len(times)}, max {max(times):.0f})"
+        )
+    print(
+        f"20 clients' statements: {alone:.2f} s alone, {beside:.2f} s beside a client that reads "
+        f"nothing of a {rows:,}-row SELECT ({beside / alone:.2f}x)"
+    )
+    print()
     print(
         f"session_prepare_ms={prepare_ms:.2f} "
+        f"cancel_query_ms={statistics.median(cancel_query):.0f} "
+        f"cancel_await_ms={statistics.median(cancel_await):.0f} "
+        f"stalled_reader_ratio={beside / alone:.2f} "
         f"server_catalog_p99_ms_paced={catalog_p99(paced):.1f} "
         f"server_catalog_p99_ms_back_to_back={catalog_p99(result):.1f} "
         f"server_catalog_p99_ms_1_client={catalog_p99(quiet):.1f} "

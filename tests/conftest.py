@@ -1,4 +1,5 @@
-"""Shared fixtures: a pitstop home per test, one Spark session per test run, the order stream."""
+"""Shared fixtures: a pitstop home per test, one Spark session per test run, a pitstop server in
+this process (``served``), the order stream. The ``pitstop`` command: tests/command_helpers.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -20,6 +22,9 @@ from pitstop.connectors.base import Sink
 from pitstop.executor import Executor, Result
 from pitstop.manager import Manager
 from pitstop.settings import Settings
+
+if TYPE_CHECKING:
+    from server_helpers import Served
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +58,16 @@ def manager(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Manager]
     if started and request.node.get_closest_marker("spark") is None:
         # `pytest -m "not spark"` must run no Spark: a test that starts it says so.
         pytest.fail(f"{request.node.nodeid} started Spark but is not marked @pytest.mark.spark")
+
+
+@pytest.fixture
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """A pitstop server in this process on ``tmp_path/home`` (real sockets, no Spark until a
+    statement needs it), started as ``@pytest.mark.served(...)`` says (server_helpers.ServedWith)."""
+    from server_helpers import served_for  # imports the server's wire layers: only when used
+
+    with served_for(request.node, tmp_path) as s:
+        yield s
 
 
 @pytest.fixture(scope="session", autouse=True)

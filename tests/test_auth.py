@@ -1,6 +1,7 @@
 """Users and authentication of pitstop serve: SCRAM-SHA-256 checked against PostgreSQL's own
-verifiers and RFC 7677, the user commands as a real subprocess, and real clients (psql, psycopg,
-asyncpg) let in or refused over real sockets; a reader may look, never change."""
+verifiers and RFC 7677, the user commands (real processes where several add at once), and real
+clients (psql, psycopg, asyncpg) let in or refused over real sockets; a reader may look, never
+change."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ import json
 import os
 import stat
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 import psycopg
 import pytest
 
+from command_helpers import pitstop, start
 from conftest import settings
 from pitstop.server.auth import (
     AuthError,
@@ -122,49 +122,32 @@ def test_md5_check_uses_postgres_md5_verifier() -> None:
     assert not md5_check(user, salt, "md5" + "0" * 32)
 
 
-def _pitstop(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "user", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_user_commands_keep_verifiers_only_in_a_private_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    done = _pitstop(home, "add", "ana", "--role", "admin", stdin="pencil\n")
+    done = pitstop("user", "add", "ana", "--role", "admin", home=home, stdin="pencil\n")
     assert done.returncode == 0 and "user 'ana' added (admin)" in done.stdout, done.stderr
-    assert _pitstop(home, "add", "rita", "--md5", stdin="other\n").returncode == 0
+    assert pitstop("user", "add", "rita", "--md5", home=home, stdin="other\n").returncode == 0
     path = home / "users.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
     assert "pencil" not in text and "other" not in text
-    listing = _pitstop(home, "list").stdout.splitlines()
+    listing = pitstop("user", "list", home=home).stdout.splitlines()
     assert listing == ["ana\tadmin\tscram-sha-256", "rita\treader\tscram-sha-256, md5"]
-    again = _pitstop(home, "add", "ana", stdin="x\n")
+    again = pitstop("user", "add", "ana", home=home, stdin="x\n")
     assert again.returncode == 1 and "user 'ana' already exists" in again.stderr
-    bad_role = _pitstop(home, "add", "bob", "--role", "root", stdin="x\n")
+    bad_role = pitstop("user", "add", "bob", "--role", "root", home=home, stdin="x\n")
     assert bad_role.returncode == 2 and "root" in bad_role.stderr
     for hostile in ("", "a\x01b", "x" * 64):
         with pytest.raises(AuthError):
             UserStore(home).add(hostile, "pw")
-    assert _pitstop(home, "drop", "rita").returncode == 0
+    assert pitstop("user", "drop", "rita", home=home).returncode == 0
     assert [u.name for u in UserStore(home).users()] == ["ana"]
     assert not (home / "catalog.duckdb").exists()  # the user commands never open the catalog
 
 
 def test_concurrent_adds_from_two_processes_both_land(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pitstop.cli", "--home", str(home), "user", "add", f"u{i}"],
-            stdin=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(6)
-    ]
+    procs = [start("user", "add", f"u{i}", home=home, stdin=subprocess.PIPE) for i in range(6)]
     for proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("pw\n")
@@ -173,52 +156,55 @@ def test_concurrent_adds_from_two_processes_both_land(tmp_path: Path) -> None:
     assert [u.name for u in UserStore(home).users()] == [f"u{i}" for i in range(6)]
 
 
-@pytest.fixture
-def guarded(tmp_path: Path) -> Iterator[Served]:
-    store = UserStore(tmp_path / "home")
+def three_users(home: Path) -> None:
+    store = UserStore(home)
     store.add("ana", "adminpw", "admin")
     store.add("rita", "readerpw", "reader")
     store.add("old", "oldpw", "reader", md5=True)
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
-def test_real_clients_authenticate_with_scram(guarded: Served) -> None:
-    with psycopg.connect(guarded.url("ana", "adminpw"), autocommit=True) as conn:
+guarded = pytest.mark.served(home=three_users)
+
+
+@guarded
+def test_real_clients_authenticate_with_scram(served: Served) -> None:
+    with psycopg.connect(served.url("ana", "adminpw"), autocommit=True) as conn:
         conn.execute("CREATE MAPPING kept TYPE DuckDB")
         assert conn.execute("SHOW is_superuser").fetchone() == ("on",)
 
     async def go() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(guarded.url("rita", "readerpw"))
+        conn = await asyncpg.connect(served.url("rita", "readerpw"))
         try:
             return await conn.fetch("SHOW MAPPINGS")
         finally:
             await conn.close()
 
     assert [r["name"] for r in asyncio.run(go())] == ["kept"]
-    done = psql(guarded, "-c", "SELECT 1 AS one", user="rita", password="readerpw")
+    done = psql(served, "-c", "SELECT 1 AS one", user="rita", password="readerpw")
     assert done.returncode == 0 and " 1" in done.stdout, done.stderr
-    done = psql(guarded, "-c", "SELECT 2 AS two", user="old", password="oldpw")  # md5 for old clients
+    done = psql(served, "-c", "SELECT 2 AS two", user="old", password="oldpw")  # md5 for old clients
     assert done.returncode == 0 and " 2" in done.stdout, done.stderr
 
 
-def test_wrong_password_unknown_user_and_no_password_are_refused(guarded: Served) -> None:
+@guarded
+def test_wrong_password_unknown_user_and_no_password_are_refused(served: Served) -> None:
     for user, password in (("ana", "wrong"), ("nobody", "adminpw"), ("old", "wrong")):
         with pytest.raises(
             psycopg.OperationalError, match=f'password authentication failed for user "{user}"'
         ):
-            psycopg.connect(guarded.url(user, password))
-    done = psql(guarded, "-w", "-c", "SELECT 1", user="ana")  # -w: never prompt
+            psycopg.connect(served.url(user, password))
+    done = psql(served, "-w", "-c", "SELECT 1", user="ana")  # -w: never prompt
     assert done.returncode != 0
-    assert [m.name for m in guarded.manager.catalog.mappings()] == []
-    log = (guarded.manager.home / "logs").glob("*.log")
+    assert [m.name for m in served.manager.catalog.mappings()] == []
+    log = (served.manager.home / "logs").glob("*.log")
     assert all("adminpw" not in p.read_text() for p in log)
 
 
-def test_a_reader_may_look_but_never_change(guarded: Served) -> None:
-    with psycopg.connect(guarded.url("ana", "adminpw"), autocommit=True) as admin:
+@guarded
+def test_a_reader_may_look_but_never_change(served: Served) -> None:
+    with psycopg.connect(served.url("ana", "adminpw"), autocommit=True) as admin:
         admin.execute("CREATE MAPPING daily TYPE DuckDB")
-    with psycopg.connect(guarded.url("rita", "readerpw"), autocommit=True) as reader:
+    with psycopg.connect(served.url("rita", "readerpw"), autocommit=True) as reader:
         assert reader.execute("SHOW is_superuser").fetchone() == ("off",)
         for sql in (
             "SHOW JOBS",
@@ -240,30 +226,26 @@ def test_a_reader_may_look_but_never_change(guarded: Served) -> None:
         for sql in refused:
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="role 'reader'"):
                 reader.execute(sql)
-    assert [m.name for m in guarded.manager.catalog.mappings()] == ["daily"]
+    assert [m.name for m in served.manager.catalog.mappings()] == ["daily"]
 
 
-def test_with_no_users_only_loopback_clients_are_let_in(tmp_path: Path) -> None:
-    from pitstop.server.app import Server
-
-    with serving(settings(tmp_path / "home")) as s:
-        server: Server = s.server
-        assert server.is_loopback(("127.0.0.1", 1)) and server.is_loopback(("::1", 1, 0, 0))
-        assert not server.is_loopback(("192.0.2.7", 1))
-        with psycopg.connect(s.url("anyone")) as conn:  # loopback, no users: an admin, no password
-            assert conn.execute("SHOW is_superuser").fetchone() == ("on",)
+def test_with_no_users_only_loopback_clients_are_let_in(served: Served) -> None:
+    server = served.server
+    assert server.is_loopback(("127.0.0.1", 1)) and server.is_loopback(("::1", 1, 0, 0))
+    assert not server.is_loopback(("192.0.2.7", 1))
+    with psycopg.connect(served.url("anyone")) as conn:  # loopback, no users: an admin, no password
+        assert conn.execute("SHOW is_superuser").fetchone() == ("on",)
 
 
-def test_users_added_while_the_server_runs_apply_at_once(tmp_path: Path) -> None:
-    with serving(settings(tmp_path / "home")) as s:
-        psycopg.connect(s.url("first")).close()  # no users yet: let in
-        done = _pitstop(tmp_path / "home", "add", "ana", "--role", "admin", stdin="pw\n")
-        assert done.returncode == 0, done.stderr
-        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
-            psycopg.connect(s.url("first"))  # now asked for a password
-        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-            psycopg.connect(s.url("first", "guess"))
-        psycopg.connect(s.url("ana", "pw")).close()
+def test_users_added_while_the_server_runs_apply_at_once(served: Served) -> None:
+    psycopg.connect(served.url("first")).close()  # no users yet: let in
+    done = pitstop("user", "add", "ana", "--role", "admin", home=served.manager.home, stdin="pw\n")
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(served.url("first"))  # now asked for a password
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(served.url("first", "guess"))
+    psycopg.connect(served.url("ana", "pw")).close()
 
 
 def test_a_users_file_is_private_even_under_a_loose_umask(tmp_path: Path) -> None:

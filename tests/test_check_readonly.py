@@ -1,10 +1,10 @@
 """`pitstop check` reads the home and changes nothing in it, and follows the checked files' own
-jobs and snapshots. Through the real `pitstop` command on real DuckDB files; no Spark needed."""
+jobs and snapshots. Through the `pitstop` command on real DuckDB files (a real process where the
+home must come out of the whole process as it went in); no Spark needed."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import time
@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from command_helpers import pitstop
 from conftest import orders_mapping, revenue_select
 from pitstop.catalog.rows import STOPPED, Job, Run, Snapshot
 from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog, now
@@ -22,16 +23,6 @@ from pitstop.planner.build import plan_job
 from pitstop.settings import Settings
 from pitstop.sql import nodes
 from pitstop.sql.parser import parse_statement
-
-_SCRIPT = Path(sys.executable).with_name("pitstop")
-
-
-def pitstop(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    command = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "pitstop.cli"]
-    env = {k: v for k, v in os.environ.items() if k not in ("PITSTOP_CONNECT", "PITSTOP_HOME")}
-    return subprocess.run(
-        [*command, "--home", str(home), *args], capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 def tree(home: Path) -> dict[str, tuple[str, int] | str]:
@@ -122,7 +113,7 @@ def test_check_leaves_every_file_and_folder_of_the_home_as_it_was(home: Path, tm
     before = tree(home)
     assert "catalog.duckdb" in before and "runs/revenue-0001" in before
     time.sleep(0.01)  # a rewrite with the same bytes would still move the mtimes
-    done = pitstop("check", str(every_statement(tmp_path)), home=home)
+    done = pitstop("check", str(every_statement(tmp_path)), home=home, process=True)
     assert done.returncode == 0, done.stderr
     assert "9 statement(s) OK" in done.stdout
     assert tree(home) == before

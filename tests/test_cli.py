@@ -1,29 +1,15 @@
-"""The `pitstop` command as a user runs it: real processes, a real home, no Spark needed here."""
+"""The `pitstop` command as a user runs it, on a real home: in this process, and as a real process
+for one run and one check that end 0 and 1 (the real front end). Spark only where marked."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def pitstop(
-    *args: str, home: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ, **(env or {}))
-    command = [sys.executable, "-m", "pitstop.cli"]
-    if home is not None:
-        command += ["--home", str(home)]
-    return subprocess.run(
-        command + list(args), input=stdin, capture_output=True, text=True, env=full_env, timeout=120
-    )
-
+from command_helpers import pitstop
+from conftest import ROOT
 
 MAPPINGS = """CREATE MAPPING orders (
     order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
@@ -36,7 +22,7 @@ CREATE MAPPING daily_revenue TYPE DuckDB;
 def test_run_file_prints_results_and_keeps_the_catalog(tmp_path: Path) -> None:
     script = tmp_path / "setup.sql"
     script.write_text(MAPPINGS.format(path=tmp_path / "orders") + "SHOW MAPPINGS;\n")
-    done = pitstop("run", str(script), home=tmp_path / "home")
+    done = pitstop("run", str(script), home=tmp_path / "home", process=True)
     assert done.returncode == 0, done.stderr
     assert "mapping 'orders' created" in done.stdout
     assert "daily_revenue" in done.stdout and "(2 rows)" in done.stdout
@@ -51,7 +37,7 @@ def test_first_error_stops_the_script_with_its_line_and_column(tmp_path: Path) -
     script.write_text(
         "CREATE MAPPING daily_revenue TYPE DuckDB;\nSHOW MAPPINGS;\n\nDROP JOB nosuch;\nSHOW JOBS;\n"
     )
-    done = pitstop("run", str(script), home=tmp_path / "home")
+    done = pitstop("run", str(script), home=tmp_path / "home", process=True)
     assert done.returncode == 1
     assert done.stderr.startswith(f"ERROR in {script} at line 4, col 10: unknown job 'nosuch'")
     assert "SHOW JOBS" not in done.stdout and "0 job(s)" not in done.stdout
@@ -97,11 +83,11 @@ def test_check_plans_without_running(tmp_path: Path) -> None:
         "SELECT region, COUNT(*) AS n FROM orders GROUP BY region;\n"
     )
     home = tmp_path / "home"
-    done = pitstop("check", str(good), home=home)
+    done = pitstop("check", str(good), home=home, process=True)
     assert done.returncode == 0, done.stderr
     assert "4 statement(s) OK" in done.stdout
     assert not home.exists()  # nothing was created
-    done = pitstop("check", str(good), str(bad), home=home)
+    done = pitstop("check", str(good), str(bad), home=home, process=True)
     assert done.returncode == 1
     assert "is a running aggregate" in done.stderr and "line 3, col 1" in done.stderr
     assert "mapping 'orders' is of type File, which only appends" in done.stderr

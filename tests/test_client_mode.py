@@ -1,21 +1,16 @@
 """pitstop's own front ends as clients of a server: `pitstop run --connect`, `pitstop run/check
---home H` while a server holds H, and `pitstop shell --connect` on a real pseudo-terminal — each a
-real subprocess over a real socket to a real server."""
+--home H` while a server holds H (in this process, over a real socket to a real server), and
+`pitstop shell --connect` as a real process on a real pseudo-terminal."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
 import psycopg
-import pytest
 
-from conftest import settings
-from server_helpers import Served, serving
+from command_helpers import pitstop
+from server_helpers import Served
 from test_shell import Terminal
 
 SCRIPT = """CREATE MAPPING daily TYPE DuckDB;
@@ -24,23 +19,6 @@ CREATE MAPPING orders (order_id BIGINT, region VARCHAR, ts TIMESTAMP,
     TYPE File OPTIONS ('path'='{path}', 'format'='json');
 SHOW MAPPINGS;
 """
-
-
-def pitstop(*args: str, home: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "PITSTOP_CONNECT"},
-    )
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
 def test_a_script_through_a_server_prints_what_it_prints_locally(served: Served, tmp_path: Path) -> None:

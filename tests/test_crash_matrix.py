@@ -20,11 +20,9 @@ runs the next cell's statement, which kills it. The two chains run side by side.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from command_helpers import Done, pitstop, start
 from conftest import (
     DELAY,
     batch_windows,
@@ -54,12 +53,6 @@ from pitstop.manager import Manager
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = timedelta(hours=1)
 PER_FILE = 60  # orders per file: 90 s apart, 1.5 h of event time
-ENV = {
-    **{k: v for k, v in os.environ.items() if k not in (faults.CRASH_ENV, faults.FAULT_ENV)},
-    "PITSTOP_TRIGGER_MS": "200",
-    "PITSTOP_SPARK_MASTER": "local[2]",
-    "PITSTOP_SHUFFLE_PARTITIONS": "2",
-}
 
 
 def job_sql(restore: str = "") -> str:
@@ -228,38 +221,11 @@ def test_opening_a_home_puts_back_what_a_crash_left(tmp_path: Path) -> None:
 
 
 # -- processes ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Done:
-    """A finished ``pitstop run``: how it ended, and how long it and its JVM took to go."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    took_s: float  # from start to the pitstop process's end
-    gone_s: float  # from its end until its JVM and Python workers were gone too
-
-
-def pitstop(home: Path, sql: str, **env: str) -> Done:
-    """``pitstop run -c sql`` in a session of its own; returns once the process and every
-    process it started (Spark's JVM, Python workers) are gone."""
-    args = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-c", sql]
-    home.parent.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
-    proc = subprocess.Popen(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**ENV, **env},
-        start_new_session=True,
-        cwd=home.parent,  # where a JVM killed mid-write leaves its hs_err_pid*.log
-    )
-    try:
-        out, err = proc.communicate(timeout=400)
-    finally:
-        ended = time.monotonic()
-        wait_until_gone(proc.pid)
-    return Done(proc.returncode, out, err, ended - began, time.monotonic() - ended)
+def pitstop_run(home: Path, sql: str, **env: str) -> Done:
+    """``pitstop run -c sql`` as a real process (in a session of its own); returns once the
+    process and every process it started (Spark's JVM, Python workers) are gone."""
+    home.parent.mkdir(parents=True, exist_ok=True)  # its working folder (command_helpers.start)
+    return pitstop("run", "-c", sql, home=home, env=env, process=True, timeout=400)
 
 
 # -- the truth ------------------------------------------------------------------------------------
@@ -369,7 +335,7 @@ def crash_chain(chain: Chain, tmp_path: Path) -> list[str]:
     for cell in chain.cells:
         if cell.new_input:
             data.add()
-        done = pitstop(home, before_sql + cell.sql, PITSTOP_CRASH_AT=cell.crash_at)
+        done = pitstop_run(home, before_sql + cell.sql, PITSTOP_CRASH_AT=cell.crash_at)
         assert done.returncode == -signal.SIGKILL, (
             f"{cell.crash_at}: exit {done.returncode}\n{done.stderr[-3000:]}"
         )
@@ -397,7 +363,7 @@ def crash_chain(chain: Chain, tmp_path: Path) -> list[str]:
         previous = seen.snapshots
         before_sql = ""
     data.add()
-    done = pitstop(home, chain.final + "SHOW JOBS;")
+    done = pitstop_run(home, chain.final + "SHOW JOBS;")
     assert done.returncode == 0, done.stderr[-3000:]
     assert ("SUSPENDED" if chain.final_status == "SUSPENDED" else "RUNNING") in done.stdout  # SHOW JOBS
     data.processed = data.count
@@ -425,17 +391,18 @@ def test_a_full_disk_while_exporting_fails_the_statement_and_the_job_goes_on(tmp
     home, data = tmp_path / "home", Input(tmp_path / "orders")
     data.add()
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
-    args = [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "--on-error", "continue", "-"]
     fault = "export.stage_written:1:ENOSPC,export.renamed:1:ENOSPC"
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        proc = subprocess.Popen(
-            args,
+        proc = start(
+            "run",
+            "--on-error",
+            "continue",
+            "-",
+            home=home,
+            env={faults.FAULT_ENV: fault},
             stdin=subprocess.PIPE,
             stdout=stdout,
             stderr=stderr,
-            text=True,
-            env={**ENV, faults.FAULT_ENV: fault},
-            start_new_session=True,
         )
     assert proc.stdin is not None
     try:

@@ -1,18 +1,20 @@
-"""Jobs outlive the process: a `pitstop` killed with SIGKILL mid-stream, and one that exits
-normally, both resume from their checkpoints in the next process, with every sink row exactly once."""
+"""Jobs outlive the process: a `pitstop` process killed with SIGKILL mid-stream, and a run that ends
+normally, both resume from their checkpoints in the next run, with every sink row exactly once.
+The killed ones are real processes; the runs after them are `pitstop` in this process, on its Spark
+session (another JVM than the killed process's)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from command_helpers import pitstop, start
+from conftest import wait_until_gone
 from pitstop.engine import checkpoint
 
 pytestmark = pytest.mark.spark  # every test here runs jobs on real Spark
@@ -36,23 +38,10 @@ CREATE JOB feed AS BEGIN
     GROUP BY window_start, window_end, k;
 END;
 """
-ENV = dict(
-    os.environ, PITSTOP_TRIGGER_MS="200", PITSTOP_SPARK_MASTER="local[2]", PITSTOP_SHUFFLE_PARTITIONS="2"
-)
-
-
-def pitstop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
 
 
 def query(home: Path, sql: str) -> list[dict[str, object]]:
-    done = pitstop(home, "run", "--format", "json", "-c", sql)
+    done = pitstop("run", "--format", "json", "-c", sql, home=home)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -70,20 +59,23 @@ def wait_for_commits(home: Path, count: int, process: subprocess.Popen[str], tim
 
 
 def running(home: Path, script: str) -> subprocess.Popen[str]:
-    """``pitstop run -`` with ``script`` on its stdin, which stays open: the process keeps running
-    its jobs until stdin is closed (or the process is killed)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
+    """``pitstop run -`` as a real process with ``script`` on its stdin, which stays open: the
+    process keeps running its jobs until stdin is closed (or the process is killed)."""
+    process = start(
+        "run", "-", home=home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert process.stdin is not None
     process.stdin.write(script)
     process.stdin.flush()
     return process
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    """SIGKILL, and wait until its JVM and Python workers are gone too (they notice their parent
+    is gone; none may go on writing checkpoints beside the next run)."""
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    wait_until_gone(process.pid)
 
 
 def assert_closed_windows_match(home: Path) -> None:
@@ -112,13 +104,13 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
     home = tmp_path / "home"
     first = running(home, SCRIPT)  # stdin stays open: the process keeps running its job
     ckpt = wait_for_commits(home, 3, first)
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=30)
+    kill(first)
     at_kill = checkpoint.progress(ckpt, {})
     assert at_kill.positions.get("events", 0) < EVENTS, "the job had finished before the kill"
 
-    # The next process finds the job RUNNING in a dead process, resumes it and catches up.
-    second = pitstop(home, "run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;")
+    # The next run (in this process) finds the job RUNNING in a dead process, resumes it and
+    # catches up.
+    second = pitstop("run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;", home=home)
     assert second.returncode == 0, second.stderr
     assert "caught up" in second.stdout
 
@@ -135,8 +127,8 @@ def test_killed_process_resumes_with_every_row_exactly_once(tmp_path: Path) -> N
     # Closed minute windows equal a batch computation over the copied events.
     assert_closed_windows_match(home)
 
-    # A third process resumes the STOPPED job again when it needs Spark.
-    third = pitstop(home, "run", "-c", "AWAIT JOB feed; SHOW JOBS;")
+    # A third run resumes the STOPPED job again when it needs Spark.
+    third = pitstop("run", "-c", "AWAIT JOB feed; SHOW JOBS;", home=home)
     assert third.returncode == 0, third.stderr
     assert "RUNNING" in third.stdout
     [again] = query(home, "SELECT count(*) AS n FROM copies")
@@ -151,6 +143,7 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
     wait_for_commits(home, 3, first)
     _, err = first.communicate("DROP JOB feed WITH SNAPSHOT s1;\n", timeout=300)
     assert first.returncode == 0, err
+    wait_until_gone(first.pid)
     manifest = json.loads((home / "snapshots" / "s1" / "manifest.json").read_text())
     cut = manifest["stages"]["per_minute.aggregate"]["batch_id"]
 
@@ -168,11 +161,10 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
         runs = list(home.glob("runs/*"))
         native = runs[0] / "branches" / "1" / "checkpoint" if runs else None
         time.sleep(0.05)
-    second.send_signal(signal.SIGKILL)
-    second.wait(timeout=30)
+    kill(second)
     assert checkpoint.progress(native, {}).positions.get("events", 0) < EVENTS, "finished before the kill"
 
-    third = pitstop(home, "run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;")
+    third = pitstop("run", "-c", "AWAIT JOB feed TIMEOUT INTERVAL '240' SECOND;", home=home)
     assert third.returncode == 0, third.stderr
     [run] = query(home, "SELECT restore->>'$.native' AS native FROM pitstop.runs WHERE restore IS NOT NULL")
     assert json.loads(str(run["native"])) == ["per_minute.aggregate"]

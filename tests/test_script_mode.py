@@ -1,31 +1,18 @@
 """Script mode as a user runs it: files and pipes, both error policies, exit codes, variables,
---echo. Real processes and a real home; no Spark needed."""
+--echo. A real home, the command in this process, and statements piped into a real `pitstop`
+process; no Spark needed."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from command_helpers import pitstop
 from pitstop.errors import SqlError
 from pitstop.shell.script import parse_variables, substitute
-
-
-def pitstop(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pitstop.cli", "--home", str(home), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=120,
-    )
-
 
 MIXED = """CREATE MAPPING first_sink TYPE Console;
 DROP JOB nosuch;
@@ -40,7 +27,9 @@ def mapping_names(home: Path) -> list[str]:
 
 
 def test_piped_statements_run_without_prompts_or_colours(tmp_path: Path) -> None:
-    done = pitstop(home=tmp_path / "home", stdin="CREATE MAPPING s TYPE Console;\nSELECT 6 * 7 AS n;\n")
+    done = pitstop(
+        home=tmp_path / "home", stdin="CREATE MAPPING s TYPE Console;\nSELECT 6 * 7 AS n;\n", process=True
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "mapping 's' created"
     assert "| 42 |" in done.stdout

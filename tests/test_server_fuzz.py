@@ -1,6 +1,6 @@
 """Hostile and broken clients over real loopback sockets: truncated, oversized, out-of-order and
 random messages never crash the server nor leave a connection behind, and a real client is
-served after each case. Bounded in count and time; the random part has a fixed seed."""
+served after each case. Bounded in count; the random part has a fixed seed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -40,18 +39,22 @@ def query(sql: str) -> bytes:
 SYNC = message(b"S", b"")
 
 
+ANSWER_S = 30  # how long a client waits for the server to answer or close before the test fails
+
+
 class Raw:
     """A client that writes whatever it is given and reads the server's messages."""
 
     def __init__(self, served: Served) -> None:
-        self.sock = socket.create_connection((served.host, served.port), timeout=10)
+        self.sock = socket.create_connection((served.host, served.port), timeout=ANSWER_S)
         self.buffer = b""
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def read(self) -> tuple[bytes, bytes] | None:
-        """One server message (type, payload), or None when the server closed."""
+        """One server message (type, payload), or None when the server closed; fails the test
+        when the server does neither within ANSWER_S."""
         while True:
             if len(self.buffer) >= 5:
                 length = struct.unpack(">i", self.buffer[1:5])[0]
@@ -61,8 +64,10 @@ class Raw:
                     return kind, payload
             try:
                 data = self.sock.recv(65536)
-            except (ConnectionResetError, TimeoutError):
+            except ConnectionResetError:
                 return None
+            except TimeoutError:
+                raise AssertionError(f"the server neither answered nor closed within {ANSWER_S} s") from None
             if not data:
                 return None
             self.buffer += data
@@ -91,12 +96,6 @@ def error_code(payload: bytes) -> str:
         if field[:1] == b"C":
             return field[1:].decode()
     return ""
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        yield s
 
 
 def still_serving(served: Served) -> None:
@@ -213,7 +212,6 @@ def test_random_messages_never_crash_the_server(served: Served) -> None:
     rng = random.Random(SEED)
     kinds = [b"Q", b"P", b"B", b"D", b"E", b"C", b"S", b"H", b"F", b"X", b"d", b"c", b"f", b"p", b"?"]
     valid = [query("SELECT 1"), SYNC, message(b"H", b""), message(b"P", b"\x00SELECT 1\x00\x00\x00")]
-    started = time.monotonic()
     for _ in range(ROUNDS):
         raw = Raw(served)
         if rng.random() < 0.8:
@@ -234,12 +232,11 @@ def test_random_messages_never_crash_the_server(served: Served) -> None:
         try:
             raw.send(data)
             raw.sock.shutdown(socket.SHUT_WR)
-            while raw.read() is not None:
+            while raw.read() is not None:  # until the server closes (read fails the test if it never does)
                 pass
         except OSError:
             pass
         raw.close()
-        assert time.monotonic() - started < 120
     still_serving(served)
     no_client_left(served)
 

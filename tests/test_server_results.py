@@ -8,15 +8,14 @@ here in the test process on the server's own catalog.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import duckdb
 import psycopg
 import pytest
 
-from conftest import settings
+from pitstop.manager import Manager
 from pitstop.server.results import SharedResults
-from server_helpers import Served, serving
+from server_helpers import Served
 
 KEPT = [
     "SELECT name, status FROM pitstop.jobs",
@@ -82,13 +81,10 @@ def test_a_query_that_reads_more_than_the_tables_is_run_every_time(
     assert not SharedResults().cacheable(database, sql)
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        with s.manager.catalog.transaction() as tx:
-            tx.execute("CREATE TABLE main.daily (region VARCHAR, orders BIGINT)")
-            tx.execute("INSERT INTO main.daily VALUES ('eu', 1), ('us', 2)")
-        yield s
+def daily_table(manager: Manager) -> None:
+    with manager.catalog.transaction() as tx:
+        tx.execute("CREATE TABLE main.daily (region VARCHAR, orders BIGINT)")
+        tx.execute("INSERT INTO main.daily VALUES ('eu', 1), ('us', 2)")
 
 
 def sink_write(served: Served, region: str, orders: int) -> None:
@@ -97,6 +93,7 @@ def sink_write(served: Served, region: str, orders: int) -> None:
         tx.execute("INSERT INTO main.daily VALUES (?, ?)", [region, orders])
 
 
+@pytest.mark.served(catalog=daily_table)
 def test_a_kept_result_is_given_until_the_next_commit_and_never_after(served: Served) -> None:
     query = "SELECT region, sum(orders) FROM daily GROUP BY region ORDER BY region"
     results = served.server.results
@@ -121,6 +118,7 @@ def test_a_kept_result_is_given_until_the_next_commit_and_never_after(served: Se
         assert other.execute("SELECT name FROM pitstop.mappings").fetchall() == [("clicks",)]
 
 
+@pytest.mark.served(catalog=daily_table)
 def test_parameters_users_and_volatile_functions_are_never_mixed_up(served: Served) -> None:
     by_region = "SELECT sum(orders) FROM daily WHERE region = %s"
     with psycopg.connect(served.url("alice"), autocommit=True) as alice:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -19,12 +18,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run, settings
+from conftest import run
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import CatalogError, PlanError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
-from server_helpers import Served, psql, serving
+from server_helpers import Served, psql
 
 DATA = Path(__file__).resolve().parent / "data" / "snapshot_format_1" / "windows_v1"
 
@@ -132,14 +131,12 @@ def test_unknown_snapshots_and_stages_are_named_with_what_exists(manager: Manage
     assert plain.rows == (("snapshot_state(1)",),)
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serving(settings(tmp_path / "home")) as s:
-        install(s.manager, "windows_v1")
-        install(s.manager, "windows_v2", change=1.5)
-        yield s
+def two_snapshots(manager: Manager) -> None:
+    install(manager, "windows_v1")
+    install(manager, "windows_v2", change=1.5)
 
 
+@pytest.mark.served(catalog=two_snapshots)
 def test_state_is_read_over_the_server_by_psycopg_and_psql(served: Served) -> None:
     want = parquet_rows("per_minute.aggregate")
     query = (
