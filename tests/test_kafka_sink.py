@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from command_helpers import pitstop
 from conftest import (
     DELAY,
     batch_windows,
@@ -36,7 +37,6 @@ from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
 from pitstop.connectors.kafka.sink import HEADERS, Ledger, transactional_id
 from pitstop.manager import Manager
-from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)
 STEP = 90  # seconds between orders (make_orders' default)
@@ -150,7 +150,8 @@ def test_kill_9_in_the_middle_of_a_batch_then_every_window_once(broker: Broker, 
         + f"CREATE JOB j AS BEGIN INSERT INTO revenue {select}; INSERT INTO plain {select}; END;\n"
     )
     wait = "AWAIT JOB j TIMEOUT INTERVAL '240' SECOND;"
-    died = pitstop(home, setup + wait, PITSTOP_CRASH_AT="sink.half_written")
+    crash = {"PITSTOP_CRASH_AT": "sink.half_written"}
+    died = pitstop("run", "-c", setup + wait, home=home, env=crash, process=True)
     assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
     assert "crash point sink.half_written" in died.stderr
     everything = expected(240)
@@ -158,7 +159,7 @@ def test_kill_9_in_the_middle_of_a_batch_then_every_window_once(broker: Broker, 
         shown = topic_windows(broker, topic)
         assert {k: everything.get(k) for k in shown} == shown
     make_orders.write_orders(folder, 240, 300, files=1, prefix="o00240")
-    done = pitstop(home, wait + "SHOW JOBS;")
+    done = pitstop("run", "-c", wait + "SHOW JOBS;", home=home)  # in this process
     assert done.returncode == 0, done.stderr[-3000:]
     assert "was cut short" in done.stderr  # the resumed run read the cut batch back
     print("\n".join(line for line in done.stderr.splitlines() if "cut short" in line))  # pytest -s

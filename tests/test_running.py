@@ -429,13 +429,14 @@ def test_kill_9_after_an_upsert_commits_replays_nothing_into_the_table_or_its_be
     batch: the next process replays batch 1, which the bookkeeping skips, so no before-image is
     taken twice (a second one would hold batch 1's own values as 'before') and the table ends as
     a batch computation; the before-images still rebuild every batch."""
+    from command_helpers import pitstop
     from pitstop.catalog.store import Catalog
-    from test_crash_matrix import pitstop
 
     home = tmp_path / "home"
     setup = CLICKS.format(limit=300) + "CREATE MAPPING totals TYPE DuckDB;"
     job = f"CREATE JOB running AS {TOTALS.format(more='')}; AWAIT JOB running;"
-    done = pitstop(home, setup + job, PITSTOP_CRASH_AT="sink.after_commit:2")
+    crash = {"PITSTOP_CRASH_AT": "sink.after_commit:2"}
+    done = pitstop("run", "-c", setup + job, home=home, env=crash, process=True)
     assert done.returncode == -9 and "crash point sink.after_commit" in done.stderr, done.stderr[-2000:]
     # Batch 1 is in the sink and not committed by Spark: the next process must replay it.
     left = Catalog(home / "catalog.duckdb", read_only=True)
@@ -447,7 +448,7 @@ def test_kill_9_after_an_upsert_commits_replays_nothing_into_the_table_or_its_be
     finally:
         left.close()
     assert (checkpoint.latest_commit(ckpt), checkpoint.latest_planned(ckpt)) == (0, 1)
-    done = pitstop(home, "AWAIT JOB running; DROP JOB running;")
+    done = pitstop("run", "-c", "AWAIT JOB running; DROP JOB running;", home=home)  # in this process
     assert done.returncode == 0, done.stderr[-2000:]
     catalog = Catalog(home / "catalog.duckdb")
     try:

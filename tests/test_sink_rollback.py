@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from command_helpers import pitstop
 from conftest import (
     batch_windows,
     closed,
@@ -31,7 +32,6 @@ from pitstop import faults
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
 from pitstop.snapshots.rollback import refuse_if_blocked
-from test_crash_matrix import pitstop
 
 HOUR = timedelta(hours=1)
 OLD_WHERE, NEW_WHERE = "WHERE amount >= 5", "WHERE amount >= 1"  # the fix: small orders count too
@@ -266,7 +266,7 @@ def test_kill_during_the_rollback_leaves_all_or_nothing(tmp_path: Path) -> None:
     create = f"CREATE JOB j FROM SNAPSHOT s1 OPTIONS ('sinkRollback'='true') AS {body(NEW_WHERE)};"
 
     # Killed inside the transaction: after restart, nothing was rolled back and there is no job.
-    done = pitstop(home, create, **{faults.CRASH_ENV: "rollback.deleted"})
+    done = pitstop("run", "-c", create, home=home, env={faults.CRASH_ENV: "rollback.deleted"}, process=True)
     assert done.returncode == -signal.SIGKILL and "crash point rollback.deleted" in done.stderr
     manager = Manager(settings(home))
     try:
@@ -279,7 +279,7 @@ def test_kill_during_the_rollback_leaves_all_or_nothing(tmp_path: Path) -> None:
 
     # Killed right after the commit, before the files were moved: the next open finishes it, and
     # the job runs from the cut.
-    done = pitstop(home, create, **{faults.CRASH_ENV: "rollback.committed"})
+    done = pitstop("run", "-c", create, home=home, env={faults.CRASH_ENV: "rollback.committed"}, process=True)
     assert done.returncode == -signal.SIGKILL and "crash point rollback.committed" in done.stderr
     manager = Manager(settings(home))
     try:
