@@ -480,8 +480,10 @@ class Executor:
         warnings: list[str] = []
         if restore is not None:
             lines[0] += f" from snapshot '{restore.snapshot}'"
-            lines += ["  " + v.text() for v in restore.verdicts]
-            warnings += ["  " + v.text() for v in restore.verdicts if v.warnings]
+            for v in restore.verdicts:
+                lines.append("  " + v.text())
+                if v.warnings:
+                    warnings.append(lines[-1])
         if restore is not None and isinstance(snap, Snapshot):
             for sink, cols in describe.unwritten_columns(snap.manifest.get("plan"), plan):
                 lines.append(f"  sink '{sink}': {describe.unwritten_text(sink, cols)}")

@@ -75,14 +75,14 @@ def read_file(
     """Steps 1 and 2 of the module's protocol. Errors reading the file itself (missing, no
     permission) are raised, not rejected: they are not the records' fault. ``event_time``: the
     mapping's WATERMARK column, which a record must hold (:func:`no_event_time`)."""
-    # Step 1. The fast path. (pyarrow's CSV reader takes a NUL byte into a string; such a file is
-    # read record by record too, so that the record is rejected as JSON's reader rejects it.)
+    # Step 1. The fast path. (pyarrow's CSV reader takes a NUL byte into a string, where its JSON
+    # reader refuses it: such a CSV file is read record by record too, and the row rejected.)
     try:
         table = strict(path)
     except Exception:  # noqa: BLE001 - whatever pyarrow refused, look at the records one by one
         pass
     else:
-        if not _holds_nul(table) and not _timeless(table, event_time):
+        if not (fmt == "csv" and _holds_nul(table)) and not _timeless(table, event_time):
             return FileRead(table)
     # Step 2. Record by record.
     data = Path(path).read_bytes()

@@ -63,6 +63,8 @@ def source_frame(
         .option("source", mapping.name)
         .option("run_dir", run_dir)
         .option("parallelism", str(parallelism))
+        # The mapping's WATERMARK column: a record without it is a reject (connectors.rejects).
+        .option("event_time", mapping.watermark.column if mapping.watermark is not None else "")
         .format(source_format(spark, mapping, query_key))
     )
     options = registry.connector(mapping.type).reader_options(mapping, start)

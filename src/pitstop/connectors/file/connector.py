@@ -72,7 +72,6 @@ class FileConnector(Connector):
             "format": self.option(mapping, "format") or "json",
             "header": self.option(mapping, "header") or "true",
             "on_error": self.option(mapping, "onError") or "keep",
-            "event_time": mapping.watermark.column if mapping.watermark is not None else "",
             "start": str(int(start)),
         }
 

@@ -245,7 +245,6 @@ class KafkaConnector(Connector):
             "reset": self.option(mapping, "auto.offset.reset") or "earliest",
             "on_error": self.option(mapping, "onError") or "keep",
             "on_data_loss": self.option(mapping, "onDataLoss") or "fail",
-            "event_time": mapping.watermark.column if mapping.watermark is not None else "",
             "start": json.dumps(KAFKA_POSITIONS._of(start)),
             "client": json.dumps(self.client(mapping)),
         }

@@ -129,6 +129,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.rejects_dir = rejects.rejects_dir(options["run_dir"], self.source)
         self.available_now: dict[int, int] | None = None
         self._driver_consumer: Any = None
+        self._uncommitted_consumer: Any = None  # asks the ends again when one looks lost
         self._down_since: float | None = None
         self._down_at = 0.0
         self._start_known: dict[int, int] | None = None
@@ -244,11 +245,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         odd = [p for p, here in at.items() if p not in marks or not marks[p][0] <= here <= marks[p][1]]
         if not odd:
             return {}
-        consumer = _consumer(self.client, self.source, **{"isolation.level": "read_uncommitted"})
-        try:
-            raw = _watermarks(consumer, self.topic)
-        finally:
-            consumer.close()
+        if self._uncommitted_consumer is None:
+            self._uncommitted_consumer = _consumer(
+                self.client, self.source, **{"isolation.level": "read_uncommitted"}
+            )
+        raw = _watermarks(self._uncommitted_consumer, self.topic)
         said, lost = [], {}
         for p in sorted(odd):
             here = at[p]
@@ -308,9 +309,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         """Nothing to release: offsets live in Spark's checkpoint, not in a consumer group."""
 
     def stop(self) -> None:
-        if self._driver_consumer is not None:
-            self._driver_consumer.close()
-            self._driver_consumer = None
+        for consumer in (self._driver_consumer, self._uncommitted_consumer):
+            if consumer is not None:
+                consumer.close()
+        self._driver_consumer = self._uncommitted_consumer = None
 
     # -- the workers ------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
