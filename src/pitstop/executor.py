@@ -6,6 +6,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,9 @@ from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.plan.types import spark_type
 from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
+from pitstop.replay import diff as replay_diff
+from pitstop.replay import sandbox as replay_sandbox
+from pitstop.replay import span as replay_span
 from pitstop.snapshots import state
 from pitstop.snapshots.restore import RESTORE_FORMATS, Restore, check_compatible, plan_restore
 from pitstop.snapshots.rollback import (
@@ -98,6 +102,11 @@ ACTED_ON_OPTIONS = (
     "earlyResultsMillis",
 )
 DEFAULT_AWAIT_S = 600.0
+REPLAY_TIMEOUT_S = 3600.0
+_UNTIL_ONLY = (
+    "UNTIL SNAPSHOT ends the replay of EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s UNTIL SNAPSHOT t "
+    "AS ...; a job itself runs on: leave UNTIL out"
+)
 SESSION_SETTINGS = {
     "trigger_ms": "how often jobs started from now on look for new input, in milliseconds",
     "await_timeout_s": "how long AWAIT JOB waits when it names no TIMEOUT, in seconds",
@@ -444,6 +453,8 @@ class Executor:
 
     def _create_job(self, node: nodes.CreateJob, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
+        if node.args.get("until"):
+            raise PlanError(_UNTIL_ONLY)
         if self._job_plan(name) is not None:
             if node.args.get("exists"):
                 return Result(f"job '{name}' already exists; left as it is")
@@ -777,8 +788,87 @@ class Executor:
         inner = node.this
         if not isinstance(inner, nodes.CreateJob):
             raise PlanError(
-                "EXPLAIN explains CREATE JOB statements: EXPLAIN CREATE JOB j [FROM SNAPSHOT s] AS ..."
+                "EXPLAIN explains CREATE JOB statements: "
+                "EXPLAIN [ANALYZE] CREATE JOB j [FROM SNAPSHOT s] AS ..."
             )
+        if inner.args.get("until") and not node.args.get("analyze"):
+            raise PlanError(_UNTIL_ONLY)
+        explained = self._explain_plan(inner)
+        if not node.args.get("analyze"):
+            return explained
+        return self._explain_analyze(inner, explained)
+
+    def _explain_analyze(self, inner: nodes.CreateJob, explained: Result) -> Result:
+        """EXPLAIN ANALYZE: the plain EXPLAIN's verdicts, then the replay of the job's input since
+        the snapshot through the new SQL and the job's own, and their diff (:mod:`pitstop.replay`)."""
+        name = name_of(inner.this)
+        if not inner.args.get("snapshot"):
+            raise PlanError(
+                "EXPLAIN ANALYZE replays what a job read after a snapshot through the new SQL: "
+                "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s [UNTIL SNAPSHOT t] AS ..."
+            )
+        snapshot_name = name_of(inner.args["snapshot"])
+        until_name = name_of(inner.args["until"]) if inner.args.get("until") else None
+        if until_name is not None and self._find_snapshot(until_name) is None:
+            raise self._unknown("snapshot", until_name)
+        if any(r[7] == compat.REFUSED for r in explained.rows):
+            return replace(explained, message=explained.message + "; nothing was replayed")
+        snap = self._find_snapshot(snapshot_name)
+        if self.manager is None or self.catalog is None or not isinstance(snap, Snapshot):
+            return explained  # check mode: the statement is valid; nothing to replay yet
+        plan, _, options = self._plan_create(inner)
+        restore = self._plan_restore(snap, plan, options)
+        catalog, manager = self.catalog, self.manager
+        until: replay_span.Until | Callable[[Path], replay_span.Until]
+        if until_name is not None:
+            later = catalog.get_snapshot(until_name)
+            assert later is not None
+            until = replay_span.of_snapshot(later)
+        else:
+            job = catalog.get_job(name) or catalog.get_job(snap.job)
+            if job is None:
+                raise PlanError(
+                    f"no job '{name}' (nor '{snap.job}', whose snapshot '{snap.name}' is) to replay the "
+                    f"input of up to where it stands: add UNTIL SNAPSHOT t, a later snapshot of it"
+                )
+            live = JobPlan.from_json(catalog.get_run(job.run_id).plan)
+            until = partial(replay_span.of_job, catalog, job, manager.mappings_of(live))
+        analysis = replay_sandbox.analyze(
+            manager, plan, restore, snap, until, REPLAY_TIMEOUT_S, self.cancelled
+        )
+        kept = replay_diff.keep(catalog, plan.job, analysis.diffs)
+        rows = list(explained.rows)
+        rows += [
+            (None, src, None, None, None, None, None, "replayed", note) for src, note in analysis.sources
+        ]
+        for d in analysis.diffs:
+            where = f"; rows in diff.{kept[d.sink]}" if d.sink in kept else ""
+            rows.append(
+                (
+                    None,
+                    None,
+                    d.sink,
+                    None,
+                    None,
+                    None,
+                    None,
+                    "same" if d.same else "differs",
+                    d.text() + where,
+                )
+            )
+        differ = [d.sink for d in analysis.diffs if not d.same]
+        verdict = (
+            f"{len(differ)} of {len(analysis.diffs)} sink(s) differ ({', '.join(differ)})"
+            if differ
+            else f"every sink ({len(analysis.diffs)}) the same"
+        )
+        message = (
+            f"EXPLAIN ANALYZE CREATE JOB {name} from snapshot '{snap.name}' up to {analysis.until}: "
+            f"{verdict}; nothing was started, no sink written"
+        )
+        return Result(message, describe.EXPLAIN_COLUMNS, tuple(rows))
+
+    def _explain_plan(self, inner: nodes.CreateJob) -> Result:
         name = name_of(inner.this)
         plan, snapshot_name, options = self._plan_create(inner)
         verdicts = None

@@ -159,7 +159,7 @@ class Manager:
                     self.catalog.set_job_status(job.name, FAILED, f"could not resume: {exc}")
 
     # -- jobs --------------------------------------------------------------------------------------
-    def _mappings_of(self, plan: JobPlan) -> dict[str, Mapping]:
+    def mappings_of(self, plan: JobPlan) -> dict[str, Mapping]:
         out: dict[str, Mapping] = {}
         for b in plan.branches:
             for name in b.mappings:
@@ -172,7 +172,7 @@ class Manager:
     def _start(self, job: str, run: Run) -> ActiveRun:
         plan = JobPlan.from_json(run.plan)
         start, seeds = seeds_from_json(run.restore)
-        active = ActiveRun(job, run, plan, self._mappings_of(plan), Path(run.folder), start, seeds)
+        active = ActiveRun(job, run, plan, self.mappings_of(plan), Path(run.folder), start, seeds)
         sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
         if not self.settings.local:

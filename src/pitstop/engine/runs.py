@@ -120,6 +120,12 @@ class ActiveRun:
     start_positions: dict[str, Any]
     seeds: dict[str, StageSeed] = field(default_factory=dict)
     branches: list[BranchQuery] = field(default_factory=list)
+    bounds: dict[str, Any] = field(default_factory=dict)
+    """Sources read no further than these positions (a fence from the start: a replay's span)."""
+    sinks: Callable[[Branch, Mapping, tuple[str, ...]], Sink] | None = None
+    """Where the branches write instead of their sinks' connectors (a replay's capture)."""
+    fail_fast: bool = False
+    """A branch that stops has failed the run (no supervisor restarts it: a replay)."""
     _spark: Any = field(default=None, init=False, repr=False)
     _trigger_ms: int = field(default=500, init=False, repr=False)
     _catalog: Any = field(default=None, init=False, repr=False)
@@ -136,14 +142,20 @@ class ActiveRun:
             catalog.add_commit_hook(self._publish_all)
         for src in self.plan.sources:
             positions.clear_fence(positions.source_dir(self.folder, src))
+            if src in self.bounds:
+                positions.write_fence(positions.source_dir(self.folder, src), self.bounds[src])
         for branch in self.plan.branches:
             ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
             mapping = self.mappings[branch.sink]
             keys = branch.upsert_keys or finishing_keys(
                 catalog, mapping, registry.connector(mapping.type), branch, self.run.restore is not None
             )
-            sink = registry.connector(mapping.type).make_sink(
-                catalog, mapping, self.job, self.run.run_id, branch.index, keys
+            sink = (
+                self.sinks(branch, mapping, keys)
+                if self.sinks is not None
+                else registry.connector(mapping.type).make_sink(
+                    catalog, mapping, self.job, self.run.run_id, branch.index, keys
+                )
             )
             if keys and branch.stage is not None and branch.stage.window is not None:
                 window_rows(sink, end_column(branch), partial(batch_watermark, ckpt))
@@ -235,7 +247,9 @@ class ActiveRun:
         nothing (AWAIT JOB and the drain of DROP JOB ... WITH SNAPSHOT poll it)."""
         for bq in list(self.branches):
             reason = self._dead(bq)
-            if reason is not None and (bq.final or (bq.restarts >= MAX_RESTARTS and not self._ran_well(bq))):
+            if reason is not None and (
+                self.fail_fast or bq.final or (bq.restarts >= MAX_RESTARTS and not self._ran_well(bq))
+            ):
                 return self._failed_text(bq, reason)
         return None
 

@@ -12,7 +12,8 @@ is brought back in line with it here:
 3. A snapshot folder without a catalog row: the export finished, its row was never committed.
 4. A run folder that no job uses: a ``CREATE JOB`` that died before its catalog row, or a
    ``DROP JOB`` that died after it.
-5. Jobs the catalog says are RUNNING: one process owns a home at a time (DuckDB's lock), so the
+5. A replay's folder (``replays/<job>-<id>``): an ``EXPLAIN ANALYZE`` whose process was killed.
+6. Jobs the catalog says are RUNNING: one process owns a home at a time (DuckDB's lock), so the
    process that ran them is gone. They are marked STOPPED, and resume like any stopped job when
    this process starts Spark.
 
@@ -78,7 +79,11 @@ def tidy_home(home: Path, catalog: Catalog) -> list[Path]:
     for entry in sorted(os.scandir(runs), key=lambda e: e.name) if runs.is_dir() else []:
         if entry.is_dir() and not _holds(Path(entry.path), used):
             trash.move(Path(entry.path), "run folder of no job (a CREATE or DROP JOB that did not finish)")
-    # Step 5. Jobs whose process is gone.
+    # Step 5. Replays a process was killed in (EXPLAIN ANALYZE removes its own folder otherwise).
+    replays = home / "replays"
+    for entry in sorted(os.scandir(replays), key=lambda e: e.name) if replays.is_dir() else []:
+        trash.move(Path(entry.path), "left by an EXPLAIN ANALYZE replay that did not finish")
+    # Step 6. Jobs whose process is gone.
     for job in jobs:
         if job.status == RUNNING:
             log.warning("job '%s' was RUNNING in a pitstop process that ended without stopping it", job.name)

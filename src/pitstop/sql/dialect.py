@@ -266,6 +266,7 @@ class PitstopDialect(Dialect):
         JOB_CLAUSE_PARSERS: t.ClassVar = {
             "OPTIONS": ("options", lambda self: self._parse_options()),
             "FROM": ("snapshot", lambda self: self._parse_from_snapshot()),
+            "UNTIL": ("until", lambda self: self._parse_snapshot_clause("UNTIL", "UNTIL SNAPSHOT <name>")),
         }
 
         # Statements ----------------------------------------------------------------------
@@ -375,7 +376,10 @@ class PitstopDialect(Dialect):
                 self.raise_error("write EXPLAIN <statement>, without PLAN FOR", start)
             if not start:
                 self.raise_error(f"expected a statement after EXPLAIN: {ACCEPTED_STATEMENTS}")
-            return self.expression(nodes.Explain(this=self._parse_statement()))
+            analyze = self._match_text_seq("ANALYZE") or None
+            if analyze and not self._curr:
+                self.raise_error("expected CREATE JOB after EXPLAIN ANALYZE", self._prev)
+            return self.expression(nodes.Explain(this=self._parse_statement(), analyze=analyze))
 
         # Mappings ------------------------------------------------------------------------
 
@@ -740,7 +744,9 @@ class PitstopDialect(Dialect):
             nodes.DropView: lambda self, e: _drop_sql(self, e, "VIEW"),
             nodes.ShowViews: lambda self, e: "SHOW VIEWS",
             nodes.SetOption: lambda self, e: f"SET {self.sql(e, 'this')} = {self.sql(e, 'expression')}",
-            nodes.Explain: lambda self, e: f"EXPLAIN {self.sql(e, 'this')}",
+            nodes.Explain: lambda self, e: (
+                f"EXPLAIN {'ANALYZE ' if e.args.get('analyze') else ''}{self.sql(e, 'this')}"
+            ),
             nodes.WindowTvf: window_tvf_sql,
             nodes.ImposeOrder: impose_order_sql,
         }
@@ -782,7 +788,7 @@ def _create_mapping_sql(gen: generator.Generator, e: nodes.CreateMapping) -> str
 def _create_job_sql(gen: generator.Generator, e: nodes.CreateJob) -> str:
     exists = "IF NOT EXISTS " if e.args.get("exists") else ""
     options = f" {_options_sql(gen, e)}" if e.args.get("options") else ""
-    snapshot = _clause(gen, e, "snapshot", " FROM SNAPSHOT ")
+    snapshot = _clause(gen, e, "snapshot", " FROM SNAPSHOT ") + _clause(gen, e, "until", " UNTIL SNAPSHOT ")
     inserts = [gen.sql(insert) for insert in e.args["body"]]
     body = inserts[0] if len(inserts) == 1 else f"BEGIN {'; '.join(inserts)}; END"
     return f"CREATE JOB {exists}{gen.sql(e, 'this')}{options}{snapshot} AS {body}"

@@ -51,9 +51,17 @@ class ShowMappings(exp.Expression):
 
 class CreateJob(exp.Expression):
     """``CREATE JOB [IF NOT EXISTS] name [OPTIONS (...)] [FROM SNAPSHOT snap] AS body``.
-    ``body`` is a list of ``exp.Insert`` (one per sink branch)."""
+    ``body`` is a list of ``exp.Insert`` (one per sink branch). ``until`` (``UNTIL SNAPSHOT t``)
+    only under ``EXPLAIN ANALYZE``: where its replay ends."""
 
-    arg_types = {"this": True, "exists": False, "options": False, "snapshot": False, "body": True}
+    arg_types = {
+        "this": True,
+        "exists": False,
+        "options": False,
+        "snapshot": False,
+        "until": False,
+        "body": True,
+    }
 
 
 class DropJob(exp.Expression):
@@ -127,9 +135,10 @@ class SetOption(exp.Expression):
 
 
 class Explain(exp.Expression):
-    """``EXPLAIN <statement>``: ``this`` is the explained statement's node."""
+    """``EXPLAIN [ANALYZE] <statement>``: ``this`` is the explained statement's node; ``analyze``
+    replays the job's input through it (:mod:`pitstop.replay`)."""
 
-    arg_types = {"this": True}
+    arg_types = {"this": True, "analyze": False}
 
 
 class WindowTvf(exp.Expression):

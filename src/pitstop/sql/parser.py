@@ -42,7 +42,7 @@ NAME_ARGS: dict[type[exp.Expression], tuple[tuple[str, str], ...]] = {
     nodes.CreateMapping: (("mapping", "this"),),
     nodes.DropMapping: (("mapping", "this"),),
     nodes.ShowMappings: (),
-    nodes.CreateJob: (("job", "this"), ("snapshot", "snapshot")),
+    nodes.CreateJob: (("job", "this"), ("snapshot", "snapshot"), ("snapshot", "until")),
     nodes.DropJob: (("job", "this"), ("snapshot", "snapshot")),
     nodes.ShowJobs: (),
     nodes.AlterJob: (("job", "this"),),

@@ -1,0 +1,106 @@
+"""The input a replay reads: from a snapshot's cut to a later cut of the same job.
+
+The later cut is another snapshot's (``UNTIL SNAPSHOT t``), or where the job's current run stands:
+for each source, the least position its branches have committed (every branch has read at least
+that far, so the job's own output over the span is complete). A cut is described as a snapshot
+describes its sources (:meth:`pitstop.connectors.base.Connector.save_position`), so a replay's run
+folder is given the span's input the way a restore gives it the snapshot's: a File source its list
+of files (the files the job read, in the order it read them, up to the cut), a Kafka source nothing
+but its offsets. A fence at the cut's positions keeps the replay from reading further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pitstop.catalog.rows import Job, Mapping, Snapshot
+from pitstop.catalog.store import Catalog
+from pitstop.connectors import positions, registry
+from pitstop.engine import checkpoint
+from pitstop.errors import PlanError
+from pitstop.plan.model import JobPlan
+from pitstop.snapshots.restore import seeds_from_json
+
+
+@dataclass(frozen=True)
+class Until:
+    """Where a replay stops: per source, a position and its entry as a snapshot saves it."""
+
+    what: str  # "snapshot 't'" / "where job 'j' stands (its branches' last committed batch)"
+    positions: dict[str, Any]
+    entries: dict[str, dict[str, Any]]  # per source: {"type", "pos", ...} as in a manifest
+    root: Path  # the folder the entries' relative paths are in
+
+
+def of_snapshot(snap: Snapshot) -> Until:
+    sources = snap.manifest.get("sources") or {}
+    return Until(
+        f"snapshot '{snap.name}'",
+        {src: entry["pos"] for src, entry in sources.items()},
+        dict(sources),
+        Path(snap.path),
+    )
+
+
+def of_job(catalog: Catalog, job: Job, mappings: dict[str, Mapping], scratch: Path) -> Until:
+    """Where ``job``'s current run stands, read from its checkpoints (the job is not touched); its
+    File sources' lists of files are written into ``scratch``."""
+    run = catalog.get_run(job.run_id)
+    plan = JobPlan.from_json(run.plan)
+    start, _ = seeds_from_json(run.restore)
+    folder = Path(run.folder)
+    at: dict[str, Any] = {}
+    for branch in plan.branches:
+        progress = checkpoint.progress(folder / "branches" / str(branch.index) / "checkpoint", start)
+        for src in branch.sources:
+            kind = registry.connector(mappings[src].type).positions
+            pos = progress.positions.get(src, start.get(src, kind.zero))
+            at[src] = kind.least(at[src], pos) if src in at else pos
+    scratch.mkdir(parents=True, exist_ok=True)
+    entries: dict[str, dict[str, Any]] = {}
+    for src, pos in at.items():
+        mapping = mappings[src]
+        saved = registry.connector(mapping.type).save_position(folder, mapping, pos, scratch)
+        entries[src] = {"type": mapping.type, "pos": pos, **saved}
+    return Until(f"where job '{job.name}' stands (its branches' last committed batch)", at, entries, scratch)
+
+
+def bound(until: Until, mapping: Mapping, start: Any, run_dir: Path, snapshot: str) -> tuple[Any, str]:
+    """Give a replay's run folder (restored from ``snapshot`` at ``start``) the input of ``mapping``
+    up to the cut; return the position to fence it at and what is replayed, in words.
+
+    A source the cut does not know (new in the changed job) is fenced where it starts: the job
+    did not read it, so there is nothing of it to replay. PlanError if the cut is not after the
+    snapshot on this source, or the job read other files after the snapshot than the snapshot's."""
+    connector = registry.connector(mapping.type)
+    kind, unit = connector.positions, connector.position_unit
+    src = mapping.name
+    entry = until.entries.get(src)
+    if entry is None or entry.get("type") != mapping.type:
+        return start, "not read by the job over the span: nothing of it is replayed"
+    end = until.positions[src]
+    if not kind.covers(end, start):
+        raise PlanError(
+            f"source '{src}': {until.what} stands at {kind.text(end, unit)}, before snapshot "
+            f"'{snapshot}' ({kind.text(start, unit)}); replay from an earlier snapshot, or UNTIL a later one"
+        )
+    directory = positions.source_dir(run_dir, src)
+    before = positions.read_log(directory)
+    connector.resume(entry, until.root, run_dir, src)
+    after = positions.read_log(directory)
+    if after[: len(before)] != before:
+        raise PlanError(
+            f"source '{src}': the files read up to {until.what} do not begin with the {len(before):,} "
+            f"files snapshot '{snapshot}' had read (the job was restored from another snapshot since, "
+            "or its folder changed); replay UNTIL a snapshot taken after this one"
+        )
+    if kind.same(start, end):
+        return end, f"nothing after the snapshot ({kind.text(end, unit)})"
+    return end, f"replays {kind.text(start, unit)} -> {kind.text(end, unit)} (up to {until.what})"
+
+
+def zero(mapping: Mapping) -> Any:
+    """Where a source starts when nothing has been read of it."""
+    return registry.connector(mapping.type).positions.zero
