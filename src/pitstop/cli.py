@@ -358,6 +358,59 @@ def check(settings: Settings, files: tuple[str, ...], connect: str | None = None
     sys.exit(1 if errors else 0)
 
 
+@main.command("test")
+@click.argument("file")
+@click.option("--snapshot", help="replay from this snapshot (default: the FROM SNAPSHOT of FILE's job)")
+@click.option("--until", help="replay up to this later snapshot (default: where the job stands now)")
+@click.option(
+    "--expect",
+    type=click.Choice(("same", "changes")),
+    default="same",
+    show_default=True,
+    help="same: every sink as the job's own SQL writes it; changes: some sink differs",
+)
+@CONNECT
+@click.pass_obj
+def test_job(
+    settings: Settings,
+    file: str,
+    snapshot: str | None = None,
+    until: str | None = None,
+    expect: str = "same",
+    connect: str | None = None,
+) -> None:
+    """Replay the job of FILE (one CREATE JOB statement) from a snapshot and diff what it writes
+    against what the job's own SQL writes over the same input: EXPLAIN ANALYZE CREATE JOB. Exits
+    0 when the outcome is the one --expect names, 1 when it is not, 2 on an error (nothing is
+    started, no sink written, in any case)."""
+    from pitstop.sql.explain import analyze_statement
+
+    path = Path(file)
+    if not path.is_file():
+        raise click.UsageError(f"no such file: {file}")
+    try:
+        sql = analyze_statement(path.read_text(), str(path), snapshot, until)
+    except PitstopError as err:
+        click.echo(_error_text(err), err=True)
+        sys.exit(2)
+    signal.signal(signal.SIGTERM, _terminate)
+    url = _server_url(settings, connect)
+    manager = _open_remote(url, sys.stdin.isatty()) if url else _open_manager(settings)
+    executor = manager.executor() if url else Executor(manager)
+    try:
+        from pitstop.sql.parser import parse_script
+
+        result = executor.execute(parse_script(sql, str(path))[0])
+    except PitstopError as err:
+        click.echo(_error_text(err), err=True)
+        manager.close()
+        sys.exit(2)
+    manager.close()
+    click.echo(render(result, OutputOptions("table")))
+    differs = any(row[7] == "differs" for row in result.rows)
+    sys.exit(0 if differs == (expect == "changes") else 1)
+
+
 from pitstop.cli_users import users  # noqa: E402 - the group above must exist first
 
 main.add_command(users)

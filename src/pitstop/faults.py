@@ -48,6 +48,10 @@ Catalog (:mod:`pitstop.manager`)
                                  are not moved to the trash yet, no query started
     ``suspend.recorded``         ``ALTER JOB ... SUSPEND``: the catalog says SUSPENDED; the
                                  queries are not stopped yet
+
+Replay (``EXPLAIN ANALYZE CREATE JOB``, :mod:`pitstop.replay.sandbox`)
+    ``replay.captured``          the job's own SQL is replayed into the scratch tables in
+                                 ``<home>/replays/``; the new SQL's replay has not started
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ STEPS = (
     "rollback.deleted",
     "rollback.committed",
     "suspend.recorded",
+    "replay.captured",
 )
 
 _hits: dict[str, int] = {}

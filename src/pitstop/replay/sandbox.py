@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from pitstop.catalog.rows import Mapping, Run, Snapshot
 from pitstop.catalog.store import now
 from pitstop.engine.runs import ActiveRun
+from pitstop.faults import crash_point
 from pitstop.names import safe_path
 from pitstop.plan.model import Branch, JobPlan, window_keys
 from pitstop.replay import span
@@ -94,6 +95,7 @@ def analyze(
             timeout_s,
             cancelled,
         )
+        crash_point("replay.captured")
         notes = _run(
             manager,
             "new",
