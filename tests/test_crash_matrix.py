@@ -154,6 +154,14 @@ CHAINS = (
             Cell(
                 "snapshot.recorded", REPLACE, J, ("s",), "new snapshot listed, old folder gone; job resumable"
             ),
+            # Killed between a replay's two runs: its folder goes to the trash, no diff is kept.
+            Cell(
+                "replay.captured",
+                AWAIT + "EXPLAIN ANALYZE " + job_sql("FROM SNAPSHOT s"),
+                J,
+                ("s",),
+                "replay folder trashed, no diff; job resumable",
+            ),
         ),
         AWAIT + "ALTER JOB j SUSPEND;",
         "SUSPENDED",
@@ -259,7 +267,8 @@ class Seen:
 
 
 def unknown_folders(home: Path) -> list[str]:
-    """Folders in ``snapshots/`` and ``runs/`` that the catalog does not know (read-only look)."""
+    """Folders in ``snapshots/`` and ``runs/`` that the catalog does not know, and replays'
+    folders (read-only look)."""
     db = Catalog(home / "catalog.duckdb", read_only=True)
     try:
         known = {Path(s.path).resolve() for s in db.snapshots()}
@@ -268,7 +277,7 @@ def unknown_folders(home: Path) -> list[str]:
         db.close()
     return sorted(
         f"{p.parent.name}/{p.name}"
-        for kind in ("snapshots", "runs")
+        for kind in ("snapshots", "runs", "replays")
         for p in (home / kind).glob("*")
         if p.resolve() not in known
     )
@@ -291,6 +300,10 @@ def open_home(home: Path) -> Seen:
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'revenue'"
         )[1][0][0]:
             seen.windows = sink_windows(manager, "revenue")  # fails on a window written twice
+        diffs = manager.catalog.query(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'diff'"
+        )
+        assert diffs[1] == [(0,)], "a replay that never finished kept a diff"
         for snap in manager.catalog.snapshots():
             on_disk = json.loads((Path(snap.path) / "manifest.json").read_text())
             assert on_disk == snap.manifest, f"snapshot '{snap.name}': its folder is not the one listed"

@@ -15,10 +15,14 @@ import pytest
 
 from command_helpers import pitstop
 from conftest import DELAY, EPOCH, batch_windows, make_orders, orders_mapping, revenue_select, run, settings
-from pitstop.errors import PlanError, SqlError
+from pitstop.catalog import diffs
+from pitstop.catalog.store import Catalog
+from pitstop.errors import PlanError, SqlError, UnknownObjectError
 from pitstop.manager import Manager
 from pitstop.replay.capture import Capture
 from pitstop.replay.diff import compare
+from pitstop.server.auth import allowed
+from pitstop.sql import nodes
 from pitstop.sql.explain import analyze_statement
 from pitstop.sql.parser import parse_statement
 
@@ -141,6 +145,19 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         assert dump(manager) == before
         assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("revenue", "RUNNING")]
         assert not any((home / "replays").iterdir())
+
+        # The diffs are kept until dropped.
+        assert run(manager, "DROP DIFF revenue_1;")[0].message == "diff 'revenue_1' dropped (2 table(s))"
+        _, left = manager.catalog.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'diff'"
+        )
+        assert left == [("revenue_2_daily_revenue",)]
+        with pytest.raises(
+            UnknownObjectError,
+            match=r"unknown diff 'revenue_1' \(did you mean 'revenue_2'\?\); the diffs kept: revenue_2",
+        ):
+            run(manager, "DROP DIFF revenue_1;")
+        assert "does not exist" in run(manager, "DROP DIFF IF EXISTS revenue_1;")[0].message
         with pytest.raises(PlanError, match="UNTIL SNAPSHOT ends the replay of EXPLAIN ANALYZE"):
             run(manager, f"CREATE JOB other FROM SNAPSHOT s1 UNTIL SNAPSHOT s2 AS {daily};")
         with pytest.raises(
@@ -165,8 +182,11 @@ def test_explain_analyze_reads_and_writes_back() -> None:
     node = parse_statement(
         "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT a UNTIL SNAPSHOT b AS INSERT INTO s SELECT * FROM o"
     )
-    assert node.args["analyze"] and node.this.args["until"].name == "b"
+    assert isinstance(node, nodes.ExplainAnalyze) and node.this.args["until"].name == "b"
+    explain = parse_statement("EXPLAIN CREATE JOB j FROM SNAPSHOT a AS INSERT INTO s SELECT * FROM o")
+    assert allowed("reader", explain) and not allowed("reader", node)  # a replay runs Spark, keeps tables
     text = analyze_statement("CREATE JOB j AS INSERT INTO s SELECT * FROM o;", "j.sql", "a", None)
+    assert text.startswith("EXPLAIN ANALYZE ")
     assert text == "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT a AS INSERT INTO s SELECT * FROM o"
     with pytest.raises(SqlError, match="expected CREATE JOB after EXPLAIN ANALYZE"):
         parse_statement("EXPLAIN ANALYZE")
@@ -252,3 +272,21 @@ def test_rows_without_a_unique_key_are_compared_as_multisets(tmp_path: Path) -> 
     assert [r["change"] for r in d.table.to_pylist()] == ["only new", "only old"]
     assert (gone.identical, gone.only_old, gone.only_new) == (0, 3, 0)
     assert not gone.same and "3 only old" in gone.text()
+
+
+def test_diffs_older_than_the_trash_s_retention_are_dropped(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "catalog.duckdb")
+    try:
+        rows = pa.table({"change": ["only new"], "k": [1]})
+        assert diffs.keep(catalog, "j", {"s": rows})[1] == "j_1"
+        kept, name = diffs.keep(catalog, "j", {"s": rows, "t": rows})
+        assert name == "j_2" and kept == {"s": 'diff."j_2_s"', "t": 'diff."j_2_t"'}
+        with catalog.transaction() as tx:  # j_1 was made ten days ago
+            old = '{"diff": "j_1", "job": "j", "n": 1, "created": "2020-01-01T00:00:00+00:00"}'
+            tx.execute(f"""COMMENT ON TABLE diff."j_1_s" IS '{old}'""")
+        assert diffs.expire(catalog, None) == []
+        assert diffs.expire(catalog, 7) == ["j_1"]
+        assert diffs.names(catalog) == ["j_2"]
+        assert diffs.keep(catalog, "J", {"s": rows})[1] == "J_3"  # jobs' names are case-insensitive
+    finally:
+        catalog.close()

@@ -40,7 +40,7 @@ def test_the_unknown_statement_error_lists_what_help_lists() -> None:
     said = str(err.value)
     for stmt in SHOWN:
         assert stmt.name in said
-    assert "CREATE VIEW, DROP VIEW, SHOW VIEWS, SET, EXPLAIN and SELECT" in said
+    assert "CREATE VIEW, DROP VIEW, SHOW VIEWS, SET, EXPLAIN, EXPLAIN ANALYZE, DROP DIFF and SELECT" in said
 
 
 def test_help_knows_views_and_set_and_every_mapping_type() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from pitstop import describe, dsn, settings
+from pitstop.catalog import diffs
 from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, View, WatermarkDef
 from pitstop.catalog.store import now
 from pitstop.connectors import registry
@@ -34,7 +35,6 @@ from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.plan.types import spark_type
 from pitstop.planner import compat, early
 from pitstop.planner.build import plan_job
-from pitstop.replay import diff as replay_diff
 from pitstop.replay import sandbox as replay_sandbox
 from pitstop.replay import span as replay_span
 from pitstop.snapshots import state
@@ -791,16 +791,19 @@ class Executor:
                 "EXPLAIN explains CREATE JOB statements: "
                 "EXPLAIN [ANALYZE] CREATE JOB j [FROM SNAPSHOT s] AS ..."
             )
-        if inner.args.get("until") and not node.args.get("analyze"):
+        if inner.args.get("until"):
             raise PlanError(_UNTIL_ONLY)
-        explained = self._explain_plan(inner)
-        if not node.args.get("analyze"):
-            return explained
-        return self._explain_analyze(inner, explained)
+        return self._explain_plan(inner)
 
-    def _explain_analyze(self, inner: nodes.CreateJob, explained: Result) -> Result:
+    def _explain_analyze(self, node: nodes.ExplainAnalyze, stmt: ParsedStatement) -> Result:
         """EXPLAIN ANALYZE: the plain EXPLAIN's verdicts, then the replay of the job's input since
         the snapshot through the new SQL and the job's own, and their diff (:mod:`pitstop.replay`)."""
+        inner = node.this
+        if not isinstance(inner, nodes.CreateJob):
+            raise PlanError(
+                "EXPLAIN ANALYZE replays a job's input through a changed job: "
+                "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s [UNTIL SNAPSHOT t] AS ..."
+            )
         name = name_of(inner.this)
         if not inner.args.get("snapshot"):
             raise PlanError(
@@ -811,6 +814,7 @@ class Executor:
         until_name = name_of(inner.args["until"]) if inner.args.get("until") else None
         if until_name is not None and self._find_snapshot(until_name) is None:
             raise self._unknown("snapshot", until_name)
+        explained = self._explain_plan(inner)
         if any(r[7] == compat.REFUSED for r in explained.rows):
             return replace(explained, message=explained.message + "; nothing was replayed")
         snap = self._find_snapshot(snapshot_name)
@@ -836,13 +840,13 @@ class Executor:
         analysis = replay_sandbox.analyze(
             manager, plan, restore, snap, until, REPLAY_TIMEOUT_S, self.cancelled
         )
-        kept = replay_diff.keep(catalog, plan.job, analysis.diffs)
+        kept, diff_name = diffs.keep(catalog, plan.job, {d.sink: d.table for d in analysis.diffs})
         rows = list(explained.rows)
         rows += [
             (None, src, None, None, None, None, None, "replayed", note) for src, note in analysis.sources
         ]
         for d in analysis.diffs:
-            where = f"; rows in diff.{kept[d.sink]}" if d.sink in kept else ""
+            where = f"; rows in {kept[d.sink]}" if d.sink in kept else ""
             rows.append(
                 (
                     None,
@@ -864,9 +868,25 @@ class Executor:
         )
         message = (
             f"EXPLAIN ANALYZE CREATE JOB {name} from snapshot '{snap.name}' up to {analysis.until}: "
-            f"{verdict}; nothing was started, no sink written"
+            f"{verdict}; nothing was started, no sink written. The rows that differ are kept as diff "
+            f"'{diff_name}' (tables diff.{diff_name}_<sink>; DROP DIFF {diff_name} drops them)"
         )
         return Result(message, describe.EXPLAIN_COLUMNS, tuple(rows))
+
+    def _drop_diff(self, node: nodes.DropDiff, stmt: ParsedStatement) -> Result:
+        name = name_of(node.this)
+        if self.manager is None or self.catalog is None:
+            return Result("OK")
+        dropped = diffs.drop(self.catalog, name)
+        if not dropped:
+            if node.args.get("exists"):
+                return Result(f"diff '{name}' does not exist; nothing dropped")
+            known = diffs.names(self.catalog)
+            kept = ", ".join(known) or "none"
+            raise UnknownObjectError(
+                f"unknown diff '{name}'{close_name(name, known)}; the diffs kept: {kept}"
+            )
+        return Result(f"diff '{name}' dropped ({len(dropped)} table(s))")
 
     def _explain_plan(self, inner: nodes.CreateJob) -> Result:
         name = name_of(inner.this)

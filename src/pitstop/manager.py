@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 from pyspark.errors import PySparkException
 
+from pitstop.catalog import diffs
 from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
 from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
@@ -80,6 +81,7 @@ class Manager:
         try:
             tidy_home(self.home, self.catalog)
             empty_trash(self.home, settings.trash_days)
+            diffs.expire(self.catalog, settings.trash_days)
         except Exception:  # noqa: BLE001 - an untidy home still opens; the log says what is left
             log.exception("could not tidy the home %s after an earlier process", self.home)
         # A sink rollback committed by a process that died before it moved the files: finish it

@@ -14,13 +14,11 @@ columns (multiset).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
-from pitstop.catalog.store import Catalog
 from pitstop.names import quote_ident
 from pitstop.replay.capture import Capture
 
@@ -180,37 +178,3 @@ def _multiset(cur: duckdb.DuckDBPyConnection, o: str, n: str) -> tuple[pa.Table,
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-SCHEMA = "diff"
-
-
-def keep(catalog: Catalog, job: str, diffs: tuple[SinkDiff, ...]) -> dict[str, str]:
-    """Keep each sink's diff rows as table ``diff."<job>_<n>_<sink>"`` of the catalog database
-    (readable with SELECT, by psql and BI tools; ``n`` counts the job's replays), in one
-    transaction. Returns the table of each sink."""
-    prefix = f"{job}_"
-    with catalog.transaction() as tx:
-        tx.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        taken = [
-            str(t)
-            for (t,) in tx.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [SCHEMA]
-            ).fetchall()
-        ]
-        numbers = [
-            int(m.group(1))
-            for t in taken
-            if t.lower().startswith(prefix.lower()) and (m := re.match(r"(\d+)_", t[len(prefix) :]))
-        ]
-        n = max(numbers, default=0) + 1
-        out: dict[str, str] = {}
-        for d in diffs:
-            table = f"{prefix}{n}_{d.sink}"
-            tx.register("__replay_diff", d.table)
-            try:
-                tx.execute(f"CREATE TABLE {SCHEMA}.{quote_ident(table)} AS SELECT * FROM __replay_diff")
-            finally:
-                tx.unregister("__replay_diff")
-            out[d.sink] = f"{quote_ident(table)}"
-    return out

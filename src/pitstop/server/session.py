@@ -77,7 +77,7 @@ CACHED_NODES = (
 """Statements whose parse is kept by text: BI tools and dashboards send the same few listings over
 and over, and sqlglot's parse (~0.5 ms) was a third of such a statement's time in the server. Only
 these: their nodes are read, never changed, by the executor."""
-READ_ONLY_NODES = (*CACHED_NODES, nodes.Explain)
+READ_ONLY_NODES = (*CACHED_NODES, nodes.Explain, nodes.ExplainAnalyze)
 MAX_PARSED = 1000
 _PARSED: dict[str, ParsedStatement] = {}
 NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
@@ -572,7 +572,7 @@ class Session:
                 Column(name, pg_type_of_value([row[i] for row in result.rows]))
                 for i, name in enumerate(result.columns)
             )
-            if isinstance(parsed.node, nodes.Explain):
+            if isinstance(parsed.node, nodes.Explain | nodes.ExplainAnalyze):
                 notices = [Notice(result.message)]
             else:  # the rows say the rest; a warning is said (SHOW JOBS: the supervisor's trouble)
                 notices = [Notice(w, "WARNING") for w in result.warnings]

@@ -235,6 +235,9 @@ class PitstopDialect(Dialect):
             "VIEW": lambda self: self.expression(
                 nodes.DropView(exists=self._parse_exists(), this=self._parse_name("view"))
             ),
+            "DIFF": lambda self: self.expression(
+                nodes.DropDiff(exists=self._parse_exists(), this=self._parse_name("diff"))
+            ),
         }
         SHOW_PARSERS: t.ClassVar = {
             "JOBS": lambda self: self.expression(nodes.ShowJobs()),
@@ -368,7 +371,7 @@ class PitstopDialect(Dialect):
                 if not self._match(TokenType.DOT):
                     return ".".join(parts)
 
-        def _parse_explain(self) -> nodes.Explain:
+        def _parse_explain(self) -> nodes.Explain | nodes.ExplainAnalyze:
             start = self._curr
             if start and start.text.upper() == "EXPLAIN":
                 self.raise_error("EXPLAIN EXPLAIN is not a statement", start)
@@ -376,10 +379,11 @@ class PitstopDialect(Dialect):
                 self.raise_error("write EXPLAIN <statement>, without PLAN FOR", start)
             if not start:
                 self.raise_error(f"expected a statement after EXPLAIN: {ACCEPTED_STATEMENTS}")
-            analyze = self._match_text_seq("ANALYZE") or None
-            if analyze and not self._curr:
-                self.raise_error("expected CREATE JOB after EXPLAIN ANALYZE", self._prev)
-            return self.expression(nodes.Explain(this=self._parse_statement(), analyze=analyze))
+            if self._match_text_seq("ANALYZE"):
+                if not self._curr:
+                    self.raise_error("expected CREATE JOB after EXPLAIN ANALYZE", self._prev)
+                return self.expression(nodes.ExplainAnalyze(this=self._parse_statement()))
+            return self.expression(nodes.Explain(this=self._parse_statement()))
 
         # Mappings ------------------------------------------------------------------------
 
@@ -744,9 +748,9 @@ class PitstopDialect(Dialect):
             nodes.DropView: lambda self, e: _drop_sql(self, e, "VIEW"),
             nodes.ShowViews: lambda self, e: "SHOW VIEWS",
             nodes.SetOption: lambda self, e: f"SET {self.sql(e, 'this')} = {self.sql(e, 'expression')}",
-            nodes.Explain: lambda self, e: (
-                f"EXPLAIN {'ANALYZE ' if e.args.get('analyze') else ''}{self.sql(e, 'this')}"
-            ),
+            nodes.Explain: lambda self, e: f"EXPLAIN {self.sql(e, 'this')}",
+            nodes.ExplainAnalyze: lambda self, e: f"EXPLAIN ANALYZE {self.sql(e, 'this')}",
+            nodes.DropDiff: lambda self, e: _drop_sql(self, e, "DIFF"),
             nodes.WindowTvf: window_tvf_sql,
             nodes.ImposeOrder: impose_order_sql,
         }

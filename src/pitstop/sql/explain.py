@@ -31,4 +31,4 @@ def analyze_statement(script: str, file: str | None, snapshot: str | None, until
         )
     if until is not None:
         node.set("until", exp.to_identifier(until))
-    return nodes.Explain(this=node, analyze=True).sql(dialect=PitstopDialect)
+    return nodes.ExplainAnalyze(this=node).sql(dialect=PitstopDialect)

@@ -135,10 +135,22 @@ class SetOption(exp.Expression):
 
 
 class Explain(exp.Expression):
-    """``EXPLAIN [ANALYZE] <statement>``: ``this`` is the explained statement's node; ``analyze``
-    replays the job's input through it (:mod:`pitstop.replay`)."""
+    """``EXPLAIN <statement>``: ``this`` is the explained statement's node."""
 
-    arg_types = {"this": True, "analyze": False}
+    arg_types = {"this": True}
+
+
+class ExplainAnalyze(exp.Expression):
+    """``EXPLAIN ANALYZE CREATE JOB ...``: ``this`` is the CREATE JOB; it replays the job's input
+    since its snapshot through it (:mod:`pitstop.replay`)."""
+
+    arg_types = {"this": True}
+
+
+class DropDiff(exp.Expression):
+    """``DROP DIFF [IF EXISTS] name``: the tables an EXPLAIN ANALYZE kept."""
+
+    arg_types = {"this": True, "exists": False}
 
 
 class WindowTvf(exp.Expression):
@@ -194,5 +206,7 @@ STATEMENT_NODES: tuple[type[exp.Expression], ...] = (
     ShowViews,
     SetOption,
     Explain,
+    ExplainAnalyze,
+    DropDiff,
 )
 """Every pitstop statement node (ad-hoc queries are sqlglot's own ``exp.Select``/``exp.Union``)."""

@@ -57,6 +57,8 @@ NAME_ARGS: dict[type[exp.Expression], tuple[tuple[str, str], ...]] = {
     nodes.ShowViews: (),
     nodes.SetOption: (),
     nodes.Explain: (),
+    nodes.ExplainAnalyze: (),
+    nodes.DropDiff: (),
 }
 """Per statement node, ``(kind, argument)`` of every job, snapshot, mapping or view name it takes;
 checked by :func:`parse_statement` against :mod:`pitstop.names`. Options that hold a name
@@ -278,7 +280,7 @@ def _reached(text: str) -> int | None:
 def _check_names(node: exp.Expression, text: str) -> None:
     """Refuse a statement that takes a job, snapshot, mapping, view or stage name outside the
     rule of :mod:`pitstop.names`, positioned at the name."""
-    if isinstance(node, nodes.Explain):
+    if isinstance(node, nodes.Explain | nodes.ExplainAnalyze):
         _check_names(node.this, text)
         return
     for kind, arg in NAME_ARGS.get(type(node), ()):

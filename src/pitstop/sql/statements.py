@@ -214,6 +214,23 @@ STATEMENTS: tuple[StatementKind, ...] = (
         reader=True,
     ),
     StatementKind(
+        "EXPLAIN ANALYZE",
+        (nodes.ExplainAnalyze,),
+        "_explain_analyze",
+        "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s [UNTIL SNAPSHOT t] AS ...",
+        "replay what the job read after snapshot s (up to t, or to where it stands) through the new SQL "
+        "and through its own, in a sandbox, and diff each sink: nothing started, no sink written",
+        "EXPLAIN ANALYZE CREATE JOB ",
+    ),
+    StatementKind(
+        "DROP DIFF",
+        (nodes.DropDiff,),
+        "_drop_diff",
+        "DROP DIFF [IF EXISTS] name",
+        "drop the tables an EXPLAIN ANALYZE kept in schema diff (name: as its output says, e.g. revenue_1)",
+        "DROP DIFF ",
+    ),
+    StatementKind(
         "SELECT",
         (exp.Select, exp.SetOperation, exp.Values),
         "_select",
