@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quickstart, end to end: orders arrive, a daily revenue job runs, stops with a snapshot,
 # more orders arrive, and the updated job (a filter and an hourly window more) starts from it;
-# then more orders, and a second pit stop.
+# then more orders, and a second pit stop; then what a further change would write, replayed and diffed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PITSTOP="${PITSTOP:-.venv/bin/pitstop}"
@@ -21,4 +21,6 @@ echo "== orders 4000..5999 arrive"
 "$PYTHON" examples/make_orders.py examples/work/orders --first 4000 --last 6000 --files 4
 echo "== pitstop run examples/sql/03_update_again.sql"
 "$PITSTOP" run examples/sql/03_update_again.sql
+echo "== pitstop test examples/sql/04_what_if.sql: what a higher filter would change, before it goes live"
+"$PITSTOP" test examples/sql/04_what_if.sql --expect changes
 echo "== done: the job is stopped now and resumes the next time pitstop runs on $PITSTOP_HOME"

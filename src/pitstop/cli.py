@@ -407,6 +407,7 @@ def test_job(
         sys.exit(2)
     manager.close()
     click.echo(render(result, OutputOptions("table")))
+    click.echo(result.message)
     differs = any(row[7] == "differs" for row in result.rows)
     sys.exit(0 if differs == (expect == "changes") else 1)
 
