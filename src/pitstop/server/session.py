@@ -339,11 +339,13 @@ class Session:
         that changes state.
 
         Queries run with NULL parameters under ``LIMIT 0`` (parameters the client left untyped
-        get the type of what they are compared with); pitstop's read-only statements (SHOW,
-        DESCRIBE, EXPLAIN) run; everything else returns no rows.
+        get the type they are cast to, or of what they are compared with: :mod:`paramtypes`);
+        pitstop's read-only statements (SHOW, DESCRIBE, EXPLAIN) run; everything else returns no
+        rows.
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
+            declared = paramtypes.from_casts(stmt.text, declared)
             one_query(self._translate(stmt, stmt.text).sql)
             cursor = self.cursor()
             self._detach_open()
