@@ -8,6 +8,7 @@ No Spark here: the tests read a DuckDB table the fixture writes.
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,7 +18,7 @@ import psycopg
 import pytest
 
 from pitstop.manager import Manager
-from server_helpers import Served
+from server_helpers import Served, psql
 
 OID, OID_ARRAY, INT4_ARRAY = 26, 1028, 1007
 
@@ -126,3 +127,105 @@ def test_array_parameters_bind_in_binary_and_text(served: Served) -> None:
         assert result.error_field(psycopg.pq.DiagnosticField.MESSAGE_PRIMARY) == (
             b'malformed array literal in bind parameter 1: "{1,2"'
         )
+
+
+# -- 2. named cursors --------------------------------------------------------------------------------
+ROWS = [(date(2024, 1, 1), "eu", 320), (date(2024, 1, 2), "us, east", 321), (date(2024, 1, 3), None, 7)]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_psycopg_named_cursor_reads_a_query_a_few_rows_at_a_time(served: Served, binary: bool) -> None:
+    """psycopg's server-side cursor: DECLARE (with its parameter bound), a Describe of the cursor's
+    portal, then FETCH FORWARD n; the cursor ends with the transaction. DECLARE was refused."""
+    with psycopg.connect(served.url()) as conn:  # not autocommit: psycopg begins a transaction
+        with conn.cursor(name="daily_rows", binary=binary) as cur:
+            cur.execute("SELECT day, region, orders FROM daily WHERE orders > %s ORDER BY day", [0])
+            assert [d.name for d in cur.description or []] == ["day", "region", "orders"]
+            assert cur.fetchone() == ROWS[0]
+            assert conn.execute("SELECT count(*) FROM daily").fetchone() == (3,)  # a query beside it
+            assert cur.fetchmany(5) == ROWS[1:]
+            assert cur.fetchall() == []
+        conn.commit()
+        with conn.cursor(name="many") as cur:
+            cur.itersize = 40  # FETCH FORWARD 40, over and over
+            cur.execute("SELECT i, i * 2 AS twice FROM range(250) AS t(i)")
+            assert list(cur) == [(i, i * 2) for i in range(250)]
+        conn.commit()
+
+
+def test_psql_declares_fetches_and_closes_a_cursor(served: Served) -> None:
+    script = (
+        "BEGIN;\n"
+        "DECLARE c CURSOR FOR SELECT region, orders FROM daily ORDER BY day;\n"
+        "FETCH 1 FROM c;\nMOVE FORWARD 1 IN c;\nFETCH ALL c;\nFETCH NEXT FROM c;\n"
+        "CLOSE c;\nCOMMIT;\n"
+    )
+    done = psql(served, "-A", "-v", "ON_ERROR_STOP=1", stdin=script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "BEGIN", "DECLARE CURSOR", "region|orders", "eu|320", "(1 row)", "MOVE 1",
+        "region|orders", "|7", "(1 row)", "region|orders", "(0 rows)", "CLOSE CURSOR", "COMMIT",
+    ]  # fmt: skip
+
+
+def test_a_cursor_with_hold_outlives_its_transaction(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with conn.cursor(name="held", withhold=True) as cur:  # declared outside a block
+            cur.execute("SELECT region FROM daily ORDER BY day")
+            assert cur.fetchone() == ("eu",)
+            assert cur.fetchall() == [("us, east",), (None,)]
+        conn.execute("BEGIN")
+        conn.execute("DECLARE kept CURSOR WITH HOLD FOR SELECT orders FROM daily ORDER BY day")
+        conn.execute("DECLARE gone CURSOR FOR SELECT 1")
+        conn.execute("COMMIT")
+        assert conn.execute("FETCH 2 FROM kept").fetchall() == [(320,), (321,)]
+        with pytest.raises(psycopg.errors.InvalidCursorName, match='cursor "gone" does not exist'):
+            conn.execute("FETCH gone")
+        conn.execute("CLOSE ALL")
+        with pytest.raises(psycopg.errors.InvalidCursorName, match='cursor "kept" does not exist'):
+            conn.execute("FETCH kept")
+
+
+def test_cursors_refuse_what_they_cannot_do_as_postgresql_says_it(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with pytest.raises(
+            psycopg.errors.NoActiveSqlTransaction,
+            match="DECLARE CURSOR can only be used in transaction blocks",
+        ):
+            conn.execute("DECLARE c CURSOR FOR SELECT 1")
+        refusals: list[tuple[str, type[Exception], str]] = [
+            ("DECLARE c CURSOR FOR INSERT INTO daily VALUES (NULL)", psycopg.errors.SyntaxError,
+             'cursor "c" must be declared FOR a query (SELECT, WITH, VALUES or TABLE), not INSERT INTO'),
+            ("DECLARE c CURSOR FOR SHOW JOBS", psycopg.errors.SyntaxError, "not SHOW JOBS"),
+            ("DECLARE c SCROLL CURSOR FOR SELECT 1", psycopg.errors.FeatureNotSupported,
+             "cannot be declared SCROLL: pitstop's cursors read forward only"),
+            ("DECLARE c BINARY CURSOR FOR SELECT 1", psycopg.errors.FeatureNotSupported,
+             'cursor "c" cannot be declared BINARY'),
+            ("FETCH BACKWARD 1 FROM open_one", psycopg.errors.ObjectNotInPrerequisiteState,
+             'FETCH BACKWARD 1 of cursor "open_one": the cursor can only scan forward'),
+            ("FETCH ABSOLUTE 1 FROM open_one", psycopg.errors.ObjectNotInPrerequisiteState,
+             "can only scan forward"),
+            ("FETCH 1 FROM nosuch", psycopg.errors.InvalidCursorName, 'cursor "nosuch" does not exist'),
+            ("CLOSE nosuch", psycopg.errors.InvalidCursorName, 'cursor "nosuch" does not exist'),
+            ("DECLARE open_one CURSOR FOR SELECT 2", psycopg.errors.DuplicateCursor,
+             'cursor "open_one" already exists'),
+        ]  # fmt: skip
+        for sql, error, message in refusals:
+            conn.execute("BEGIN")
+            conn.execute("DECLARE open_one CURSOR FOR SELECT 1 AS one")
+            with pytest.raises(error, match=re.escape(message)):
+                conn.execute(sql)
+            conn.execute("ROLLBACK")
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
+
+
+def test_statement_timeout_cancels_a_cursors_slow_query(served: Served) -> None:
+    slow = "SELECT count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3"
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '300ms'")
+        conn.execute("BEGIN")
+        with pytest.raises(psycopg.errors.QueryCanceled, match="due to statement timeout"):
+            conn.execute(f"DECLARE slow CURSOR FOR {slow}")
+            conn.execute("FETCH slow")
+        conn.execute("ROLLBACK")
+        assert conn.execute("SELECT 41 + 1").fetchone() == (42,)

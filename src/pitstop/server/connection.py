@@ -77,8 +77,8 @@ from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
 from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import TEXT, encode
-from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
+from pitstop.server.pgtypes import TEXT, Column, encode
+from pitstop.server.session import Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
 
@@ -612,6 +612,11 @@ class Connection:
             self.send(ParameterDescription(type_oids=prepared.param_types))
             self.send(_row_description(columns, None) if columns is not None else NoData())
             return
+        if message.name and message.name not in self.portals:  # a cursor DECLAREd in SQL is a portal
+            declared = self.session.cursor_columns(message.name)
+            if declared is not None:
+                self.send(_row_description(declared, None))
+                return
         portal = self._portal(message.name)
         columns = self._portal_columns(portal)
         self.send(_row_description(columns, portal.binary) if columns is not None else NoData())

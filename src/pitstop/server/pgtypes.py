@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
+    "Column",
     "PgType",
     "encode",
     "pg_type_by_oid",
@@ -49,6 +50,14 @@ class PgType:
     @property
     def is_array(self) -> bool:
         return self.element != 0
+
+
+@dataclass(frozen=True)
+class Column:
+    """A result column: its name and the type clients are told (RowDescription)."""
+
+    name: str
+    type: PgType
 
 
 def _t(oid: int, name: str, size: int, format_type: str, element: int = 0) -> PgType:
