@@ -8,9 +8,11 @@ No Spark here: the tests read a DuckDB table the fixture writes.
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -229,3 +231,96 @@ def test_statement_timeout_cancels_a_cursors_slow_query(served: Served) -> None:
             conn.execute("FETCH slow")
         conn.execute("ROLLBACK")
         assert conn.execute("SELECT 41 + 1").fetchone() == (42,)
+
+
+# -- 3. COPY ... TO STDOUT -----------------------------------------------------------------------------
+def test_psql_copies_a_query_to_a_file_of_its_own(served: Served, tmp_path: Path) -> None:
+    """psql's \\copy sends COPY ... TO STDOUT and writes what comes back; COPY was refused."""
+    target = tmp_path / "daily.csv"
+    done = psql(
+        served,
+        "-c",
+        f"\\copy (SELECT day, region, revenue, orders FROM daily ORDER BY day) TO '{target}' "
+        "WITH (FORMAT csv, HEADER)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "COPY 3"
+    assert target.read_text() == (
+        "day,region,revenue,orders\n"
+        "2024-01-01,eu,17076.00,320\n"
+        '2024-01-02,"us, east",-14.05,321\n'
+        "2024-01-03,,0.50,7\n"
+    )
+    done = psql(served, "-c", f"\\copy daily (region, orders) TO '{target}'")  # a table, text format
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == "eu\t320\nus, east\t321\n\\N\t7\n"
+
+
+def test_psycopg_and_asyncpg_copy_out_rows(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        cur = conn.cursor()
+        with cur.copy("COPY (SELECT region, orders FROM daily ORDER BY day) TO STDOUT") as copy:
+            copy.set_types(["text", "int8"])
+            assert list(copy.rows()) == [("eu", 320), ("us, east", 321), (None, 7)]
+        assert cur.rowcount == 3  # from the tag, COPY 3
+        with cur.copy("COPY (SELECT i FROM range(5000) AS t(i)) TO STDOUT (FORMAT csv)") as copy:
+            data = b"".join(bytes(block) for block in copy)  # past the rows read at once
+        assert data == b"".join(b"%d\n" % i for i in range(5000))
+
+    async def work(conn: asyncpg.Connection) -> tuple[str, bytes]:
+        out = io.BytesIO()
+        status = await conn.copy_from_query(
+            "SELECT region, orders FROM daily ORDER BY day", output=out, format="csv", header=True
+        )
+        return status, out.getvalue()
+
+    assert asyncpg_run(served, work) == ("COPY 3", b'region,orders\neu,320\n"us, east",321\n,7\n')
+
+
+def test_copy_writes_values_as_postgresql_does_in_text_and_csv(served: Served) -> None:
+    values = (
+        "SELECT E'tab\\there' AS a, E'back\\\\slash' AS b, E'two\\nlines' AS c, '' AS d, NULL AS e, "
+        "'q\"u' AS f"
+    )
+    expected = {
+        "": b'tab\\there\tback\\\\slash\ttwo\\nlines\t\t\\N\tq"u\n',
+        "(FORMAT csv)": b'tab\there,back\\slash,"two\nlines","",,"q""u"\n',
+        "(FORMAT csv, DELIMITER ';', NULL 'none', FORCE_QUOTE (a))": (
+            b'"tab\there";back\\slash;"two\nlines";;none;"q""u"\n'
+        ),
+        "WITH CSV QUOTE AS '''' ESCAPE AS '\\' FORCE QUOTE *": (
+            b"'tab\there','back\\\\slash','two\nlines','',,'q\"u'\n"
+        ),
+        "WITH DELIMITER '|' NULL AS 'null'": b'tab\\there|back\\\\slash|two\\nlines||null|q"u\n',
+    }
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        for options, line in expected.items():
+            with conn.cursor().copy(f"COPY ({values}) TO STDOUT {options}") as copy:
+                assert b"".join(bytes(block) for block in copy) == line, options
+
+
+def test_copy_refuses_what_it_cannot_do_and_says_what_to_do(served: Served) -> None:
+    refusals: list[tuple[str, type[Exception], str]] = [
+        ("COPY daily FROM STDIN", psycopg.errors.ReadOnlySqlTransaction,
+         "COPY ... FROM is not accepted: pitstop's tables are written by jobs, not by clients"),
+        ("COPY daily TO '/tmp/h25clients-never.csv'", psycopg.errors.InsufficientPrivilege,
+         "COPY ... TO '/tmp/h25clients-never.csv' is not accepted: pitstop's server writes no files"),
+        ("COPY daily TO PROGRAM 'cat'", psycopg.errors.InsufficientPrivilege, "COPY ... TO PROGRAM"),
+        ("COPY (SELECT 1) TO STDOUT (FORMAT binary)", psycopg.errors.FeatureNotSupported,
+         "COPY ... TO STDOUT in FORMAT binary is not supported by pitstop"),
+        ("COPY (SELECT 1) TO STDOUT (QUOTE '\"')", psycopg.errors.FeatureNotSupported,
+         "COPY QUOTE is available only in CSV mode"),
+        ("COPY (SELECT 1) TO STDOUT (DELIMITER ';;')", psycopg.errors.InvalidParameterValue,
+         "COPY delimiter must be a single one-byte character"),
+        ("COPY (SELECT 1) TO STDOUT (SHAPE round)", psycopg.errors.SyntaxError,
+         'COPY option "shape" is not recognized'),
+        ("COPY (DELETE FROM daily) TO STDOUT", psycopg.errors.SyntaxError,
+         "COPY (...) TO STDOUT copies a query (SELECT, WITH, VALUES or TABLE), not DELETE FROM"),
+    ]  # fmt: skip
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        for sql, error, message in refusals:
+            with pytest.raises(error, match=re.escape(message)):
+                with conn.cursor().copy(sql) as copy:
+                    list(copy)
+        assert conn.execute("SELECT count(*) FROM daily").fetchone() == (3,)
+    assert not Path("/tmp/h25clients-never.csv").exists()

@@ -42,6 +42,8 @@ from pygwire.messages import (
     Close,
     CloseComplete,
     CommandComplete,
+    CopyDone,
+    CopyOutResponse,
     Describe,
     EmptyQueryResponse,
     ErrorResponse,
@@ -512,6 +514,8 @@ class Connection:
         if outcome.tag == "EMPTY":
             self.send(EmptyQueryResponse())
             return True
+        if outcome.copy is not None:
+            return self._send_copy(outcome)
         columns = outcome.columns
         if columns is not None:
             if describe:
@@ -535,6 +539,17 @@ class Connection:
                     break
                 encoder = RowEncoder.of(outcome.duckdb_types, types, flags) if outcome.arrow else None
                 outcome.read_more(encoder)
+        self.send(CommandComplete(tag=outcome.final_tag()))
+        return True
+
+    def _send_copy(self, outcome: Outcome) -> bool:
+        """COPY ... TO STDOUT: CopyOutResponse (text, every column), a CopyData per line, CopyDone
+        and the tag. A row limit does not apply to COPY (as in PostgreSQL)."""
+        assert outcome.copy is not None
+        self.send(CopyOutResponse(overall_format=0, col_formats=[0] * outcome.copy.width))
+        for line in outcome.copy:
+            self.send_raw(b"d" + struct.pack(">i", len(line) + 4) + line)
+        self.send(CopyDone())
         self.send(CommandComplete(tag=outcome.final_tag()))
         return True
 

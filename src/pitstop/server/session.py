@@ -12,8 +12,10 @@ A statement goes one of these ways:
 3. PostgreSQL session commands (``SET``/``SHOW`` of parameters, ``BEGIN``/``COMMIT``,
    ``DISCARD``, ``DEALLOCATE``) are answered here as a PostgreSQL server would;
 4. cursors (``DECLARE``, ``FETCH``, ``MOVE``, ``CLOSE``) read a query a few rows at a time
-   (:mod:`pitstop.server.cursors`);
-5. writes to tables (``INSERT``, ``UPDATE``, ``COPY``...) are refused with what to do instead.
+   (:mod:`pitstop.server.cursors`), and ``COPY ... TO STDOUT`` sends a query's rows as text or
+   CSV (:mod:`pitstop.server.copyout`);
+5. writes to tables (``INSERT``, ``UPDATE``, ``COPY ... FROM``...) are refused with what to do
+   instead.
 
 The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes into
 messages. Every method may block (a statement runs on the connection's own thread).
@@ -34,7 +36,7 @@ import pyarrow as pa
 
 from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import cursors, paramtypes, pgsemantics, sqlstate
+from pitstop.server import copyout, cursors, paramtypes, pgsemantics, sqlstate
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.params import SessionParameters, canonical, milliseconds
@@ -66,7 +68,7 @@ _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*
 
 QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
 TABLE_WRITES = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "COPY", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
+    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
 )
 PITSTOP_SHOWS = frozenset(s.name.split()[1] for s in STATEMENTS if s.name.startswith("SHOW "))
 CACHED_NODES = (
@@ -118,9 +120,21 @@ class Outcome:
     count: int = 0
     """Rows sent so far (the tag's count of a result set)."""
     parameter_changes: list[tuple[str, str]] = field(default_factory=list)
+    copy: copyout.Lines | None = None
+    """The CopyData payloads of a COPY ... TO STDOUT (its rows are read through them)."""
 
     def final_tag(self) -> str:
+        if self.copy is not None:
+            return f"COPY {self.copy.rows}"
         return f"{self.tag} {self.count}" if self.tag in ("SELECT", "FETCH") else self.tag
+
+    def every_row(self) -> Iterator[tuple[Any, ...]]:
+        """``rows``, then the rest of a large result, as tuples."""
+        while True:
+            yield from self.rows
+            if self.more is None:
+                return
+            self.read_more(None)
 
     def read_more(self, encoder: RowEncoder | None) -> None:
         """``rows`` are sent: go on with the rest of a large result, as Arrow batches encoded by
@@ -141,7 +155,7 @@ class Statement:
     """0-based offset of the statement's first character in the query string the client sent."""
     line: int
     col: int
-    route: str  # query | pitstop | set | show | tx | session | cursor | write | empty
+    route: str  # query | pitstop | set | show | tx | session | cursor | copy | write | empty
     words: tuple[str, ...]
 
     @property
@@ -174,6 +188,8 @@ def route_of(words: tuple[str, ...]) -> str:
         return "session"
     if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
         return "cursor"
+    if first == "COPY":
+        return "copy"
     if first in TABLE_WRITES:
         return "write"
     return "pitstop"
@@ -757,10 +773,10 @@ class Session:
         cursor = self.sql_cursors.open.get(name)
         return cursor.columns if cursor is not None else None
 
-    def _inner(self, stmt: Statement, start: int) -> Statement:
-        """The statement that starts at ``start`` in ``stmt`` (a cursor's query), where it is in
-        the client's string."""
-        text, before = stmt.text[start:], stmt.text[:start]
+    def _inner(self, stmt: Statement, start: int, end: int | None = None) -> Statement:
+        """The statement from ``start`` to ``end`` in ``stmt`` (a cursor's query, a COPY's), where
+        it is in the client's string."""
+        text, before = stmt.text[start:end], stmt.text[:start]
         line = stmt.line + before.count("\n")
         col = len(before) - before.rfind("\n") if "\n" in before else stmt.col + len(before)
         words = leading_words(text)
@@ -823,6 +839,26 @@ class Session:
             cursor.hold_rows()
         return Outcome("DECLARE CURSOR")
 
+    def _copy(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        """COPY ... TO STDOUT: the query's rows, as the lines of :mod:`copyout`."""
+        copy = copyout.parse(stmt.text)
+        if copy.query_start is None:  # COPY table: a query of pitstop's making
+            words = leading_words(copy.query)
+            inner = Statement(copy.query, stmt.offset, stmt.line, stmt.col, "query", words)
+        else:
+            inner = self._inner(stmt, copy.query_start, copy.query_start + len(copy.query))
+        if inner.route != "query":
+            what = " ".join(inner.words[:2]) or "nothing"
+            raise WireError(
+                sqlstate.SYNTAX_ERROR,
+                f"COPY (...) TO STDOUT copies a query (SELECT, WITH, VALUES or TABLE), not {what}",
+                inner.offset + 1,
+                hint="pitstop's tables are written by jobs" if inner.route == "write" else None,
+            )
+        result = self._query(inner, query, params)
+        assert result.columns is not None
+        return Outcome("COPY", copy=copyout.Lines(copy, result.columns, result.every_row()))
+
     def _write(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
         raise WireError(
@@ -844,6 +880,7 @@ class Session:
         "show": _show,
         "session": _session,
         "cursor": _sql_cursor,
+        "copy": _copy,
         "write": _write,
         "empty": _empty,
     }
