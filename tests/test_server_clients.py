@@ -62,8 +62,9 @@ def asyncpg_run(served: Served, work: Any) -> Any:
         ("SELECT $1::timestamp", datetime(2024, 1, 2, 3, 4, 5), datetime(2024, 1, 2, 3, 4, 5)),
         ("SELECT $1::date", date(2024, 2, 29), date(2024, 2, 29)),
         ("SELECT NOT $1::bool", True, False),
+        ("SELECT $1::oid", 26, 26),
     ],
-    ids=["int", "float8", "numeric", "timestamp", "date", "bool"],
+    ids=["int", "float8", "numeric", "timestamp", "date", "bool", "oid"],
 )
 def test_asyncpg_binds_a_parameter_by_the_type_it_is_cast_to(
     served: Served, sql: str, value: object, expected: object

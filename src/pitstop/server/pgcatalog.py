@@ -1352,6 +1352,8 @@ def _to_oid(kind: str, operand: exp.Expr, ctx: _Context) -> exp.Expr:
         result = exp.Paren(
             this=_call(_LOOKUPS[kind], [exp.cast(operand, exp.DataType.build("VARCHAR"))], ctx)
         )
+    elif isinstance(operand, exp.Parameter | exp.Placeholder):  # $1::oid: the number bound
+        result = exp.cast(operand, oid)
     else:
         result = exp.cast(exp.null(), oid)
     result.meta[_PG_TYPE] = kind
