@@ -172,6 +172,27 @@ def test_state_is_read_over_the_server_by_psycopg_and_psql(served: Served) -> No
     assert done.stdout.split() == [f"{r['region']}|{r['acc1']}" for r in want]
 
 
+@pytest.mark.served(catalog=two_snapshots)
+def test_state_is_read_by_a_named_cursor_and_copied_out(served: Served) -> None:
+    """A cursor's query runs on a DuckDB connection of its own: the state tables are registered
+    there; COPY reads them as any query does."""
+    want = [(r["region"], r["acc1"]) for r in parquet_rows("per_minute.aggregate")]
+    query = (
+        "SELECT region, acc1 FROM snapshot_state('windows_v1', 'per_minute.aggregate') "
+        "ORDER BY window_start, region"
+    )
+    with psycopg.connect(served.url()) as conn:
+        with conn.cursor(name="state") as cur:
+            cur.execute(query)
+            assert cur.fetchmany(2) == want[:2]
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            assert cur.fetchall() == want[2:]
+        conn.commit()
+        with conn.cursor().copy(f"COPY ({query}) TO STDOUT (FORMAT csv)") as copy:
+            lines = b"".join(bytes(block) for block in copy).decode().splitlines()
+        assert lines == [f"{region},{n}" for region, n in want]
+
+
 def test_check_mode_names_an_unknown_snapshot_or_stage_before_anything_runs(manager: Manager) -> None:
     install(manager, "windows_v1")
     checker = Executor(None, manager.catalog)

@@ -12,6 +12,9 @@ PostgreSQL's SQLSTATE and the session goes on; never an exception that closes th
   a year past 9999, 24:00:00), as PostgreSQL answers a date or time it cannot hold;
 - 22021 character_not_in_repertoire: text that is not UTF-8.
 
+An array (``$1::oid[]``, ``$1::int4[]``: asyncpg binds a list in binary) is read into a list, in
+either format, its elements by the rules above; DuckDB binds a list as a LIST.
+
 Binary values of a fixed size are read by psycopg's loaders (``psycopg.adapters``: the C ones with
 ``psycopg[binary]``), after their length is checked here: the loaders are written for what a
 PostgreSQL server sends, and read as many bytes as their type has without counting what they were
@@ -22,6 +25,7 @@ whose scale hides some of its digits (PostgreSQL truncates them).
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 import uuid
@@ -57,6 +61,11 @@ def decode_params(values: Sequence[bytes | None], oids: Sequence[int], binary: S
 
 
 def _decode(data: bytes, oid: int, binary: bool, where: str) -> Any:
+    element = pg_type_by_oid(oid).element
+    if element:
+        return (
+            _binary_array(data, element, where) if binary else _text_array(_utf8(data, where), element, where)
+        )
     if not binary:
         return _from_text(_utf8(data, where), oid, where)
     if oid in _SIZES:
@@ -171,6 +180,93 @@ def _numeric(data: bytes, where: str) -> Decimal:
     else:
         text += "0" * (exponent + dscale)
     return Decimal((sign == 0x4000, tuple(map(int, text or "0")), -dscale))
+
+
+# -- arrays ---------------------------------------------------------------------------------------
+def _binary_array(data: bytes, element: int, where: str) -> list[Any]:
+    """array_send's format: ``ndim, has-nulls flag, element OID`` (32 bits each), a ``length,
+    lower bound`` pair per dimension, then each element as its length (-1: NULL) and bytes."""
+    if len(data) < 12:
+        raise _malformed(where, f"a binary array has a 12-byte header, this one is {len(data)} bytes")
+    ndim, _, sent = struct.unpack_from(">iiI", data)
+    if ndim == 0:
+        return []
+    if not 0 < ndim <= 6 or len(data) < 12 + 8 * ndim:  # PostgreSQL's MAXDIM is 6
+        raise _malformed(where, f"a binary array of {ndim} dimensions")
+    if sent != element:
+        name = pg_type_by_oid(element).format_type
+        raise _malformed(where, f"an array of {name} holds elements of type OID {sent}")
+    dims = [struct.unpack_from(">i", data, 12 + 8 * i)[0] for i in range(ndim)]
+    offset = 12 + 8 * ndim
+    items: list[Any] = []
+    for _ in range(math.prod(dims)):
+        if offset + 4 > len(data):
+            raise _malformed(where, "the array ends before its last element")
+        (size,) = struct.unpack_from(">i", data, offset)
+        offset += 4
+        if size < 0:
+            items.append(None)
+            continue
+        if offset + size > len(data):
+            raise _malformed(where, "the array ends inside an element")
+        items.append(_decode(data[offset : offset + size], element, True, where))
+        offset += size
+    for size in reversed(dims[1:]):  # nested lists, innermost dimension first
+        items = [items[i : i + size] for i in range(0, len(items), size)]
+    return items
+
+
+_ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(?=[,}])', re.S)
+
+
+def _text_array(text: str, element: int, where: str) -> list[Any]:
+    """An array literal, ``{1,2,NULL}`` or ``{{"a b",c},{d,e}}``, its items read as ``element``."""
+
+    def items(pos: int) -> tuple[list[Any], int]:
+        out: list[Any] = []
+        if text[pos : pos + 1] != "{":
+            raise ValueError
+        pos += 1
+        while True:
+            while text[pos : pos + 1].isspace():
+                pos += 1
+            if text[pos : pos + 1] == "}" and not out:
+                return out, pos + 1
+            if text[pos : pos + 1] == "{":
+                nested, pos = items(pos)
+                out.append(nested)
+            else:
+                found = _ARRAY_ITEM.match(text, pos)
+                if found is None:
+                    raise ValueError
+                quoted, bare = found.groups()
+                if quoted is not None:
+                    out.append(_from_text(re.sub(r"\\(.)", r"\1", quoted), element, where))
+                elif bare.upper() == "NULL":
+                    out.append(None)
+                else:
+                    out.append(_from_text(bare, element, where))
+                pos = found.end()
+            while text[pos : pos + 1].isspace():
+                pos += 1
+            if text[pos : pos + 1] == "}":
+                return out, pos + 1
+            if text[pos : pos + 1] != ",":
+                raise ValueError
+            pos += 1
+
+    try:
+        start = len(text) - len(text.lstrip())
+        value, end = items(start)
+        if text[end:].strip():
+            raise ValueError
+    except (ValueError, IndexError):
+        raise WireError(
+            sqlstate.INVALID_TEXT_REPRESENTATION,
+            f'malformed array literal in {where}: "{text}"',
+            hint='write an array as PostgreSQL does: {1,2,3} or {"a b",NULL}',
+        ) from None
+    return value
 
 
 # -- text -----------------------------------------------------------------------------------------

@@ -269,6 +269,7 @@ _BIG_ENDIAN = {
     pgtypes.INT2.oid: ">i2",
     pgtypes.INT4.oid: ">i4",
     pgtypes.INT8.oid: ">i8",
+    pgtypes.OID.oid: ">u4",  # DuckDB's UINTEGER (pgtypes)
     pgtypes.FLOAT4.oid: ">f4",
     pgtypes.FLOAT8.oid: ">f8",
 }

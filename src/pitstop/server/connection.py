@@ -42,6 +42,8 @@ from pygwire.messages import (
     Close,
     CloseComplete,
     CommandComplete,
+    CopyDone,
+    CopyOutResponse,
     Describe,
     EmptyQueryResponse,
     ErrorResponse,
@@ -77,8 +79,8 @@ from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
 from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import TEXT, encode
-from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
+from pitstop.server.pgtypes import TEXT, Column, encode
+from pitstop.server.session import Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
 from pitstop.sql.parser import in_job_block
 
@@ -512,6 +514,8 @@ class Connection:
         if outcome.tag == "EMPTY":
             self.send(EmptyQueryResponse())
             return True
+        if outcome.copy is not None:
+            return self._send_copy(outcome)
         columns = outcome.columns
         if columns is not None:
             if describe:
@@ -535,6 +539,17 @@ class Connection:
                     break
                 encoder = RowEncoder.of(outcome.duckdb_types, types, flags) if outcome.arrow else None
                 outcome.read_more(encoder)
+        self.send(CommandComplete(tag=outcome.final_tag()))
+        return True
+
+    def _send_copy(self, outcome: Outcome) -> bool:
+        """COPY ... TO STDOUT: CopyOutResponse (text, every column), a CopyData per line, CopyDone
+        and the tag. A row limit does not apply to COPY (as in PostgreSQL)."""
+        assert outcome.copy is not None
+        self.send(CopyOutResponse(overall_format=0, col_formats=[0] * outcome.copy.width))
+        for line in outcome.copy:
+            self.send_raw(b"d" + struct.pack(">i", len(line) + 4) + line)
+        self.send(CopyDone())
         self.send(CommandComplete(tag=outcome.final_tag()))
         return True
 
@@ -612,6 +627,11 @@ class Connection:
             self.send(ParameterDescription(type_oids=prepared.param_types))
             self.send(_row_description(columns, None) if columns is not None else NoData())
             return
+        if message.name and message.name not in self.portals:  # a cursor DECLAREd in SQL is a portal
+            declared = self.session.cursor_columns(message.name)
+            if declared is not None:
+                self.send(_row_description(declared, None))
+                return
         portal = self._portal(message.name)
         columns = self._portal_columns(portal)
         self.send(_row_description(columns, portal.binary) if columns is not None else NoData())

@@ -26,8 +26,10 @@ What the emulated catalog shows: DuckDB schema ``main`` as ``public`` (the sink 
 ``pitstop`` schema (pitstop's own catalog tables), ``pg_catalog`` and ``information_schema``;
 tables with PostgreSQL type OIDs and typmods (from :mod:`pitstop.server.pgtypes`), primary keys,
 unique and check constraints with their indexes, comments. Relation OIDs are md5 hashes of
-``schema.name`` (:func:`relation_oid`), the same in every process. The search path is
-``public`` (after ``pg_catalog``): ``pitstop.jobs`` must be qualified.
+``schema.name`` (:func:`relation_oid`), the same in every process. Every OID column (and
+``::oid``, ``::regclass``...) is a DuckDB UINTEGER, which result sets describe as PostgreSQL's oid
+(:mod:`pitstop.server.pgtypes`), and a list of them as oid[]. The search path is ``public`` (after
+``pg_catalog``): ``pitstop.jobs`` must be qualified.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from sqlglot.tokens import TokenType
 from pitstop.server import pgsemantics, pgtypes
 from pitstop.server.params import PARAMETERS, VERSION_TEXT
 
-__all__ = ["DATABASE", "PgCatalog", "relation_oid", "translate"]
+__all__ = ["DATABASE", "DIALECT", "PgCatalog", "relation_oid", "translate"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,7 @@ def _oid_sql(key_sql: str) -> str:
     """:func:`stable_oid` as a DuckDB expression over a VARCHAR expression."""
     return (
         f"({FIRST_USER_OID} + CAST(CAST('0x' || substr(md5({key_sql}), 1, 8) AS UBIGINT) "
-        f"% {_OID_SPAN} AS BIGINT))"
+        f"% {_OID_SPAN} AS UINTEGER))"
     )
 
 
@@ -89,8 +91,8 @@ def _nsp_sql(duck_schema_sql: str) -> str:
 def _nsp_oid_sql(nspname_sql: str) -> str:
     hashed = _oid_sql("'namespace:' || " + nspname_sql)
     return (
-        f"(CASE {nspname_sql} WHEN 'pg_catalog' THEN {PG_CATALOG_OID} WHEN 'public' THEN {PUBLIC_OID} "
-        f"ELSE {hashed} END)"
+        f"CAST(CASE {nspname_sql} WHEN 'pg_catalog' THEN {PG_CATALOG_OID} WHEN 'public' THEN {PUBLIC_OID} "
+        f"ELSE {hashed} END AS UINTEGER)"
     )
 
 
@@ -105,11 +107,16 @@ def _lit(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+_OID_TYPES_SQL = {"OID": "UINTEGER", "OID[]": "UINTEGER[]"}
+"""Column types of the relations below: an OID is a DuckDB UINTEGER (see the module's docstring)."""
+
+
 def _values(rows: Iterable[tuple[object, ...]], columns: tuple[tuple[str, str], ...]) -> str:
-    """A typed relation of literal rows. The rows travel as one JSON string that DuckDB reads at run
-    time: it binds a VALUES list of a few thousand literals in ~20 ms, this in ~2 ms."""
+    """A typed relation of literal rows (a column's type is DuckDB's, or OID). The rows travel as
+    one JSON string that DuckDB reads at run time: it binds a VALUES list of a few thousand
+    literals in ~20 ms, this in ~2 ms."""
     data = json.dumps([dict(zip((name for name, _ in columns), row, strict=True)) for row in rows])
-    shape = json.dumps([{name: sqltype for name, sqltype in columns}])
+    shape = json.dumps([{name: _OID_TYPES_SQL.get(sqltype, sqltype) for name, sqltype in columns}])
     return (
         f"SELECT unnest(__pgc_row) FROM (SELECT unnest(from_json({_lit(data)}, {_lit(shape)})) AS __pgc_row)"
     )
@@ -274,13 +281,13 @@ def _pg_type_sql() -> str:
             f"{t.name}send", align, storage, False, 0, -1, 0, _COLLATABLE.get(t.oid, 0), None, None, None,
         ))  # fmt: skip
     columns = (
-        ("oid", "BIGINT"), ("typname", "VARCHAR"), ("typnamespace", "BIGINT"), ("typowner", "BIGINT"),
+        ("oid", "OID"), ("typname", "VARCHAR"), ("typnamespace", "OID"), ("typowner", "OID"),
         ("typlen", "SMALLINT"), ("typbyval", "BOOLEAN"), ("typtype", "VARCHAR"), ("typcategory", "VARCHAR"),
         ("typispreferred", "BOOLEAN"), ("typisdefined", "BOOLEAN"), ("typdelim", "VARCHAR"),
-        ("typrelid", "BIGINT"), ("typelem", "BIGINT"), ("typarray", "BIGINT"), ("typinput", "VARCHAR"),
+        ("typrelid", "OID"), ("typelem", "OID"), ("typarray", "OID"), ("typinput", "VARCHAR"),
         ("typoutput", "VARCHAR"), ("typreceive", "VARCHAR"), ("typsend", "VARCHAR"), ("typalign", "VARCHAR"),
-        ("typstorage", "VARCHAR"), ("typnotnull", "BOOLEAN"), ("typbasetype", "BIGINT"),
-        ("typtypmod", "INTEGER"), ("typndims", "INTEGER"), ("typcollation", "BIGINT"),
+        ("typstorage", "VARCHAR"), ("typnotnull", "BOOLEAN"), ("typbasetype", "OID"),
+        ("typtypmod", "INTEGER"), ("typndims", "INTEGER"), ("typcollation", "OID"),
         ("typdefaultbin", "VARCHAR"), ("typdefault", "VARCHAR"), ("typacl", "VARCHAR[]"),
     )  # fmt: skip
     return _values(rows, columns)
@@ -321,7 +328,7 @@ def _catalog_relations_sql() -> str:
         for name in _INFORMATION_SCHEMA
     ]
     return _values(
-        rows, (("nspname", "VARCHAR"), ("relname", "VARCHAR"), ("oid", "BIGINT"), ("relkind", "VARCHAR"))
+        rows, (("nspname", "VARCHAR"), ("relname", "VARCHAR"), ("oid", "OID"), ("relkind", "VARCHAR"))
     )
 
 
@@ -372,7 +379,9 @@ SELECT u.*, {_oid_sql("u.nspname || '.' || u.relname")} AS oid FROM ({_USER_RELA
 _COLUMN_RELATION_OID = _oid_sql(_nsp_sql("c.schema_name") + " || '.' || c.table_name")
 # pgtypes.pg_type_of(data_type).oid: arrays map their element, so the element's type is worked out once.
 _COLUMNS = f"""
-SELECT e.*, CASE WHEN e.is_array THEN {_array_oid_sql("e.element_oid")} ELSE e.element_oid END AS typoid
+SELECT e.*, CAST(
+    CASE WHEN e.is_array THEN {_array_oid_sql("e.element_oid")} ELSE e.element_oid END AS UINTEGER
+  ) AS typoid
 FROM (
   SELECT x.*, {_scalar_oid_sql("x.element")} AS element_oid
   FROM (
@@ -390,18 +399,18 @@ FROM (
 ) AS e"""
 
 _PG_CLASS = f"""
-SELECT r.oid, r.relname, {_nsp_oid_sql("r.nspname")} AS relnamespace, CAST(0 AS BIGINT) AS reltype,
-  CAST(0 AS BIGINT) AS reloftype, CAST(10 AS BIGINT) AS relowner,
-  CAST(CASE r.relkind WHEN 'r' THEN 2 WHEN 'i' THEN 403 ELSE 0 END AS BIGINT) AS relam,
-  CAST(CASE WHEN r.relkind = 'v' THEN 0 ELSE r.oid END AS BIGINT) AS relfilenode,
-  CAST(0 AS BIGINT) AS reltablespace, CAST(0 AS INTEGER) AS relpages,
+SELECT r.oid, r.relname, {_nsp_oid_sql("r.nspname")} AS relnamespace, CAST(0 AS UINTEGER) AS reltype,
+  CAST(0 AS UINTEGER) AS reloftype, CAST(10 AS UINTEGER) AS relowner,
+  CAST(CASE r.relkind WHEN 'r' THEN 2 WHEN 'i' THEN 403 ELSE 0 END AS UINTEGER) AS relam,
+  CAST(CASE WHEN r.relkind = 'v' THEN 0 ELSE r.oid END AS UINTEGER) AS relfilenode,
+  CAST(0 AS UINTEGER) AS reltablespace, CAST(0 AS INTEGER) AS relpages,
   CAST(r.ntuples AS FLOAT) AS reltuples, CAST(0 AS INTEGER) AS relallvisible,
-  CAST(0 AS BIGINT) AS reltoastrelid, r.hasindex AS relhasindex, false AS relisshared,
+  CAST(0 AS UINTEGER) AS reltoastrelid, r.hasindex AS relhasindex, false AS relisshared,
   'p' AS relpersistence, r.relkind, CAST(r.ncols AS SMALLINT) AS relnatts,
   CAST(r.nchecks AS SMALLINT) AS relchecks, false AS relhasrules, false AS relhastriggers,
   false AS relhassubclass, false AS relrowsecurity, false AS relforcerowsecurity,
   true AS relispopulated, CASE WHEN r.relkind = 'r' THEN 'd' ELSE 'n' END AS relreplident,
-  false AS relispartition, CAST(0 AS BIGINT) AS relrewrite, CAST(0 AS BIGINT) AS relfrozenxid,
+  false AS relispartition, CAST(0 AS UINTEGER) AS relrewrite, CAST(0 AS BIGINT) AS relfrozenxid,
   CAST(0 AS BIGINT) AS relminmxid, CAST(NULL AS VARCHAR[]) AS relacl,
   CAST(NULL AS VARCHAR[]) AS reloptions, CAST(NULL AS VARCHAR) AS relpartbound
 FROM (
@@ -418,12 +427,14 @@ FROM (
 ) AS r"""
 
 _PG_NAMESPACE = f"""
-SELECT CAST({PG_CATALOG_OID} AS BIGINT) AS oid, 'pg_catalog' AS nspname, CAST(10 AS BIGINT) AS nspowner,
-       CAST(NULL AS VARCHAR[]) AS nspacl
-UNION ALL SELECT {PUBLIC_OID}, 'public', 10, NULL
-UNION ALL SELECT {stable_oid("namespace:information_schema")}, 'information_schema', 10, NULL
+SELECT CAST({PG_CATALOG_OID} AS UINTEGER) AS oid, 'pg_catalog' AS nspname,
+       CAST(10 AS UINTEGER) AS nspowner, CAST(NULL AS VARCHAR[]) AS nspacl
+UNION ALL SELECT CAST({PUBLIC_OID} AS UINTEGER), 'public', CAST(10 AS UINTEGER), NULL
 UNION ALL
-SELECT {_nsp_oid_sql("s.schema_name")}, s.schema_name, 10, NULL
+SELECT CAST({stable_oid("namespace:information_schema")} AS UINTEGER), 'information_schema',
+       CAST(10 AS UINTEGER), NULL
+UNION ALL
+SELECT {_nsp_oid_sql("s.schema_name")}, s.schema_name, CAST(10 AS UINTEGER), NULL
 FROM duckdb_schemas() AS s
 WHERE s.database_name = current_database() AND NOT s.internal AND s.schema_name <> 'main'"""
 
@@ -446,12 +457,13 @@ FROM pgc__columns AS c WHERE c.def IS NOT NULL"""
 _PG_CONSTRAINT = f"""
 SELECT k.conoid AS oid, k.conname, {_nsp_oid_sql("k.nspname")} AS connamespace, k.contype,
   false AS condeferrable, false AS condeferred, true AS convalidated, k.reloid AS conrelid,
-  CAST(0 AS BIGINT) AS contypid, CAST(k.indexoid AS BIGINT) AS conindid, CAST(0 AS BIGINT) AS conparentid,
-  CAST(0 AS BIGINT) AS confrelid, ' ' AS confupdtype, ' ' AS confdeltype, ' ' AS confmatchtype,
+  CAST(0 AS UINTEGER) AS contypid, CAST(k.indexoid AS UINTEGER) AS conindid,
+  CAST(0 AS UINTEGER) AS conparentid, CAST(0 AS UINTEGER) AS confrelid, ' ' AS confupdtype,
+  ' ' AS confdeltype, ' ' AS confmatchtype,
   true AS conislocal, 0 AS coninhcount, false AS connoinherit, k.conkey,
-  CAST(NULL AS SMALLINT[]) AS confkey, CAST(NULL AS BIGINT[]) AS conpfeqop,
-  CAST(NULL AS BIGINT[]) AS conppeqop, CAST(NULL AS BIGINT[]) AS conffeqop,
-  CAST(NULL AS SMALLINT[]) AS confdelsetcols, CAST(NULL AS BIGINT[]) AS conexclop,
+  CAST(NULL AS SMALLINT[]) AS confkey, CAST(NULL AS UINTEGER[]) AS conpfeqop,
+  CAST(NULL AS UINTEGER[]) AS conppeqop, CAST(NULL AS UINTEGER[]) AS conffeqop,
+  CAST(NULL AS SMALLINT[]) AS confdelsetcols, CAST(NULL AS UINTEGER[]) AS conexclop,
   CASE WHEN k.contype = 'c' THEN k.expression END AS conbin
 FROM pgc__keys AS k"""
 
@@ -461,17 +473,17 @@ SELECT k.indexoid AS indexrelid, k.reloid AS indrelid, CAST(len(k.conkey) AS SMA
   k.contype = 'p' AS indisprimary, false AS indisexclusion, true AS indimmediate,
   false AS indisclustered, true AS indisvalid, false AS indcheckxmin, true AS indisready,
   true AS indislive, false AS indisreplident, k.conkey AS indkey,
-  list_transform(k.conkey, lambda i: CAST(0 AS BIGINT)) AS indcollation,
-  list_transform(k.conkey, lambda i: CAST(0 AS BIGINT)) AS indclass,
+  list_transform(k.conkey, lambda i: CAST(0 AS UINTEGER)) AS indcollation,
+  list_transform(k.conkey, lambda i: CAST(0 AS UINTEGER)) AS indclass,
   list_transform(k.conkey, lambda i: CAST(0 AS SMALLINT)) AS indoption,
   CAST(NULL AS VARCHAR) AS indexprs, CAST(NULL AS VARCHAR) AS indpred
 FROM pgc__keys AS k WHERE k.contype IN ('p', 'u')"""
 
 _PG_DESCRIPTION = """
-SELECT r.oid AS objoid, CAST(1259 AS BIGINT) AS classoid, 0 AS objsubid, r.comment AS description
+SELECT r.oid AS objoid, CAST(1259 AS UINTEGER) AS classoid, 0 AS objsubid, r.comment AS description
 FROM pgc__rel AS r WHERE r.comment IS NOT NULL AND r.comment <> ''
 UNION ALL
-SELECT c.attrelid, 1259, c.attnum, c.comment
+SELECT c.attrelid, CAST(1259 AS UINTEGER), c.attnum, c.comment
 FROM pgc__columns AS c WHERE c.comment IS NOT NULL AND c.comment <> ''"""
 
 _ROLE_COLUMNS = (
@@ -482,7 +494,7 @@ _PG_ROLES = f"""
 SELECT '{OWNER}' AS rolname, true AS rolsuper, true AS rolinherit, true AS rolcreaterole,
   true AS rolcreatedb, true AS rolcanlogin, false AS rolreplication, -1 AS rolconnlimit,
   '********' AS rolpassword, CAST(NULL AS TIMESTAMPTZ) AS rolvaliduntil, false AS rolbypassrls,
-  CAST(NULL AS VARCHAR[]) AS rolconfig, CAST(10 AS BIGINT) AS oid
+  CAST(NULL AS VARCHAR[]) AS rolconfig, CAST(10 AS UINTEGER) AS oid
 UNION ALL
 SELECT pgc_user(), false, true, false, false, true, false, -1, '********', NULL, false, NULL,
   {_oid_sql("'role:' || pgc_user()")}
@@ -505,10 +517,10 @@ _PG_DATABASE = _values(
         + (None, None, None)
     ],
     (
-        ("oid", "BIGINT"), ("datname", "VARCHAR"), ("datdba", "BIGINT"), ("encoding", "INTEGER"),
+        ("oid", "OID"), ("datname", "VARCHAR"), ("datdba", "OID"), ("encoding", "INTEGER"),
         ("datlocprovider", "VARCHAR"), ("datistemplate", "BOOLEAN"), ("datallowconn", "BOOLEAN"),
         ("datconnlimit", "INTEGER"), ("datfrozenxid", "BIGINT"), ("datminmxid", "BIGINT"),
-        ("dattablespace", "BIGINT"), ("datcollate", "VARCHAR"), ("datctype", "VARCHAR"),
+        ("dattablespace", "OID"), ("datcollate", "VARCHAR"), ("datctype", "VARCHAR"),
         ("daticulocale", "VARCHAR"), ("datcollversion", "VARCHAR"), ("datacl", "VARCHAR[]"),
     ),
 )  # fmt: skip
@@ -674,8 +686,8 @@ _INTERNAL: dict[str, str] = {
     "pgc__keys": _KEYS,
     "pgc__rel": _REL,
     "pgc__columns": _COLUMNS,
-    "pgc__typenames": _values(_type_names(), (("name", "VARCHAR"), ("oid", "BIGINT"))),
-    "pgc__typefmt": _values([(t.oid, t.format_type) for t in TYPES], (("oid", "BIGINT"), ("fmt", "VARCHAR"))),
+    "pgc__typenames": _values(_type_names(), (("name", "VARCHAR"), ("oid", "OID"))),
+    "pgc__typefmt": _values([(t.oid, t.format_type) for t in TYPES], (("oid", "OID"), ("fmt", "VARCHAR"))),
 }
 VIEWS: dict[tuple[str, str], CatalogView] = {
     ("pg_catalog", "pg_type"): _view("pgc_pg_type", _pg_type_sql()),
@@ -706,7 +718,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
              (405, "hash", "hashhandler", "i"), (783, "gist", "gisthandler", "i"),
              (2742, "gin", "ginhandler", "i"), (4000, "spgist", "spghandler", "i"),
              (3580, "brin", "brinhandler", "i")],
-            (("oid", "BIGINT"), ("amname", "VARCHAR"), ("amhandler", "VARCHAR"), ("amtype", "VARCHAR")),
+            (("oid", "OID"), ("amname", "VARCHAR"), ("amhandler", "VARCHAR"), ("amtype", "VARCHAR")),
         ),
     ),
     ("pg_catalog", "pg_collation"): _view(
@@ -715,7 +727,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
             [(100, "default", 11, 10, "d", True, -1, None, None, None, None),
              (950, "C", 11, 10, "c", True, -1, "C", "C", None, None),
              (951, "POSIX", 11, 10, "c", True, -1, "POSIX", "POSIX", None, None)],
-            (("oid", "BIGINT"), ("collname", "VARCHAR"), ("collnamespace", "BIGINT"), ("collowner", "BIGINT"),
+            (("oid", "OID"), ("collname", "VARCHAR"), ("collnamespace", "OID"), ("collowner", "OID"),
              ("collprovider", "VARCHAR"), ("collisdeterministic", "BOOLEAN"), ("collencoding", "INTEGER"),
              ("collcollate", "VARCHAR"), ("collctype", "VARCHAR"), ("colliculocale", "VARCHAR"),
              ("collversion", "VARCHAR")),
@@ -725,7 +737,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
         "pgc_pg_tablespace",
         _values(
             [(1663, "pg_default", 10, None, None), (1664, "pg_global", 10, None, None)],
-            (("oid", "BIGINT"), ("spcname", "VARCHAR"), ("spcowner", "BIGINT"), ("spcacl", "VARCHAR[]"),
+            (("oid", "OID"), ("spcname", "VARCHAR"), ("spcowner", "OID"), ("spcacl", "VARCHAR[]"),
              ("spcoptions", "VARCHAR[]")),
         ),
     ),
@@ -733,120 +745,120 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
         "pgc_pg_extension",
         _values(
             [(stable_oid("extension:plpgsql"), "plpgsql", 10, PG_CATALOG_OID, False, "1.0", None, None)],
-            (("oid", "BIGINT"), ("extname", "VARCHAR"), ("extowner", "BIGINT"), ("extnamespace", "BIGINT"),
-             ("extrelocatable", "BOOLEAN"), ("extversion", "VARCHAR"), ("extconfig", "BIGINT[]"),
+            (("oid", "OID"), ("extname", "VARCHAR"), ("extowner", "OID"), ("extnamespace", "OID"),
+             ("extrelocatable", "BOOLEAN"), ("extversion", "VARCHAR"), ("extconfig", "OID[]"),
              ("extcondition", "VARCHAR[]")),
         ),
     ),
     ("pg_catalog", "pg_proc"): _view(
         "pgc_pg_proc",
-        _empty("oid BIGINT", "proname VARCHAR", "pronamespace BIGINT", "proowner BIGINT", "prolang BIGINT",
-               "procost FLOAT", "prorows FLOAT", "provariadic BIGINT", "prosupport VARCHAR",
+        _empty("oid OID", "proname VARCHAR", "pronamespace OID", "proowner OID", "prolang OID",
+               "procost FLOAT", "prorows FLOAT", "provariadic OID", "prosupport VARCHAR",
                "prokind VARCHAR", "prosecdef BOOLEAN", "proleakproof BOOLEAN", "proisstrict BOOLEAN",
                "proretset BOOLEAN", "provolatile VARCHAR", "proparallel VARCHAR", "pronargs SMALLINT",
-               "pronargdefaults SMALLINT", "prorettype BIGINT", "proargtypes BIGINT[]",
-               "proallargtypes BIGINT[]", "proargmodes VARCHAR[]", "proargnames VARCHAR[]",
-               "proargdefaults VARCHAR", "protrftypes BIGINT[]", "prosrc VARCHAR", "probin VARCHAR",
+               "pronargdefaults SMALLINT", "prorettype OID", "proargtypes OID[]",
+               "proallargtypes OID[]", "proargmodes VARCHAR[]", "proargnames VARCHAR[]",
+               "proargdefaults VARCHAR", "protrftypes OID[]", "prosrc VARCHAR", "probin VARCHAR",
                "prosqlbody VARCHAR", "proconfig VARCHAR[]", "proacl VARCHAR[]"),
     ),
     ("pg_catalog", "pg_inherits"): _view(
         "pgc_pg_inherits",
-        _empty("inhrelid BIGINT", "inhparent BIGINT", "inhseqno INTEGER", "inhdetachpending BOOLEAN"),
+        _empty("inhrelid OID", "inhparent OID", "inhseqno INTEGER", "inhdetachpending BOOLEAN"),
     ),
     ("pg_catalog", "pg_range"): _view(
         "pgc_pg_range",
-        _empty("rngtypid BIGINT", "rngsubtype BIGINT", "rngmultitypid BIGINT", "rngcollation BIGINT",
-               "rngsubopc BIGINT", "rngcanonical VARCHAR", "rngsubdiff VARCHAR"),
+        _empty("rngtypid OID", "rngsubtype OID", "rngmultitypid OID", "rngcollation OID",
+               "rngsubopc OID", "rngcanonical VARCHAR", "rngsubdiff VARCHAR"),
     ),
     ("pg_catalog", "pg_enum"): _view(
-        "pgc_pg_enum", _empty("oid BIGINT", "enumtypid BIGINT", "enumsortorder FLOAT", "enumlabel VARCHAR")
+        "pgc_pg_enum", _empty("oid OID", "enumtypid OID", "enumsortorder FLOAT", "enumlabel VARCHAR")
     ),
     ("pg_catalog", "pg_policy"): _view(
         "pgc_pg_policy",
-        _empty("oid BIGINT", "polname VARCHAR", "polrelid BIGINT", "polcmd VARCHAR", "polpermissive BOOLEAN",
-               "polroles BIGINT[]", "polqual VARCHAR", "polwithcheck VARCHAR"),
+        _empty("oid OID", "polname VARCHAR", "polrelid OID", "polcmd VARCHAR", "polpermissive BOOLEAN",
+               "polroles OID[]", "polqual VARCHAR", "polwithcheck VARCHAR"),
     ),
     ("pg_catalog", "pg_statistic_ext"): _view(
         "pgc_pg_statistic_ext",
-        _empty("oid BIGINT", "stxrelid BIGINT", "stxname VARCHAR", "stxnamespace BIGINT", "stxowner BIGINT",
+        _empty("oid OID", "stxrelid OID", "stxname VARCHAR", "stxnamespace OID", "stxowner OID",
                "stxstattarget INTEGER", "stxkeys SMALLINT[]", "stxkind VARCHAR[]", "stxexprs VARCHAR"),
     ),
     ("pg_catalog", "pg_publication"): _view(
         "pgc_pg_publication",
-        _empty("oid BIGINT", "pubname VARCHAR", "pubowner BIGINT", "puballtables BOOLEAN",
+        _empty("oid OID", "pubname VARCHAR", "pubowner OID", "puballtables BOOLEAN",
                "pubinsert BOOLEAN",
                "pubupdate BOOLEAN", "pubdelete BOOLEAN", "pubtruncate BOOLEAN", "pubviaroot BOOLEAN"),
     ),
     ("pg_catalog", "pg_publication_rel"): _view(
         "pgc_pg_publication_rel",
-        _empty("oid BIGINT", "prpubid BIGINT", "prrelid BIGINT", "prqual VARCHAR", "prattrs SMALLINT[]"),
+        _empty("oid OID", "prpubid OID", "prrelid OID", "prqual VARCHAR", "prattrs SMALLINT[]"),
     ),
     ("pg_catalog", "pg_publication_namespace"): _view(
-        "pgc_pg_publication_namespace", _empty("oid BIGINT", "pnpubid BIGINT", "pnnspid BIGINT")
+        "pgc_pg_publication_namespace", _empty("oid OID", "pnpubid OID", "pnnspid OID")
     ),
     ("pg_catalog", "pg_sequence"): _view(
         "pgc_pg_sequence",
-        _empty("seqrelid BIGINT", "seqtypid BIGINT", "seqstart BIGINT", "seqincrement BIGINT",
+        _empty("seqrelid OID", "seqtypid OID", "seqstart BIGINT", "seqincrement BIGINT",
                "seqmax BIGINT",
                "seqmin BIGINT", "seqcache BIGINT", "seqcycle BOOLEAN"),
     ),
     ("pg_catalog", "pg_foreign_table"): _view(
-        "pgc_pg_foreign_table", _empty("ftrelid BIGINT", "ftserver BIGINT", "ftoptions VARCHAR[]")
+        "pgc_pg_foreign_table", _empty("ftrelid OID", "ftserver OID", "ftoptions VARCHAR[]")
     ),
     ("pg_catalog", "pg_partitioned_table"): _view(
         "pgc_pg_partitioned_table",
-        _empty("partrelid BIGINT", "partstrat VARCHAR", "partnatts SMALLINT", "partdefid BIGINT",
-               "partattrs SMALLINT[]", "partclass BIGINT[]", "partcollation BIGINT[]", "partexprs VARCHAR"),
+        _empty("partrelid OID", "partstrat VARCHAR", "partnatts SMALLINT", "partdefid OID",
+               "partattrs SMALLINT[]", "partclass OID[]", "partcollation OID[]", "partexprs VARCHAR"),
     ),
     ("pg_catalog", "pg_depend"): _view(
         "pgc_pg_depend",
-        _empty("classid BIGINT", "objid BIGINT", "objsubid INTEGER", "refclassid BIGINT", "refobjid BIGINT",
+        _empty("classid OID", "objid OID", "objsubid INTEGER", "refclassid OID", "refobjid OID",
                "refobjsubid INTEGER", "deptype VARCHAR"),
     ),
     ("pg_catalog", "pg_trigger"): _view(
         "pgc_pg_trigger",
-        _empty("oid BIGINT", "tgrelid BIGINT", "tgparentid BIGINT", "tgname VARCHAR", "tgfoid BIGINT",
-               "tgtype SMALLINT", "tgenabled VARCHAR", "tgisinternal BOOLEAN", "tgconstrrelid BIGINT",
-               "tgconstrindid BIGINT", "tgconstraint BIGINT", "tgdeferrable BOOLEAN",
+        _empty("oid OID", "tgrelid OID", "tgparentid OID", "tgname VARCHAR", "tgfoid OID",
+               "tgtype SMALLINT", "tgenabled VARCHAR", "tgisinternal BOOLEAN", "tgconstrrelid OID",
+               "tgconstrindid OID", "tgconstraint OID", "tgdeferrable BOOLEAN",
                "tginitdeferred BOOLEAN", "tgnargs SMALLINT", "tgattr SMALLINT[]", "tgargs BLOB",
                "tgqual VARCHAR", "tgoldtable VARCHAR", "tgnewtable VARCHAR"),
     ),
     ("pg_catalog", "pg_rewrite"): _view(
         "pgc_pg_rewrite",
-        _empty("oid BIGINT", "rulename VARCHAR", "ev_class BIGINT", "ev_type VARCHAR", "ev_enabled VARCHAR",
+        _empty("oid OID", "rulename VARCHAR", "ev_class OID", "ev_type VARCHAR", "ev_enabled VARCHAR",
                "is_instead BOOLEAN", "ev_qual VARCHAR", "ev_action VARCHAR"),
     ),
     ("pg_catalog", "pg_opclass"): _view(
         "pgc_pg_opclass",
-        _empty("oid BIGINT", "opcmethod BIGINT", "opcname VARCHAR", "opcnamespace BIGINT", "opcowner BIGINT",
-               "opcfamily BIGINT", "opcintype BIGINT", "opcdefault BOOLEAN", "opckeytype BIGINT"),
+        _empty("oid OID", "opcmethod OID", "opcname VARCHAR", "opcnamespace OID", "opcowner OID",
+               "opcfamily OID", "opcintype OID", "opcdefault BOOLEAN", "opckeytype OID"),
     ),
     ("pg_catalog", "pg_shdescription"): _view(
-        "pgc_pg_shdescription", _empty("objoid BIGINT", "classoid BIGINT", "description VARCHAR")
+        "pgc_pg_shdescription", _empty("objoid OID", "classoid OID", "description VARCHAR")
     ),
     ("pg_catalog", "pg_auth_members"): _view(
         "pgc_pg_auth_members",
-        _empty("oid BIGINT", "roleid BIGINT", "member BIGINT", "grantor BIGINT", "admin_option BOOLEAN"),
+        _empty("oid OID", "roleid OID", "member OID", "grantor OID", "admin_option BOOLEAN"),
     ),
     ("pg_catalog", "pg_cast"): _view(
         "pgc_pg_cast",
-        _empty("oid BIGINT", "castsource BIGINT", "casttarget BIGINT", "castfunc BIGINT",
+        _empty("oid OID", "castsource OID", "casttarget OID", "castfunc OID",
                "castcontext VARCHAR", "castmethod VARCHAR"),
     ),  # fmt: skip
     ("pg_catalog", "pg_operator"): _view(
         "pgc_pg_operator",
-        _empty("oid BIGINT", "oprname VARCHAR", "oprnamespace BIGINT", "oprowner BIGINT", "oprkind VARCHAR",
-               "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft BIGINT", "oprright BIGINT",
-               "oprresult BIGINT", "oprcom BIGINT", "oprnegate BIGINT", "oprcode VARCHAR"),
+        _empty("oid OID", "oprname VARCHAR", "oprnamespace OID", "oprowner OID", "oprkind VARCHAR",
+               "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft OID", "oprright OID",
+               "oprresult OID", "oprcom OID", "oprnegate OID", "oprcode VARCHAR"),
     ),  # fmt: skip
     ("pg_catalog", "pg_conversion"): _view(
         "pgc_pg_conversion",
-        _empty("oid BIGINT", "conname VARCHAR", "connamespace BIGINT", "conowner BIGINT",
+        _empty("oid OID", "conname VARCHAR", "connamespace OID", "conowner OID",
                "conforencoding INTEGER", "contoencoding INTEGER", "conproc VARCHAR", "condefault BOOLEAN"),
     ),  # fmt: skip
     ("pg_catalog", "pg_event_trigger"): _view(
         "pgc_pg_event_trigger",
-        _empty("oid BIGINT", "evtname VARCHAR", "evtevent VARCHAR", "evtowner BIGINT", "evtfoid BIGINT",
+        _empty("oid OID", "evtname VARCHAR", "evtevent VARCHAR", "evtowner OID", "evtfoid OID",
                "evtenabled VARCHAR", "evttags VARCHAR[]"),
     ),  # fmt: skip
     ("information_schema", "schemata"): _view("pgc_is_schemata", _IS_SCHEMATA),
@@ -943,7 +955,7 @@ def _regclass_lookup(arg: str) -> str:
     name = _ident(f"(CASE WHEN {qualified} THEN split_part({arg}, '.', 2) ELSE {arg} END)")
     schema = _ident(f"split_part({arg}, '.', 1)")
     return (
-        f"(CASE WHEN regexp_full_match({arg}, '\\d+') THEN CAST({arg} AS BIGINT) ELSE "
+        f"(CASE WHEN regexp_full_match({arg}, '\\d+') THEN CAST({arg} AS UINTEGER) ELSE "
         f"(SELECT __pgc_l.__pgc_k FROM {_RELATIONS} WHERE __pgc_l.__pgc_r = {name} AND "
         f"CASE WHEN {qualified} THEN __pgc_l.__pgc_n = {schema} "
         f"ELSE __pgc_l.__pgc_n IN {VISIBLE_SCHEMAS} END "
@@ -971,8 +983,10 @@ _FORMAT_TYPE = (
     f"ELSE coalesce({_lookup('pgc__typefmt', 'fmt', 'oid', '{0}')}, '???') END)"
 )
 _ARRAY_BODY = "trim(regexp_replace(CAST({0} AS VARCHAR), '^\\s*[\\[{](.*)[\\]}]\\s*$', '\\1'))"
+# A list (an array parameter Bind has read: server/bindvalues.py) as it is; a text, parsed.
 _TEXT_ARRAY = (
-    f"(CASE WHEN {{0}} IS NULL THEN NULL WHEN {_ARRAY_BODY} = '' THEN CAST([] AS VARCHAR[]) "
+    "(CASE WHEN typeof({0}) LIKE '%[]' THEN CAST({0} AS VARCHAR[]) "
+    f"WHEN {{0}} IS NULL THEN NULL WHEN {_ARRAY_BODY} = '' THEN CAST([] AS VARCHAR[]) "
     f"ELSE string_split(regexp_replace(regexp_replace({_ARRAY_BODY}, '\\s*,\\s*', ',', 'g'), "
     "'\"', '', 'g'), ',') END)"
 )
@@ -994,7 +1008,7 @@ FUNCTIONS: dict[str, str] = {
     "pg_backend_pid": "pgc_backend_pid()",
     "pg_is_in_recovery": "false",
     "pg_postmaster_start_time": "CAST(get_current_timestamp() AS TIMESTAMPTZ)",
-    "pg_my_temp_schema": "CAST(0 AS BIGINT)",
+    "pg_my_temp_schema": "CAST(0 AS UINTEGER)",
     "pg_is_other_temp_schema": "false",
     "txid_current": "CAST(1 AS BIGINT)",
     "inet_server_addr": _NULL_TEXT,
@@ -1053,8 +1067,8 @@ FUNCTIONS: dict[str, str] = {
     "to_regclass": _regclass_lookup("{0}"),
     "to_regnamespace": _lookup("pgc_pg_namespace", "oid", "nspname", _ident("{0}")),
     "to_regrole": _lookup("pgc_pg_roles", "oid", "rolname", _ident("{0}")),
-    "to_regproc": "CAST(NULL AS BIGINT)",
-    "to_regprocedure": "CAST(NULL AS BIGINT)",
+    "to_regproc": "CAST(NULL AS UINTEGER)",
+    "to_regprocedure": "CAST(NULL AS UINTEGER)",
     "set_config": "{1}",
     "current_setting": _lookup("pgc_pg_settings", "setting", "lower(name)", "lower({0})"),
     "pg_relation_size": "CAST(0 AS BIGINT)",
@@ -1107,7 +1121,8 @@ class _PgDialect(Postgres):
             return this
 
 
-_DIALECT = _PgDialect()
+DIALECT = _PgDialect()
+"""How client statements are parsed (here, and for their parameters' casts in paramtypes)."""
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 
 
@@ -1293,7 +1308,7 @@ _DUCKDB_TYPES = {
     "bpchar": "VARCHAR", "numeric": "DECIMAL", "json": "JSON", "jsonb": "JSON", "bytea": "BLOB",
     "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ", "date": "DATE", "time": "TIME",
     "interval": "INTERVAL", "uuid": "UUID", "aclitem": "VARCHAR", "int2vector": "SMALLINT[]",
-    "oidvector": "BIGINT[]", "pg_node_tree": "VARCHAR", "anyarray": "VARCHAR[]",
+    "oidvector": "UINTEGER[]", "pg_node_tree": "VARCHAR", "anyarray": "VARCHAR[]",
 }  # fmt: skip
 
 
@@ -1328,17 +1343,19 @@ _LOOKUPS = {
 
 def _to_oid(kind: str, operand: exp.Expr, ctx: _Context) -> exp.Expr:
     """``operand::regclass`` (and the other OID types): the OID, marked with its type."""
-    bigint = exp.DataType.build("BIGINT")
+    oid = exp.DataType.build("UINTEGER", dialect="duckdb")
     if isinstance(operand, exp.Literal) and operand.is_string and operand.name.strip().isdigit():
-        result: exp.Expr = exp.cast(exp.Literal.number(operand.name.strip()), bigint)
+        result: exp.Expr = exp.cast(exp.Literal.number(operand.name.strip()), oid)
     elif not _is_name_source(operand):
-        result = exp.cast(operand, bigint)
+        result = exp.cast(operand, oid)
     elif kind in _LOOKUPS:
         result = exp.Paren(
             this=_call(_LOOKUPS[kind], [exp.cast(operand, exp.DataType.build("VARCHAR"))], ctx)
         )
+    elif isinstance(operand, exp.Parameter | exp.Placeholder):  # $1::oid: the number bound
+        result = exp.cast(operand, oid)
     else:
-        result = exp.cast(exp.null(), bigint)
+        result = exp.cast(exp.null(), oid)
     result.meta[_PG_TYPE] = kind
     return result
 
@@ -1379,7 +1396,7 @@ def _rewrite_cast(cast: exp.Cast, ctx: _Context) -> exp.Expr:
         return _to_oid(kind, operand, ctx)
     if kind.endswith("[]"):
         element = kind[:-2]
-        duck = "BIGINT" if element in _OID_TYPES else _DUCKDB_TYPES.get(element)
+        duck = "UINTEGER" if element in _OID_TYPES else _DUCKDB_TYPES.get(element)
         if duck is None:
             return cast
         source = _call("pgc_text_array", [operand], ctx) if _is_name_source(operand) else operand
@@ -1641,7 +1658,7 @@ def translate_query(sql: str, schema: pgsemantics.Schema) -> pgsemantics.Transla
     """
     lead = len(sql) - len(sql.lstrip())
     try:
-        tree: exp.Expr = exp.maybe_parse(sql.strip().rstrip(";"), dialect=_DIALECT)
+        tree: exp.Expr = exp.maybe_parse(sql.strip().rstrip(";"), dialect=DIALECT)
     except pgsemantics.PgError as exc:
         raise pgsemantics.PgError(exc.code, exc.message, exc.position + lead if exc.position else 0) from None
     except SqlglotError as exc:

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
+    "Column",
     "PgType",
     "encode",
     "pg_type_by_oid",
@@ -49,6 +50,14 @@ class PgType:
     @property
     def is_array(self) -> bool:
         return self.element != 0
+
+
+@dataclass(frozen=True)
+class Column:
+    """A result column: its name and the type clients are told (RowDescription)."""
+
+    name: str
+    type: PgType
 
 
 def _t(oid: int, name: str, size: int, format_type: str, element: int = 0) -> PgType:
@@ -99,7 +108,11 @@ ARRAYS: tuple[PgType, ...] = tuple(
 )
 _BY_OID: dict[int, PgType] = {t.oid: t for t in SCALARS + ARRAYS}
 
-# DuckDB type names (as ``str(description type)`` prints them) -> PostgreSQL type.
+# DuckDB type names (as ``str(description type)`` prints them) -> PostgreSQL type. UINTEGER is
+# PostgreSQL's oid, an unsigned 32-bit number: the emulated catalog holds its OIDs as UINTEGER
+# (pgcatalog), so that ``pg_type.oid`` is described as oid and ``array_agg(atttypid)`` as oid[], as
+# clients expect (asyncpg decodes its type introspection's answer by them). No sink table has a
+# UINTEGER column: Spark, which writes them, has no unsigned types.
 _DUCKDB: dict[str, PgType] = {
     "BOOLEAN": BOOL,
     "TINYINT": INT2,
@@ -108,7 +121,7 @@ _DUCKDB: dict[str, PgType] = {
     "INTEGER": INT4,
     "USMALLINT": INT4,
     "BIGINT": INT8,
-    "UINTEGER": INT8,
+    "UINTEGER": OID,
     "UBIGINT": NUMERIC,
     "HUGEINT": NUMERIC,
     "UHUGEINT": NUMERIC,

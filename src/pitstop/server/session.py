@@ -1,6 +1,6 @@
 """One client's session: what each statement a client sends means, and its outcome.
 
-A statement goes one of four ways:
+A statement goes one of these ways:
 
 1. pitstop's own statements (``CREATE JOB``, ``DROP JOB ... WITH SNAPSHOT``, ``SHOW JOBS``,
    ``AWAIT JOB``, ``EXPLAIN``...) go to the executor, the one way into the manager that the shell
@@ -11,7 +11,11 @@ A statement goes one of four ways:
    whatever a query holds, it cannot write;
 3. PostgreSQL session commands (``SET``/``SHOW`` of parameters, ``BEGIN``/``COMMIT``,
    ``DISCARD``, ``DEALLOCATE``) are answered here as a PostgreSQL server would;
-4. writes to tables (``INSERT``, ``UPDATE``, ``COPY``...) are refused with what to do instead.
+4. cursors (``DECLARE``, ``FETCH``, ``MOVE``, ``CLOSE``) read a query a few rows at a time
+   (:mod:`pitstop.server.cursors`), and ``COPY ... TO STDOUT`` sends a query's rows as text or
+   CSV (:mod:`pitstop.server.copyout`);
+5. writes to tables (``INSERT``, ``UPDATE``, ``COPY ... FROM``...) are refused with what to do
+   instead.
 
 The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes into
 messages. Every method may block (a statement runs on the connection's own thread).
@@ -32,10 +36,11 @@ import pyarrow as pa
 
 from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import paramtypes, pgsemantics, sqlstate
+from pitstop.server import copyout, cursors, paramtypes, pgsemantics, sqlstate
 from pitstop.server.bulk import RowEncoder
+from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.params import SessionParameters, canonical, milliseconds
-from pitstop.server.pgtypes import NUMERIC, TEXT, PgType, pg_type_of, pg_type_of_value
+from pitstop.server.pgtypes import NUMERIC, TEXT, Column, pg_type_of, pg_type_of_value
 from pitstop.server.results import SharedResults
 from pitstop.server.sqlstate import WireError
 from pitstop.snapshots import state
@@ -63,7 +68,7 @@ _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*
 
 QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
 TABLE_WRITES = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "COPY", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
+    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
 )
 PITSTOP_SHOWS = frozenset(s.name.split()[1] for s in STATEMENTS if s.name.startswith("SHOW "))
 CACHED_NODES = (
@@ -81,12 +86,6 @@ READ_ONLY_NODES = (*CACHED_NODES, nodes.Explain, nodes.ExplainAnalyze)
 MAX_PARSED = 1000
 _PARSED: dict[str, ParsedStatement] = {}
 NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: PgType
 
 
 @dataclass(frozen=True)
@@ -121,9 +120,21 @@ class Outcome:
     count: int = 0
     """Rows sent so far (the tag's count of a result set)."""
     parameter_changes: list[tuple[str, str]] = field(default_factory=list)
+    copy: copyout.Lines | None = None
+    """The CopyData payloads of a COPY ... TO STDOUT (its rows are read through them)."""
 
     def final_tag(self) -> str:
-        return f"SELECT {self.count}" if self.tag == "SELECT" else self.tag
+        if self.copy is not None:
+            return f"COPY {self.copy.rows}"
+        return f"{self.tag} {self.count}" if self.tag in ("SELECT", "FETCH") else self.tag
+
+    def every_row(self) -> Iterator[tuple[Any, ...]]:
+        """``rows``, then the rest of a large result, as tuples."""
+        while True:
+            yield from self.rows
+            if self.more is None:
+                return
+            self.read_more(None)
 
     def read_more(self, encoder: RowEncoder | None) -> None:
         """``rows`` are sent: go on with the rest of a large result, as Arrow batches encoded by
@@ -144,7 +155,7 @@ class Statement:
     """0-based offset of the statement's first character in the query string the client sent."""
     line: int
     col: int
-    route: str  # query | pitstop | set | show | tx | session | write | empty
+    route: str  # query | pitstop | set | show | tx | session | cursor | copy | write | empty
     words: tuple[str, ...]
 
     @property
@@ -173,8 +184,12 @@ def route_of(words: tuple[str, ...]) -> str:
         return "pitstop" if second in PITSTOP_SHOWS else "show"
     if first in ("SET", "RESET"):
         return "set"
-    if first in ("DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN", "NOTIFY", "CLOSE"):
+    if first in ("DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN", "NOTIFY"):
         return "session"
+    if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
+        return "cursor"
+    if first == "COPY":
+        return "copy"
     if first in TABLE_WRITES:
         return "write"
     return "pitstop"
@@ -242,6 +257,7 @@ class Session:
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
         self._timer: threading.Timer | None = None  # statement_timeout of the statement running
         self._timed_out = False
+        self.sql_cursors = SqlCursors()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _stop_waiting(self) -> bool:
@@ -257,9 +273,11 @@ class Session:
                 cursor.interrupt()
             except duckdb.Error:
                 log.debug("interrupt failed", exc_info=True)
+        self.sql_cursors.interrupt()
 
     def close(self) -> None:
         self._cancel.set()
+        self.sql_cursors.close(None)
         self.end_query()
         if self._cursor is not None:
             try:
@@ -270,11 +288,27 @@ class Session:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         if self._cursor is None:
-            cursor = self.manager.catalog.connect()
-            self.pgcatalog.prepare(cursor, self.user, self.backend_pid, self.parameters.values)
-            pgsemantics.prepare(cursor)
-            self._cursor = cursor
+            self._cursor = self._connect()
         return self._cursor
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection of the catalog's, set up for this client's queries (the session's
+        own, and each SQL cursor's)."""
+        connection = self.manager.catalog.connect()
+        try:
+            self.pgcatalog.prepare(connection, self.user, self.backend_pid, self.parameters.values)
+            pgsemantics.prepare(connection)
+        except BaseException:
+            self._release(connection)
+            raise
+        return connection
+
+    def _release(self, connection: duckdb.DuckDBPyConnection) -> None:
+        """Close a connection of :meth:`_connect` (its transaction, if any, is rolled back)."""
+        try:
+            self.manager.catalog.disconnect(connection)
+        except duckdb.Error:
+            log.debug("closing a client connection", exc_info=True)
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, stmt: Statement, query: str, params: list[Any] | None = None) -> Outcome:
@@ -339,11 +373,13 @@ class Session:
         that changes state.
 
         Queries run with NULL parameters under ``LIMIT 0`` (parameters the client left untyped
-        get the type of what they are compared with); pitstop's read-only statements (SHOW,
-        DESCRIBE, EXPLAIN) run; everything else returns no rows.
+        get the type they are cast to, or of what they are compared with: :mod:`paramtypes`);
+        pitstop's read-only statements (SHOW, DESCRIBE, EXPLAIN) run; everything else returns no
+        rows.
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
+            declared = paramtypes.from_casts(stmt.text, declared)
             one_query(self._translate(stmt, stmt.text).sql)
             cursor = self.cursor()
             self._detach_open()
@@ -370,6 +406,13 @@ class Session:
                 state.forget(cursor, registered)
         if stmt.route == "show":  # SHOW of a parameter changes nothing: its own answer describes it
             return texts, self._show(stmt, query, []).columns
+        if stmt.route == "cursor":  # DECLARE: its query's parameters; FETCH: the cursor's rows
+            if stmt.words[0] == "DECLARE":
+                inner = self._inner(stmt, cursors.parse_declare(stmt.text).query_start)
+                return (self.describe(inner, query, declared)[0] if inner.route == "query" else texts), None
+            if stmt.words[0] == "FETCH":
+                return texts, self.sql_cursors.get(cursors.parse_fetch(stmt.text).name).columns
+            return texts, None
         if stmt.route == "pitstop":
             try:
                 parsed = self._parse(stmt, query)
@@ -392,17 +435,20 @@ class Session:
             self._statements[sql] = statement
         return statement
 
-    def _state_tables(self, sql: str, stmt: Statement, query: str) -> tuple[str, list[str]]:
+    def _state_tables(
+        self, sql: str, stmt: Statement, query: str, connection: duckdb.DuckDBPyConnection | None = None
+    ) -> tuple[str, list[str]]:
         """``sql`` with its ``snapshot_state(...)`` calls replaced by tables registered on this
-        session's cursor, and their names (:mod:`pitstop.snapshots.state`: pitstop reads the
-        snapshot's Parquet, DuckDB, whose file access is off, sees only the Arrow tables)."""
+        session's cursor (or ``connection``), and their names (:mod:`pitstop.snapshots.state`:
+        pitstop reads the snapshot's Parquet, DuckDB, whose file access is off, sees only the Arrow
+        tables)."""
         if not state.mentions(sql):
             return sql, []
         try:
             sql, tables = state.resolve(sql, self.manager.catalog)
         except PitstopError as err:
             raise WireError(sqlstate.code_of(err), err.message, stmt.offset + 1) from err
-        return sql, state.register(self.cursor(), tables)
+        return sql, state.register(connection or self.cursor(), tables)
 
     def _translate(self, stmt: Statement, text: str) -> pgsemantics.Translation:
         """``text`` (the statement's, or it with state tables in) as DuckDB SQL with PostgreSQL's
@@ -610,9 +656,9 @@ class Session:
             )
         failed = self.transaction == "E"
         self.transaction = "I"
-        if word in ("COMMIT", "END") and not failed:
-            return Outcome("COMMIT", notices=notices)
-        return Outcome("ROLLBACK", notices=notices)
+        committed = word in ("COMMIT", "END") and not failed
+        self.sql_cursors.end_transaction(committed)
+        return Outcome("COMMIT" if committed else "ROLLBACK", notices=notices)
 
     def _set(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         match = re.match(
@@ -714,11 +760,104 @@ class Session:
                         sqlstate.ACTIVE_TRANSACTION, "DISCARD ALL cannot run inside a transaction block"
                     )
                 self.deallocate(None)
+                self.sql_cursors.close(None)
                 changes = [self.parameters.show(p.name) for p in self.parameters.reset_all()]
                 self._sync_parameters()
                 return Outcome("DISCARD ALL", parameter_changes=changes)
             return Outcome(f"DISCARD {what}".strip())
-        return Outcome("CLOSE CURSOR" if word == "CLOSE" else word)
+        return Outcome(word)
+
+    # -- cursors --------------------------------------------------------------------------------------
+    def cursor_columns(self, name: str) -> tuple[Column, ...] | None:
+        """The rows of the SQL cursor ``name`` (a Describe of that portal), None if there is none."""
+        cursor = self.sql_cursors.open.get(name)
+        return cursor.columns if cursor is not None else None
+
+    def _inner(self, stmt: Statement, start: int, end: int | None = None) -> Statement:
+        """The statement from ``start`` to ``end`` in ``stmt`` (a cursor's query, a COPY's), where
+        it is in the client's string."""
+        text, before = stmt.text[start:end], stmt.text[:start]
+        line = stmt.line + before.count("\n")
+        col = len(before) - before.rfind("\n") if "\n" in before else stmt.col + len(before)
+        words = leading_words(text)
+        return Statement(text, stmt.offset + start, line, col, route_of(words), words)
+
+    def _sql_cursor(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        word = stmt.words[0]
+        if word == "DECLARE":
+            return self._declare(stmt, query, params)
+        if word == "CLOSE":
+            name = cursors.close_target(stmt.text)
+            self.sql_cursors.close(name)
+            return Outcome("CLOSE CURSOR" if name is not None else "CLOSE CURSOR ALL")
+        fetch = cursors.parse_fetch(stmt.text)
+        columns = self.sql_cursors.get(fetch.name).columns
+        rows = self.sql_cursors.read(fetch)
+        if fetch.verb == "MOVE":
+            return Outcome(f"MOVE {len(rows)}")
+        return Outcome("FETCH", columns, iter(rows))
+
+    def _declare(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        declare = cursors.parse_declare(stmt.text)
+        if not declare.hold and self.transaction == "I":
+            raise WireError(
+                sqlstate.NO_ACTIVE_TRANSACTION,
+                "DECLARE CURSOR can only be used in transaction blocks",
+                stmt.offset + 1,
+                hint=f'BEGIN a transaction first, or declare the cursor "{declare.name}" WITH HOLD',
+            )
+        self.sql_cursors.check_new(declare.name)
+        inner = self._inner(stmt, declare.query_start)
+        if inner.route != "query":
+            what = " ".join(inner.words[:2]) or "nothing"
+            raise WireError(
+                sqlstate.SYNTAX_ERROR,
+                f'cursor "{declare.name}" must be declared FOR a query (SELECT, WITH, VALUES or TABLE), '
+                f"not {what}",
+                inner.offset + 1,
+                hint="run other statements on their own (pitstop's tables are written by jobs)",
+            )
+        if state.mentions(inner.text):  # the client's text is one query (see _query)
+            one_query(self._translate(inner, inner.text).sql)
+        connection = self._connect()
+        try:
+            text, _ = self._state_tables(inner.text, inner, query, connection)
+            translation = self._translate(inner, text)
+            statement = one_query(translation.sql)
+            connection.execute("BEGIN TRANSACTION READ ONLY")
+            with self.sql_cursors.running(connection):
+                rel = connection.execute(statement, params) if params else connection.execute(statement)
+            columns = _columns(rel.description, translation)
+        except BaseException:
+            self._release(connection)
+            raise
+        cursor = SqlCursor(
+            declare.name, columns, declare.hold, self.transaction != "I", connection, self._release
+        )
+        self.sql_cursors.add(cursor)
+        if self.transaction == "I":  # WITH HOLD outside a block: its own transaction ends now
+            cursor.hold_rows()
+        return Outcome("DECLARE CURSOR")
+
+    def _copy(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        """COPY ... TO STDOUT: the query's rows, as the lines of :mod:`copyout`."""
+        copy = copyout.parse(stmt.text)
+        if copy.query_start is None:  # COPY table: a query of pitstop's making
+            words = leading_words(copy.query)
+            inner = Statement(copy.query, stmt.offset, stmt.line, stmt.col, "query", words)
+        else:
+            inner = self._inner(stmt, copy.query_start, copy.query_start + len(copy.query))
+        if inner.route != "query":
+            what = " ".join(inner.words[:2]) or "nothing"
+            raise WireError(
+                sqlstate.SYNTAX_ERROR,
+                f"COPY (...) TO STDOUT copies a query (SELECT, WITH, VALUES or TABLE), not {what}",
+                inner.offset + 1,
+                hint="pitstop's tables are written by jobs" if inner.route == "write" else None,
+            )
+        result = self._query(inner, query, params)
+        assert result.columns is not None
+        return Outcome("COPY", copy=copyout.Lines(copy, result.columns, result.every_row()))
 
     def _write(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
@@ -740,6 +879,8 @@ class Session:
         "set": _set,
         "show": _show,
         "session": _session,
+        "cursor": _sql_cursor,
+        "copy": _copy,
         "write": _write,
         "empty": _empty,
     }
