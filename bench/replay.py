@@ -112,7 +112,8 @@ def main() -> None:
             r = one(source, args.events, Path(tmp))
         log(
             f"replay n={args.events:,} rep {rep + 1}: live {r['live_s']:.1f} s, "
-            f"replay {r['replay_s']:.1f} s, lag alone {r['alone_s']:.1f} s, during a replay {r['during_s']:.1f} s"
+            f"replay {r['replay_s']:.1f} s, lag alone {r['alone_s']:.1f} s, "
+            f"during a replay {r['during_s']:.1f} s"
         )
         results.append(r)
     col = {k: [r[k] for r in results] for k in results[0]}
