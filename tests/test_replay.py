@@ -100,6 +100,27 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         by = {(r[7], r[2] or r[1]): r[8] for r in changed.rows}
         assert by[("replayed", "orders")].startswith("replays 4 files -> 8 files")
         assert by[("restored", "daily_revenue")].endswith("(native)")  # EXPLAIN's verdicts come first
+        # The day still open at s2 holds, in the new replay's state, only the orders it keeps.
+        states = {r[3]: (r[7], r[8]) for r in changed.rows if r[7].startswith("state")}
+        assert list(states) == ["daily_revenue.aggregate"]  # the hourly stage is new: no old state
+        assert states["daily_revenue.aggregate"][0] == "state differs"
+        assert (
+            "0 row(s) identical, 3 changed (acc0, acc1), 0 only old, 0 only new"
+            in states["daily_revenue.aggregate"][1]
+        )
+        day5 = {
+            (r["region"], r["old_acc1"], r["new_acc1"])
+            for r in diff_rows(manager, '"revenue_1_daily_revenue.aggregate"')
+        }
+        open_day = [o for o in orders(0, 4000) if str(o["ts"]) >= "2024-01-05"]
+        assert {
+            (
+                region,
+                sum(1 for o in open_day if o["region"] == region),
+                sum(1 for o in open_day if o["region"] == region and float(str(o["amount"])) >= 50),
+            )
+            for region in ("eu", "us", "apac")
+        } == day5
 
         # The daily windows the span closes: the job's own SQL sums every order; the new one the
         # orders of the state at the cut (read before it, unfiltered) and the later ones it keeps.
@@ -137,8 +158,9 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         assert "every sink (1) the same" in same.message, same.message
         assert "where job 'revenue' stands" in same.message
         identical = len(closed_between(batch_windows(orders(0, 5000), DAY), DAY, cut, watermark(5000)))
-        assert f"{identical} row(s) identical, 0 changed, 0 only old, 0 only new" in same.rows[-1][8]
+        assert f"{identical} row(s) identical, 0 changed, 0 only old, 0 only new" in same.rows[-2][8]
         assert diff_rows(manager, "revenue_2_daily_revenue") == []
+        assert same.rows[-1][7] == "state same" and same.rows[-1][3] == "daily_revenue.aggregate"
 
         # Nothing but the diff tables changed: the job's sinks and the catalog are as they were,
         # the job runs on, and the replays' folders are gone.
@@ -147,11 +169,11 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         assert not any((home / "replays").iterdir())
 
         # The diffs are kept until dropped.
-        assert run(manager, "DROP DIFF revenue_1;")[0].message == "diff 'revenue_1' dropped (2 table(s))"
+        assert run(manager, "DROP DIFF revenue_1;")[0].message == "diff 'revenue_1' dropped (3 table(s))"
         _, left = manager.catalog.query(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'diff'"
         )
-        assert left == [("revenue_2_daily_revenue",)]
+        assert sorted(left) == [("revenue_2_daily_revenue",), ("revenue_2_daily_revenue.aggregate",)]
         with pytest.raises(
             UnknownObjectError,
             match=r"unknown diff 'revenue_1' \(did you mean 'revenue_2'\?\); the diffs kept: revenue_2",

@@ -408,7 +408,7 @@ def test_job(
     manager.close()
     click.echo(render(result, OutputOptions("table")))
     click.echo(result.message)
-    differs = any(row[7] == "differs" for row in result.rows)
+    differs = any(row[7] in ("differs", "state differs") for row in result.rows)
     sys.exit(0 if differs == (expect == "changes") else 1)
 
 

@@ -840,7 +840,9 @@ class Executor:
         analysis = replay_sandbox.analyze(
             manager, plan, restore, snap, until, REPLAY_TIMEOUT_S, self.cancelled
         )
-        kept, diff_name = diffs.keep(catalog, plan.job, {d.sink: d.table for d in analysis.diffs})
+        tables = {d.sink: d.table for d in analysis.diffs}
+        tables |= {s.diff.sink: s.diff.table for s in analysis.states}
+        kept, diff_name = diffs.keep(catalog, plan.job, tables)
         rows = list(explained.rows)
         rows += [
             (None, src, None, None, None, None, None, "replayed", note) for src, note in analysis.sources
@@ -860,6 +862,10 @@ class Executor:
                     d.text() + where,
                 )
             )
+        for st in analysis.states:
+            where = f"; rows in {kept[st.diff.sink]}" if st.diff.sink in kept else ""
+            outcome = "state same" if st.diff.same else "state differs"
+            rows.append((None, None, None, st.diff.sink, None, None, None, outcome, st.text() + where))
         differ = [d.sink for d in analysis.diffs if not d.same]
         verdict = (
             f"{len(differ)} of {len(analysis.diffs)} sink(s) differ ({', '.join(differ)})"

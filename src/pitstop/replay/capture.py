@@ -46,6 +46,24 @@ class Capture:
             )
         return [(str(n), str(t)) for n, t in rows]
 
+    def put(self, table: str, rows: pa.Table) -> None:
+        """A table of these rows (a stage's state at the end of a replay)."""
+        with self.lock:
+            cur = self.db.cursor()
+            cur.register("__replay_rows", naive_utc(rows))
+            try:
+                cur.execute(f"CREATE OR REPLACE TABLE {quote_ident(table)} AS SELECT * FROM __replay_rows")
+            finally:
+                cur.unregister("__replay_rows")
+
+    def keep_only(self, table: str, columns: tuple[str, ...]) -> None:
+        """Drop every column of ``table`` but ``columns``."""
+        cols = ", ".join(quote_ident(c) for c in columns)
+        with self.lock:
+            self.db.cursor().execute(
+                f"CREATE OR REPLACE TABLE {quote_ident(table)} AS SELECT {cols} FROM {quote_ident(table)}"
+            )
+
     def close(self) -> None:
         self.db.close()
 

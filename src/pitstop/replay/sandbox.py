@@ -28,16 +28,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from pitstop.catalog.rows import Mapping, Run, Snapshot
 from pitstop.catalog.store import now
+from pitstop.engine import checkpoint
 from pitstop.engine.runs import ActiveRun
 from pitstop.faults import crash_point
 from pitstop.names import safe_path
-from pitstop.plan.model import Branch, JobPlan, window_keys
+from pitstop.plan.model import AggregateStage, Branch, JobPlan, window_keys
 from pitstop.replay import span
 from pitstop.replay.capture import Capture, CaptureSink
 from pitstop.replay.diff import SinkDiff, compare
 from pitstop.snapshots.restore import Restore, plan_restore, prepare_run_folder, seeds_from_json
+from pitstop.stages import registry as kinds
+from pitstop.stages.base import state_arrow
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -50,6 +55,7 @@ class Analysis:
     until: str  # where the span ends, in words
     sources: tuple[tuple[str, str], ...]  # (source, what was replayed of it)
     diffs: tuple[SinkDiff, ...]
+    states: tuple[StageDiff, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -113,7 +119,7 @@ def analyze(
         diffs = tuple(
             compare(capture, s, f"old_{i}", f"new_{i}", _keys(plan, old_plan, s)) for s, i in tables.items()
         )
-        return Analysis(cut.what, notes, diffs)
+        return Analysis(cut.what, notes, diffs, _state_diffs(capture, plan, old_plan))
     finally:
         if capture is not None:
             capture.close()
@@ -170,7 +176,63 @@ def _run(
         )
     finally:
         active.stop()
+    _keep_state(manager, active, side, capture)
     return tuple(notes)
+
+
+def _keep_state(manager: Manager, active: ActiveRun, side: str, capture: Capture) -> None:
+    """Step 3's input: each stage's state at the end of the replay, read as a snapshot reads it
+    (:mod:`pitstop.snapshots.export`), into capture table ``<side>_state_<stage>``."""
+    for bq in active.branches:
+        operators = kinds.operator_ids(bq.branch)
+        batch = checkpoint.latest_commit(bq.checkpoint)
+        for stage in bq.branch.stages:
+            kind = kinds.kind_of(stage)
+            if batch is None or len(operators[stage.name]) != 1:
+                table = pa.Table.from_batches([], schema=state_arrow(kind, stage))
+            else:
+                (operator,) = operators[stage.name]
+                table = kind.read_state(manager.spark(), bq.checkpoint, batch, operator, stage, active.job)
+            capture.put(f"{side}_state_{stage.name}", table)
+
+
+def state_keys(stage: AggregateStage) -> tuple[str, ...]:
+    """The columns of a stage's state that say whose state a row is (all but the accumulators)."""
+    accumulators = {a.name for a in stage.accumulators}
+    kind = kinds.kind_of(stage)
+    return tuple(n for n in state_arrow(kind, stage).names if n not in accumulators)
+
+
+def _state_diffs(capture: Capture, plan: JobPlan, old_plan: JobPlan) -> tuple[StageDiff, ...]:
+    """Each stage of both jobs (by name): its state at the end of the old replay against the new.
+    Accumulators are compared where both hold the same ones (same kinds, types and inputs, in the
+    same order); otherwise only which keys and windows each holds."""
+    old_stages = {s.name: s for b in old_plan.branches for s in b.stages}
+    out: list[StageDiff] = []
+    for b in plan.branches:
+        for stage in b.stages:
+            was = old_stages.get(stage.name)
+            if was is None:
+                continue  # new: its rows are the sinks' story (only new)
+            same_accs = was.accumulators == stage.accumulators
+            keys = state_keys(stage)
+            old, new = f"old_state_{stage.name}", f"new_state_{stage.name}"
+            if not same_accs:
+                capture.keep_only(old, keys)
+                capture.keep_only(new, keys)
+            d = compare(capture, stage.name, old, new, keys)
+            out.append(StageDiff(d, same_accs))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class StageDiff:
+    diff: SinkDiff
+    accumulators: bool  # accumulators compared (else keys and windows only)
+
+    def text(self) -> str:
+        what = "" if self.accumulators else "; accumulators changed: which keys and windows it holds only"
+        return f"state at the end of the span: {self.diff.text()}{what}"
 
 
 def _keys(plan: JobPlan, old_plan: JobPlan, sink: str) -> tuple[str, ...]:
