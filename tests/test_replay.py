@@ -15,6 +15,8 @@ import pytest
 
 from command_helpers import pitstop
 from conftest import DELAY, EPOCH, batch_windows, make_orders, orders_mapping, revenue_select, run, settings
+from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
+from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.catalog import diffs
 from pitstop.catalog.store import Catalog
 from pitstop.errors import PlanError, SqlError, UnknownObjectError
@@ -312,3 +314,69 @@ def test_diffs_older_than_the_trash_s_retention_are_dropped(tmp_path: Path) -> N
         assert diffs.keep(catalog, "J", {"s": rows})[1] == "J_3"  # jobs' names are case-insensitive
     finally:
         catalog.close()
+
+
+@pytest.mark.spark
+def test_a_kafka_source_into_a_postgres_sink_is_replayed_from_its_offsets(
+    tmp_path: Path,
+    broker: Broker,  # noqa: F811
+    postgres: Postgres,  # noqa: F811
+) -> None:
+    """The span of a Kafka source is its partitions' offsets; a PostgreSQL sink is compared as any
+    other (the replay writes scratch tables, never the server's)."""
+    six = timedelta(hours=6)
+    db = postgres.database()
+    broker.create_topic("orders", 3)
+    broker.produce("orders", [(i % 3, make_orders.order(i, STEP)) for i in range(0, 600)])
+    manager = Manager(settings(tmp_path / "home"))
+    select = revenue_select("'6' HOUR")
+    try:
+        run(
+            manager,
+            f"""CREATE MAPPING orders (
+                order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+                WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
+            ) TYPE Kafka OPTIONS (
+                'bootstrap.servers'='{broker.bootstrap}', 'topic'='orders', 'valueFormat'='json'
+            );
+            CREATE MAPPING out TYPE Postgres OPTIONS ('dsn'='{postgres.url(db)}', 'table'='public.rev');
+            CREATE JOB k AS INSERT INTO out {select};
+            AWAIT JOB k; CREATE SNAPSHOT s1 FOR JOB k;""",
+        )
+        broker.produce("orders", [(i % 3, make_orders.order(i, STEP)) for i in range(600, 1500)])
+        run(manager, "AWAIT JOB k;")
+        sink = "SELECT * FROM rev ORDER BY 1, 2, 3"
+        before = (
+            postgres.query(db, sink),
+            postgres.query(db, "SELECT * FROM pitstop_sink_batches ORDER BY 1, 2, 3, 4"),
+        )
+        filtered = revenue_select("'6' HOUR", "WHERE amount >= 50")
+        result = run(
+            manager, f"EXPLAIN ANALYZE CREATE JOB k FROM SNAPSHOT s1 AS INSERT INTO out {filtered};"
+        )[0]
+        by = {(r[7], r[2] or r[1]): r[8] for r in result.rows}
+        assert by[("replayed", "orders")].startswith(
+            "replays 3 partitions, 600 records (next offsets 0:200, 1:200, 2:200) -> "
+            "3 partitions, 1,500 records (next offsets 0:500, 1:500, 2:500)"
+        )
+        cut, end = watermark(600), watermark(1500)
+        old = closed_between(batch_windows(orders(0, 1500), six), six, cut, end)
+        kept = [o for o in orders(600, 1500) if float(str(o["amount"])) >= 50]
+        new = closed_between(batch_windows(orders(0, 600) + kept, six), six, cut, end)
+        rows = diff_rows(manager, "k_1_out")
+        got = {
+            (r["window_start"], r["region"]): (
+                (r["old_revenue"], r["old_orders"]),
+                (r["new_revenue"], r["new_orders"]),
+            )
+            for r in rows
+        }
+        assert len(old) > 10 and got == {k: (old[k], new[k]) for k in old}
+        assert f"0 row(s) identical, {len(old)} changed (orders, revenue)" in by[("differs", "out")]
+        after = (
+            postgres.query(db, sink),
+            postgres.query(db, "SELECT * FROM pitstop_sink_batches ORDER BY 1, 2, 3, 4"),
+        )
+        assert after == before  # the server's table and bookkeeping are as they were
+    finally:
+        manager.close()
