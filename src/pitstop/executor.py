@@ -1010,7 +1010,9 @@ def changed_names(node: exp.Expression) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     declared = statements.kind_of(node)
     for kind, arg in declared.changes if declared is not None else ():
-        value = node.args.get(arg)
+        value: Any = node
+        for part in arg.split("."):  # "this.snapshot": an argument of the statement's statement
+            value = value.args.get(part) if isinstance(value, exp.Expression) else None
         if value is not None:
             out.append((kind, name_of(value)))
     return out

@@ -35,7 +35,8 @@ class StatementKind:
     """A reader may run it: it changes no job, snapshot or mapping (SET changes the session only)."""
     changes: tuple[tuple[str, str], ...] = ()
     """``(kind, argument)``: the job, snapshot or mapping names it changes or depends on while it
-    runs, held against statements of other sessions that change them."""
+    runs, held against statements of other sessions that change them (``this.snapshot``: an
+    argument of the statement it wraps)."""
 
 
 STATEMENTS: tuple[StatementKind, ...] = (
@@ -221,6 +222,7 @@ STATEMENTS: tuple[StatementKind, ...] = (
         "replay what the job read after snapshot s (up to t, or to where it stands) through the new SQL "
         "and through its own, in a sandbox, and diff each sink: nothing started, no sink written",
         "EXPLAIN ANALYZE CREATE JOB ",
+        changes=(("snapshot", "this.snapshot"), ("snapshot", "this.until")),
     ),
     StatementKind(
         "DROP DIFF",
