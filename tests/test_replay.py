@@ -20,6 +20,7 @@ from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
 from pitstop.catalog import diffs
 from pitstop.catalog.store import Catalog
 from pitstop.errors import PlanError, SqlError, UnknownObjectError
+from pitstop.executor import changed_names
 from pitstop.manager import Manager
 from pitstop.replay.capture import Capture
 from pitstop.replay.diff import compare
@@ -207,6 +208,7 @@ def test_explain_analyze_reads_and_writes_back() -> None:
         "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT a UNTIL SNAPSHOT b AS INSERT INTO s SELECT * FROM o"
     )
     assert isinstance(node, nodes.ExplainAnalyze) and node.this.args["until"].name == "b"
+    assert changed_names(node) == [("snapshot", "a"), ("snapshot", "b")]  # held while it replays
     explain = parse_statement("EXPLAIN CREATE JOB j FROM SNAPSHOT a AS INSERT INTO s SELECT * FROM o")
     assert allowed("reader", explain) and not allowed("reader", node)  # a replay runs Spark, keeps tables
     text = analyze_statement("CREATE JOB j AS INSERT INTO s SELECT * FROM o;", "j.sql", "a", None)
