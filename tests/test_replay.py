@@ -108,11 +108,11 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         assert list(states) == ["daily_revenue.aggregate"]  # the hourly stage is new: no old state
         assert states["daily_revenue.aggregate"][0] == "state differs"
         assert (
-            "0 row(s) identical, 3 changed (acc0, acc1), 0 only old, 0 only new"
+            "0 row(s) identical, 3 changed (COUNT(*), SUM(amount)), 0 only old, 0 only new"
             in states["daily_revenue.aggregate"][1]
         )
         day5 = {
-            (r["region"], r["old_acc1"], r["new_acc1"])
+            (r["region"], r["old_COUNT(*)"], r["new_COUNT(*)"])
             for r in diff_rows(manager, '"revenue_1_daily_revenue.aggregate"')
         }
         open_day = [o for o in orders(0, 4000) if str(o["ts"]) >= "2024-01-05"]

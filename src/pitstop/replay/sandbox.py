@@ -193,14 +193,28 @@ def _keep_state(manager: Manager, active: ActiveRun, side: str, capture: Capture
             else:
                 (operator,) = operators[stage.name]
                 table = kind.read_state(manager.spark(), bq.checkpoint, batch, operator, stage, active.job)
+            labels = accumulator_labels(stage)
+            table = table.rename_columns([labels.get(n, n) for n in table.column_names])
             capture.put(f"{side}_state_{stage.name}", table)
+
+
+def accumulator_labels(stage: AggregateStage) -> dict[str, str]:
+    """Each accumulator's state column as a diff names it: ``SUM(amount)`` rather than ``acc0``
+    (``acc0`` where two would read the same)."""
+    if len(stage.functions) == len(stage.accumulators):  # one each, in the SELECT's order
+        labels = {a.name: f for a, f in zip(stage.accumulators, stage.functions, strict=True)}
+    else:  # AVG keeps two (a sum and a count): say what each holds
+        labels = {a.name: f"{a.kind}({a.input_sql})" for a in stage.accumulators}
+    if len(set(labels.values())) < len(labels):
+        return {a.name: a.name for a in stage.accumulators}
+    return labels
 
 
 def state_keys(stage: AggregateStage) -> tuple[str, ...]:
     """The columns of a stage's state that say whose state a row is (all but the accumulators)."""
     accumulators = {a.name for a in stage.accumulators}
     kind = kinds.kind_of(stage)
-    return tuple(n for n in state_arrow(kind, stage).names if n not in accumulators)
+    return tuple(n for n in state_arrow(kind, stage).names if n not in accumulators)  # before labels
 
 
 def _state_diffs(capture: Capture, plan: JobPlan, old_plan: JobPlan) -> tuple[StageDiff, ...]:
