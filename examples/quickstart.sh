@@ -21,6 +21,6 @@ echo "== orders 4000..5999 arrive"
 "$PYTHON" examples/make_orders.py examples/work/orders --first 4000 --last 6000 --files 4
 echo "== pitstop run examples/sql/03_update_again.sql"
 "$PITSTOP" run examples/sql/03_update_again.sql
-echo "== pitstop test examples/sql/04_what_if.sql: what a higher filter would change, before it goes live"
-"$PITSTOP" test examples/sql/04_what_if.sql --expect changes
+echo "== pitstop test examples/changes/daily_over_50.sql: what a higher filter would change, before it goes live"
+"$PITSTOP" test examples/changes/daily_over_50.sql --expect changes
 echo "== done: the job is stopped now and resumes the next time pitstop runs on $PITSTOP_HOME"

@@ -1,3 +1,4 @@
+-- A change to the quickstart job, for `pitstop test` (not `pitstop run`: the job it changes runs).
 -- Before an update goes live: what would it write? `pitstop test` replays what the job read since
 -- snapshot revenue_v2 through this SQL and through the job's own, and diffs each sink
 -- (EXPLAIN ANALYZE CREATE JOB); nothing is started, no sink is written. Here: orders under 50
