@@ -1,6 +1,6 @@
 """What a DBA does to a pitstop server with PostgreSQL's tools (issue 25), with real clients over
 real sockets: pg_stat_activity, pg_cancel_backend and pg_terminate_backend (an admin for any
-session, another user for its own)."""
+session, another user for its own), and TLS required."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 
 import psycopg
 import pytest
+from pygwire import BackendMessageDecoder
+from pygwire.messages import ErrorResponse, StartupMessage
 
+from command_helpers import pitstop
 from pitstop.server.auth import UserStore
-from server_helpers import Served
+from server_helpers import Served, psql
 
 T = TypeVar("T")
 SLOW = "SELECT count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3"
@@ -236,3 +239,38 @@ def test_only_an_admin_may_signal_another_users_session(served: Served) -> None:
         assert ana.execute("SELECT pg_terminate_backend(%s)", [rita.info.backend_pid]).fetchone() == (True,)
         with pytest.raises(psycopg.errors.AdminShutdown):
             rita.execute("SELECT 1")
+
+
+# -- --require-tls ----------------------------------------------------------------------------------
+def startup_error(served: Served) -> dict[str, str]:
+    """The ErrorResponse a plaintext StartupMessage gets, as its fields (SQLSTATE under 'C')."""
+    with socket.create_connection((served.host, served.port), timeout=30) as sock:
+        sock.sendall(StartupMessage(params={"user": "tester", "database": "pitstop"}).to_wire())
+        decoder = BackendMessageDecoder()
+        while True:
+            data = sock.recv(65536)
+            assert data, "the server closed without an error"
+            decoder.feed(data)
+            for message in decoder:
+                if isinstance(message, ErrorResponse):
+                    return dict(message.fields)
+
+
+@pytest.mark.served(tls=True, require_tls=True)
+def test_require_tls_refuses_a_plaintext_startup(served: Served) -> None:
+    with pytest.raises(psycopg.OperationalError, match="pitstop requires TLS: connect with sslmode=require"):
+        psycopg.connect(served.url(sslmode="disable"))
+    fields = startup_error(served)
+    assert (fields["S"], fields["C"]) == ("FATAL", "28000"), fields
+    for mode in ("require", "prefer"):
+        with psycopg.connect(served.url(sslmode=mode)) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            assert conn.execute("SHOW ssl").fetchone() == ("on",)
+    done = psql(served, "-c", "SELECT 41 + 1 AS answer")  # psql prefers TLS by default
+    assert done.returncode == 0 and "42" in done.stdout, done.stderr
+
+
+def test_require_tls_without_a_certificate_is_refused_at_start(tmp_path: Path) -> None:
+    done = pitstop("serve", "--require-tls", "--port", "25541", home=tmp_path / "home")
+    assert done.returncode == 1
+    assert "--require-tls needs a certificate to offer: give --tls-cert" in done.stderr, done.stderr

@@ -63,15 +63,23 @@ class Server:
         host: str = "127.0.0.1",
         port: int = 5433,
         ssl_context: ssl.SSLContext | None = None,
+        require_tls: bool = False,
     ) -> None:
         from pitstop.server.auth import UserStore, allowed
         from pitstop.server.pgcatalog import PgCatalog
         from pitstop.server.results import SharedResults
 
+        if require_tls and ssl_context is None:
+            raise PitstopError(
+                "--require-tls needs a certificate to offer: give --tls-cert (and --tls-key when the "
+                "key is in a file of its own)"
+            )
         self.manager = manager
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
+        self.require_tls = require_tls
+        """As PostgreSQL's ``hostssl``: a client that does not ask for TLS is refused (28000)."""
         self.users = UserStore(manager.home)
         self.allowed = allowed
         self.auth_secret = secrets.token_bytes(32)

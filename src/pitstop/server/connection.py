@@ -90,6 +90,7 @@ class Server(Protocol):
     """What a connection uses of the server that accepted it (:class:`pitstop.server.app.Server`)."""
 
     ssl_context: ssl.SSLContext | None
+    require_tls: bool
     users: UserStore
     auth_secret: bytes
 
@@ -403,6 +404,10 @@ class Connection:
             raise WireError(
                 sqlstate.FEATURE_NOT_SUPPORTED,
                 f"unsupported frontend protocol {major}.{minor}: server supports 3.0",
+            )
+        if self.server.require_tls and not self.tls:
+            raise WireError(
+                sqlstate.INVALID_AUTHORIZATION, "pitstop requires TLS: connect with sslmode=require"
             )
         unknown = [k for k in params if k.startswith("_pq_.")]
         if minor > 0 or unknown:
