@@ -1,6 +1,6 @@
 """What a DBA does to a pitstop server with PostgreSQL's tools (issue 25), with real clients over
 real sockets: pg_stat_activity, pg_cancel_backend and pg_terminate_backend (an admin for any
-session, another user for its own), and TLS required."""
+session, another user for its own), TLS required, and failed logins throttled by address."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from pygwire import BackendMessageDecoder
 from pygwire.messages import ErrorResponse, StartupMessage
 
 from command_helpers import pitstop
+from conftest import settings
 from pitstop.server.auth import UserStore
-from server_helpers import Served, psql
+from pitstop.server.throttle import LoginThrottle, ThrottleSettings
+from server_helpers import Served, psql, serving
 
 T = TypeVar("T")
 SLOW = "SELECT count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3"
@@ -274,3 +276,87 @@ def test_require_tls_without_a_certificate_is_refused_at_start(tmp_path: Path) -
     done = pitstop("serve", "--require-tls", "--port", "25541", home=tmp_path / "home")
     assert done.returncode == 1
     assert "--require-tls needs a certificate to offer: give --tls-cert" in done.stderr, done.stderr
+
+
+# -- failed logins ------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextmanager
+def relay_from(source: str, served: Served) -> Iterator[str]:
+    """A URL host:port that reaches ``served`` from the address ``source`` (127.0.0.2: another
+    client address on this machine), through a relay in this process."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection((served.host, served.port), source_address=(source, 0))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def test_failed_logins_from_one_address_are_refused_for_a_while(tmp_path: Path) -> None:
+    UserStore(tmp_path / "home").add("ana", "adminpw", "admin")
+    clock = Clock()
+    throttle = LoginThrottle(ThrottleSettings(failures=3, window_s=60, lockout_s=120), clock)
+    wrong = "password authentication failed for user"
+    locked = "too many failed logins from 127.0.0.1: 3 wrong passwords within 60 s"
+    with serving(settings(tmp_path / "home"), throttle=throttle) as s:
+        for _ in range(5):  # successful logins are not counted
+            psycopg.connect(s.url("ana", "adminpw")).close()
+        for _ in range(2):
+            with pytest.raises(psycopg.OperationalError, match=wrong):
+                psycopg.connect(s.url("ana", "guess"))
+        clock.now += 61  # those two are out of the window
+        for user in ("ana", "nobody"):  # an unknown user fails alike
+            with pytest.raises(psycopg.OperationalError, match=wrong):
+                psycopg.connect(s.url(user, "guess"))
+        psycopg.connect(s.url("ana", "adminpw")).close()  # two in the window: still let in
+        with pytest.raises(psycopg.OperationalError, match=wrong):
+            psycopg.connect(s.url("ana", "guess"))  # the third
+        for password in ("guess", "adminpw"):  # refused before any password, a right one too
+            with pytest.raises(psycopg.OperationalError, match=locked) as refused:
+                psycopg.connect(s.url("ana", password))
+            assert "refused for 120 s more; check the user name and password" in str(refused.value)
+        with relay_from("127.0.0.2", s) as other:  # another address is not affected
+            url = s.url("ana", "adminpw").replace(f"{s.host}:{s.port}", other)
+            with psycopg.connect(url) as conn:
+                assert conn.execute("SELECT client_addr FROM pg_stat_activity WHERE pid = pg_backend_pid()")\
+                    .fetchone() == ("127.0.0.2",)  # fmt: skip
+        done = psql(s, "-w", "-c", "SELECT 1", user="ana", password="adminpw")
+        assert done.returncode != 0 and "too many failed logins" in done.stderr, done.stderr
+        clock.now += 119
+        with pytest.raises(psycopg.OperationalError, match="refused for 1 s more"):
+            psycopg.connect(s.url("ana", "adminpw"))
+        clock.now += 1
+        psycopg.connect(s.url("ana", "adminpw")).close()  # the lockout is over

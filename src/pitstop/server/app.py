@@ -34,6 +34,7 @@ from pitstop.server.connection import Connection
 from pitstop.server.params import SessionParameters
 from pitstop.server.session import Session
 from pitstop.server.sqlstate import WireError
+from pitstop.server.throttle import LoginThrottle
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -64,6 +65,7 @@ class Server:
         port: int = 5433,
         ssl_context: ssl.SSLContext | None = None,
         require_tls: bool = False,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         from pitstop.server.auth import UserStore, allowed
         from pitstop.server.pgcatalog import PgCatalog
@@ -83,6 +85,7 @@ class Server:
         self.users = UserStore(manager.home)
         self.allowed = allowed
         self.auth_secret = secrets.token_bytes(32)
+        self.throttle = throttle or LoginThrottle()
         self.backends = Backends(self, self.auth_secret)
         self.pgcatalog = PgCatalog(self.backends.key)
         self.results = SharedResults()

@@ -83,6 +83,7 @@ from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, encode
 from pitstop.server.session import Column, Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
+from pitstop.server.throttle import LoginThrottle
 from pitstop.sql.parser import in_job_block
 
 
@@ -93,6 +94,7 @@ class Server(Protocol):
     require_tls: bool
     users: UserStore
     auth_secret: bytes
+    throttle: LoginThrottle
 
     def is_loopback(self, peer: tuple[Any, ...]) -> bool: ...
 
@@ -446,6 +448,9 @@ class Connection:
                 f"no pitstop users are defined, so only connections from this machine are accepted "
                 f"(this one came from {self.peer[0]}); add a user with: pitstop user add NAME",
             )
+        refusal = self.server.throttle.refusal(str(self.peer[0]))
+        if refusal is not None:
+            raise WireError(sqlstate.INVALID_PASSWORD, refusal)
         user = store.get(self.user)
         refused = WireError(
             sqlstate.INVALID_PASSWORD, f'password authentication failed for user "{self.user}"'
@@ -492,6 +497,7 @@ class Connection:
 
     def _slow_refusal(self, reason: str) -> None:
         log.warning("authentication failed for user '%s' from %s: %s", self.user, self.peer[0], reason)
+        self.server.throttle.failed(str(self.peer[0]))
         time.sleep(0.2)  # a little friction for guessing; the socket thread is the client's own
 
     # -- 3. statements ---------------------------------------------------------------------------------
