@@ -60,6 +60,8 @@ class ServedWith:
     snapshots)."""
     tls: bool = False
     """A self-signed certificate for 127.0.0.1 (openssl): clients may ask for TLS."""
+    require_tls: bool = False
+    """With ``tls``: clients must ask for TLS (``pitstop serve --require-tls``)."""
 
     @classmethod
     def of(cls, node: pytest.Item) -> ServedWith:
@@ -87,7 +89,7 @@ def served_for(node: pytest.Item, tmp_path: Path) -> Iterator[Served]:
 
         cert, key = make_certificate(tmp_path)
         context = tls_context(str(cert), str(key))
-    with serving(settings(home), ssl_context=context) as s:
+    with serving(settings(home), ssl_context=context, require_tls=with_.require_tls) as s:
         if with_.catalog is not None:
             with_.catalog(s.manager)
         yield s

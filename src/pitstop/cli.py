@@ -277,6 +277,12 @@ def shell(
     help="PEM private key of --tls-cert (when not in the same file)",
 )
 @click.option(
+    "--require-tls",
+    envvar="PITSTOP_REQUIRE_TLS",
+    is_flag=True,
+    help="refuse clients that do not ask for TLS (PostgreSQL's hostssl); needs --tls-cert",
+)
+@click.option(
     "--master",
     metavar="URL",
     help="Spark master URL, e.g. spark://host:7077 (same as pitstop --master; default local[*]); "
@@ -289,6 +295,7 @@ def serve(
     port: int,
     tls_cert: str | None,
     tls_key: str | None,
+    require_tls: bool = False,
     master: str | None = None,
 ) -> None:
     """Run the manager as a server: jobs run until it stops; BI tools, psql and
@@ -302,7 +309,9 @@ def serve(
         settings = replace(settings, master=master.strip())
 
     try:
-        code = run_server(settings, host, port, tls_cert, tls_key, announce=click.echo)
+        code = run_server(
+            settings, host, port, tls_cert, tls_key, announce=click.echo, require_tls=require_tls
+        )
     except PitstopError as err:
         click.echo(f"ERROR: {err}", err=True)
         sys.exit(1)

@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.errors import PitstopError
 from pitstop.server import sqlstate
+from pitstop.server.activity import Backends
 from pitstop.server.address import SERVER_FILE, ServerAddress
 from pitstop.server.connection import Connection
 from pitstop.server.params import SessionParameters
 from pitstop.server.session import Session
 from pitstop.server.sqlstate import WireError
+from pitstop.server.throttle import LoginThrottle
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -62,25 +64,38 @@ class Server:
         host: str = "127.0.0.1",
         port: int = 5433,
         ssl_context: ssl.SSLContext | None = None,
+        require_tls: bool = False,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         from pitstop.server.auth import UserStore, allowed
         from pitstop.server.pgcatalog import PgCatalog
         from pitstop.server.results import SharedResults
 
+        if require_tls and ssl_context is None:
+            raise PitstopError(
+                "--require-tls needs a certificate to offer: give --tls-cert (and --tls-key when the "
+                "key is in a file of its own)"
+            )
         self.manager = manager
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
+        self.require_tls = require_tls
+        """As PostgreSQL's ``hostssl``: a client that does not ask for TLS is refused (28000)."""
         self.users = UserStore(manager.home)
         self.allowed = allowed
         self.auth_secret = secrets.token_bytes(32)
-        self.pgcatalog = PgCatalog()
+        self.throttle = throttle or LoginThrottle()
+        self.backends = Backends(self, self.auth_secret)
+        self.pgcatalog = PgCatalog(self.backends.key)
         self.results = SharedResults()
         # Queries from clients may read the home's tables, never the server's files: DuckDB's
         # file functions (read_csv, read_parquet, ATTACH...) are switched off for good in this
         # process (a client cannot switch them on again; the sinks' registered Arrow batches
         # are not files and still work).
-        manager.catalog.cursor().execute("SET enable_external_access = false")
+        cursor = manager.catalog.cursor()
+        cursor.execute("SET enable_external_access = false")
+        self.backends.install(cursor)  # pg_stat_activity, pg_cancel_backend, pg_terminate_backend
         self._listener: socket.socket | None = None
         self._connections: dict[int, Connection] = {}
         self._lock = threading.Lock()
@@ -166,9 +181,18 @@ class Server:
         if conn is None or not hmac.compare_digest(conn.secret, secret):
             log.info("cancel request for unknown connection %s ignored", process_id)
             return
-        if conn.session is not None:
-            log.info("cancelling the statement of connection %s", process_id)
-            conn.session.cancel()
+        log.info("cancelling the statement of connection %s", process_id)
+        conn.cancel_statement()
+
+    def backend(self, process_id: int) -> Connection | None:
+        """The connection whose backend id is ``process_id`` (pg_cancel_backend's argument)."""
+        with self._lock:
+            return self._connections.get(process_id)
+
+    def connected(self) -> list[Connection]:
+        """Every connection that has logged in."""
+        with self._lock:
+            return list(self._connections.values())
 
     @property
     def connections(self) -> int:
@@ -187,9 +211,7 @@ class Server:
         with self._lock:
             connections = list(self._connections.values())
         for conn in connections:
-            conn.go_away()  # its thread stops waiting for the client, says 57P01 and closes
-            if conn.session is not None:
-                conn.session.cancel()
+            conn.terminate()  # its thread stops waiting for the client, says 57P01 and closes
         deadline = time.monotonic() + SHUTDOWN_WAIT_S
         while self.connections and time.monotonic() < deadline - SHUTDOWN_WAIT_S / 2:
             time.sleep(0.05)  # each connection's thread ends its statement and closes its cursor

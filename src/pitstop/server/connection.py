@@ -17,12 +17,14 @@ PostgreSQL's ``postgres.c``:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import select
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +77,7 @@ from pygwire.messages import (
 )
 
 from pitstop.server import sqlstate
+from pitstop.server.activity import ACTIVE, Activity
 from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
 from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
@@ -82,6 +85,7 @@ from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, Column, encode
 from pitstop.server.session import Notice, Outcome, Session, Statement, split
 from pitstop.server.sqlstate import WireError
+from pitstop.server.throttle import LoginThrottle
 from pitstop.sql.parser import in_job_block
 
 
@@ -89,8 +93,10 @@ class Server(Protocol):
     """What a connection uses of the server that accepted it (:class:`pitstop.server.app.Server`)."""
 
     ssl_context: ssl.SSLContext | None
+    require_tls: bool
     users: UserStore
     auth_secret: bytes
+    throttle: LoginThrottle
 
     def is_loopback(self, peer: tuple[Any, ...]) -> bool: ...
 
@@ -109,6 +115,7 @@ MAX_STARTUP = 10_000  # bytes, as PostgreSQL's MAX_STARTUP_PACKET_LENGTH
 MAX_MESSAGE = 64 * 1024 * 1024
 STARTUP_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
 SEND_CHUNK = 256 * 1024
+TERMINATE_WAIT_S = 10.0
 
 
 class ClientGone(Exception):
@@ -166,8 +173,13 @@ class Connection:
         self.tls = False
         self.pending_block: str | None = None
         self.going_away = False
-        """The server is shutting down: the client is told so (57P01) if it can still hear."""
+        """The server is shutting down, or an admin ended the session: the client is told so
+        (57P01) if it can still hear."""
+        self.activity = Activity(peer)
+        """What ``pg_stat_activity`` shows of this session (:mod:`pitstop.server.activity`)."""
         self._wake_r, self._wake_w = os.pipe()  # :meth:`go_away` ends a wait for the client
+        self._ending = threading.Event()  # the connection's thread is closing it
+        self._wake_lock = threading.Lock()  # the pipe is never written once closed (fds are reused)
         self._poller: tuple[int, select.poll] | None = None  # (the socket's fd, its poller)
 
     # -- I/O --------------------------------------------------------------------------------------------
@@ -209,13 +221,61 @@ class Connection:
             raise TimeoutError
 
     def go_away(self) -> None:
-        """The server is shutting down: wake the connection's thread, which tells the client (57P01)
-        and closes."""
+        """The server is shutting down, or the session is terminated: wake the connection's thread,
+        which tells the client (57P01) and closes."""
         self.going_away = True
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
+        with self._wake_lock:
+            if self._ending.is_set():
+                return
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
+
+    def cancel_statement(self) -> None:
+        """A cancel request or ``pg_cancel_backend``, from another thread: the statement in
+        progress is cancelled (57014); a session that waits for its client has none, and the
+        cancel is dropped, as PostgreSQL drops it.
+
+        A statement already received whose DuckDB query has not begun would drop a single cancel
+        too: the cancel is repeated every 0.1 s for as long as that statement runs."""
+        session, doing = self.session, self.activity.doing
+        if session is None:
+            return
+        session.cancel()
+        if doing.state == ACTIVE:
+            again = threading.Thread(
+                target=self._cancel_while, args=(lambda: self.activity.doing is doing,), daemon=True
+            )
+            again.start()
+
+    def terminate(self) -> None:
+        """``pg_terminate_backend`` and the server's shutdown: the statement in progress stops
+        (cancelled every 0.1 s until the connection closes), and the client is told 57P01
+        and disconnected. A connection still open after ``TERMINATE_WAIT_S`` (a send blocked on a
+        client that does not read) has its socket shut."""
+        self.go_away()
+        session = self.session
+        if session is not None:
+            session.cancel()
+        threading.Thread(
+            target=self._cancel_while, args=(lambda: True, TERMINATE_WAIT_S), daemon=True
+        ).start()
+
+    def _cancel_while(self, running: Callable[[], bool], shut_after_s: float = math.inf) -> None:
+        deadline = time.monotonic() + shut_after_s
+        while not self._ending.wait(0.1) and running():
+            session = self.session
+            if session is not None:
+                session.cancel()
+            if time.monotonic() > deadline:
+                with self._wake_lock:
+                    if not self._ending.is_set():
+                        try:  # the raw socket's: TLS's state belongs to the connection's thread
+                            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                deadline = math.inf
 
     def client_gone(self) -> bool:
         """Whether the client closed its end (polled while a statement waits: AWAIT JOB, the drain
@@ -249,6 +309,8 @@ class Connection:
             raise ClientGone from exc
 
     def error(self, err: WireError) -> None:
+        if self.going_away and err.code == sqlstate.QUERY_CANCELED:
+            raise ClientGone  # stopped because the session ends: :meth:`_close` says 57P01 instead
         fields = {"S": err.severity, "V": err.severity, "C": err.code, "M": err.message}
         if err.position is not None:
             fields["P"] = str(err.position)
@@ -293,6 +355,7 @@ class Connection:
             pass
 
     def _close(self) -> None:
+        self._ending.set()
         if self.going_away:
             self._fatal(
                 WireError(sqlstate.ADMIN_SHUTDOWN, "terminating connection due to administrator command")
@@ -304,11 +367,12 @@ class Connection:
             self.sock.close()
         except OSError:
             pass
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self._wake_lock:
+            for fd in (self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     # -- 1. startup -----------------------------------------------------------------------------------
     def _startup(self) -> bool:
@@ -345,6 +409,10 @@ class Connection:
                 sqlstate.FEATURE_NOT_SUPPORTED,
                 f"unsupported frontend protocol {major}.{minor}: server supports 3.0",
             )
+        if self.server.require_tls and not self.tls:
+            raise WireError(
+                sqlstate.INVALID_AUTHORIZATION, "pitstop requires TLS: connect with sslmode=require"
+            )
         unknown = [k for k in params if k.startswith("_pq_.")]
         if minor > 0 or unknown:
             self.send(NegotiateProtocolVersion(newest_minor=0, unrecognized=unknown))
@@ -361,6 +429,7 @@ class Connection:
         self.session.deallocate = self._deallocate
         self.process_id = self.server.register(self)
         self.session.backend_pid = self.process_id
+        self.activity.started(self.user, role, parameters.values)
         self.send(AuthenticationOk())
         self.send(BackendKeyData(process_id=self.process_id, secret_key=self.secret))
         for name, value in parameters.reported():
@@ -381,6 +450,9 @@ class Connection:
                 f"no pitstop users are defined, so only connections from this machine are accepted "
                 f"(this one came from {self.peer[0]}); add a user with: pitstop user add NAME",
             )
+        refusal = self.server.throttle.refusal(str(self.peer[0]))
+        if refusal is not None:
+            raise WireError(sqlstate.INVALID_PASSWORD, refusal)
         user = store.get(self.user)
         refused = WireError(
             sqlstate.INVALID_PASSWORD, f'password authentication failed for user "{self.user}"'
@@ -427,11 +499,13 @@ class Connection:
 
     def _slow_refusal(self, reason: str) -> None:
         log.warning("authentication failed for user '%s' from %s: %s", self.user, self.peer[0], reason)
+        self.server.throttle.failed(str(self.peer[0]))
         time.sleep(0.2)  # a little friction for guessing; the socket thread is the client's own
 
     # -- 3. statements ---------------------------------------------------------------------------------
     def _ready(self) -> None:
         assert self.session is not None
+        self.activity.ready(self.session.transaction)
         self.send(ReadyForQuery(status=TransactionStatus(self.session.transaction)))
         self.flush()
 
@@ -477,6 +551,7 @@ class Connection:
             prefix = len(self.pending_block) + 1
             query = self.pending_block + "\n" + query
             self.pending_block = None
+        self.activity.running(query)
         if in_job_block(query):
             if not prefix:
                 self.notice(Notice("the job's BEGIN ... END block continues: send the rest, up to END;"))
@@ -488,6 +563,8 @@ class Connection:
         if not statements:
             self.send(EmptyQueryResponse())
         for stmt in statements:
+            if self.going_away:
+                raise ClientGone  # terminated: :meth:`_close` says 57P01
             try:
                 outcome = self.session.run(stmt, query)
                 self._send_outcome(outcome, None, 0, describe=True)
@@ -659,6 +736,9 @@ class Connection:
         assert self.session is not None
         if portal.outcome is None:
             stmt = portal.prepared.statement
+            if self.going_away:
+                raise ClientGone
+            self.activity.running(portal.prepared.query)
             if stmt is None:
                 portal.outcome = Outcome("EMPTY")
             else:
@@ -681,6 +761,7 @@ class Connection:
             return
         self._portal_columns(portal)
         assert portal.outcome is not None
+        self.activity.running(portal.prepared.query)
         finished = self._send_outcome(portal.outcome, portal.binary, message.max_rows, describe=False)
         portal.done = finished
 

@@ -21,6 +21,7 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     announce: Any = print,
+    require_tls: bool = False,
 ) -> int:
     """Run the server until SIGTERM or SIGINT; the exit status (0 after a clean stop)."""
     from pitstop.engine.session import spark_session
@@ -38,8 +39,8 @@ def serve(
     context = tls_context(tls_cert, tls_key)
     manager = Manager(settings)
     logfile = logs.to_home(settings.home)
-    server = Server(manager, host, port, context)
     try:
+        server = Server(manager, host, port, context, require_tls=require_tls)
         if not settings.local:
             # A cluster that cannot run the jobs (no executor, pitstop missing on the workers, a
             # home they cannot see) stops the server here, before any client or job relies on it.
@@ -56,7 +57,7 @@ def serve(
         threading.Thread(target=_start_spark, args=(manager,), name="pitstop-resume", daemon=True).start()
     announce(
         f"pitstop serve: listening on {address.url()} (home {settings.home}; "
-        f"{len(waiting)} job(s) to resume; log {logfile}){' with TLS' if context else ''}"
+        f"{len(waiting)} job(s) to resume; log {logfile}){_tls_said(context, require_tls)}"
     )
     log.info("listening on %s:%s, home %s", address.host, address.port, settings.home)
     while not stop.wait(0.5):
@@ -73,3 +74,9 @@ def _start_spark(manager: Any) -> None:
         manager.spark()
     except Exception:
         log.exception("Spark could not start; jobs stay as they are until a statement needs Spark")
+
+
+def _tls_said(context: Any, required: bool) -> str:
+    if context is None:
+        return ""
+    return " with TLS required" if required else " with TLS"

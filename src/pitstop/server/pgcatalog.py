@@ -17,8 +17,9 @@ entries. So every statement a client sends is rewritten before it reaches DuckDB
    ``OPERATOR(pg_catalog.~)`` a regex match; ``COLLATE pg_catalog.default`` disappears;
 5. the result is generated as DuckDB SQL.
 
-Nothing is created in DuckDB but three per-connection macros (``prepare``: the user, the backend
-process id, the session's settings): creating temporary views and macros costs ~0.3 ms each, so a
+Nothing is created in DuckDB but four per-connection macros (``prepare``: the user, the backend
+process id and key, the session's settings) and the server's functions behind ``pg_stat_activity``
+(:mod:`pitstop.server.activity`): creating temporary views and macros costs ~0.3 ms each, so a
 catalog of them would cost every client ~40 ms on connect. Static tables (``pg_type``,
 ``pg_settings``...) travel as one JSON string each, which DuckDB binds far faster than VALUES.
 
@@ -49,7 +50,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from pitstop.server import pgsemantics, pgtypes
+from pitstop.server import activity, pgsemantics, pgtypes
 from pitstop.server.params import PARAMETERS, VERSION_TEXT
 
 __all__ = ["DATABASE", "DIALECT", "PgCatalog", "relation_oid", "translate"]
@@ -500,6 +501,13 @@ SELECT pgc_user(), false, true, false, false, true, false, -1, '********', NULL,
   {_oid_sql("'role:' || pgc_user()")}
 WHERE pgc_user() <> '{OWNER}'"""
 
+
+def _role_oid_sql(name_sql: str) -> str:
+    """The OID ``pg_roles`` gives the role named by a VARCHAR expression."""
+    hashed = _oid_sql("'role:' || " + name_sql)
+    return f"(CASE {name_sql} WHEN '{OWNER}' THEN 10 ELSE {hashed} END)"
+
+
 _PG_USER = """
 SELECT rolname AS usename, oid AS usesysid, rolcreatedb AS usecreatedb, rolsuper AS usesuper,
   rolreplication AS userepl, rolbypassrls AS usebypassrls, rolpassword AS passwd,
@@ -703,6 +711,14 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ("pg_catalog", "pg_authid"): _view("pgc_pg_authid", _PG_AUTHID),
     ("pg_catalog", "pg_database"): _view("pgc_pg_database", _PG_DATABASE),
     ("pg_catalog", "pg_settings"): _view("pgc_pg_settings", _pg_settings_sql()),
+    ("pg_catalog", "pg_stat_activity"): _view(
+        "pgc_pg_stat_activity",
+        activity.view_sql(
+            stable_oid(f"database:{DATABASE}"),
+            DATABASE,
+            _role_oid_sql,
+        ),
+    ),
     ("pg_catalog", "pg_tables"): _view("pgc_pg_tables", _PG_TABLES),
     ("pg_catalog", "pg_views"): _view("pgc_pg_views", _PG_VIEWS),
     ("pg_catalog", "pg_indexes"): _view("pgc_pg_indexes", _PG_INDEXES),
@@ -1089,6 +1105,7 @@ FUNCTIONS: dict[str, str] = {
     "pgc_regclass_name": _REGCLASS_NAME,
     "pgc_namespace_name": _lookup("pgc_pg_namespace", "nspname", "oid", "{0}"),
     "pgc_text_array": _TEXT_ARRAY,
+    **activity.FUNCTIONS,
 }
 
 
@@ -1685,7 +1702,13 @@ def _settings_macro(settings: Mapping[str, str]) -> str:
 
 
 class PgCatalog:
-    """The catalog emulation of one server: shared by its sessions, safe from any thread."""
+    """The catalog emulation of one server: shared by its sessions, safe from any thread.
+
+    ``backend_key`` gives a session's key, by its process id, for ``pg_stat_activity`` and
+    ``pg_cancel_backend`` (:mod:`pitstop.server.activity`); without it, sessions have none."""
+
+    def __init__(self, backend_key: Callable[[int], str] | None = None) -> None:
+        self.backend_key = backend_key
 
     def prepare(
         self,
@@ -1694,11 +1717,14 @@ class PgCatalog:
         backend_pid: int = 0,
         settings: Mapping[str, str] | None = None,
     ) -> None:
-        """Set up a fresh client cursor: the connection's user, process id (``pg_backend_pid()``)
-        and session settings (``current_setting()``, ``pg_settings``) as three macros (~1 ms)."""
+        """Set up a fresh client cursor: the connection's user, process id (``pg_backend_pid()``),
+        key (``pgc_backend_key()``) and session settings (``current_setting()``, ``pg_settings``)
+        as four macros (~1 ms)."""
+        key = self.backend_key(backend_pid) if self.backend_key is not None else ""
         cursor.execute(
             f"CREATE OR REPLACE TEMP MACRO pgc_user() AS {_lit(user)}; "
             f"CREATE OR REPLACE TEMP MACRO pgc_backend_pid() AS CAST({int(backend_pid)} AS INTEGER); "
+            f"CREATE OR REPLACE TEMP MACRO pgc_backend_key() AS {_lit(key)}; "
             + _settings_macro(settings or {})
         )
 
