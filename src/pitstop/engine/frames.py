@@ -110,7 +110,8 @@ def branch_frame(
     """``seeds``: the seed of each restored stage of the branch, by stage name; ``right``: a
     join's right mapping (``right_start``: where an interval join starts reading it);
     ``checkpoint``: the query's, where its sources learn each batch's watermark to count late rows
-    by (None: late rows are counted only as Spark does); ``keep``: where late rows are kept."""
+    by (None: the sources are not stamped, and only the rows a restored stage drops itself are
+    counted); ``keep``: where late rows are kept."""
     from pyspark.sql import functions as F
 
     steps = [*branch.before]

@@ -20,10 +20,11 @@ same rule as Spark (checked against it, including the first batch after a restar
    the job's results never depend on this count. A stage later in a chain has no such columns:
    only its own restore filter is counted this way, and Spark's ``numRowsDroppedByWatermark`` of
    its operators is added (for an aggregation that counts late windows and keys, not rows).
-3. ``'keep'``: the late rows of the first stage go through a Python step (``mapInArrow``) that
-   writes them, one line per window missed, to ``<run>/branches/<i>/late/<batch>-<partition>-
-   <n>.jsonl`` (temp file + rename; a batch run again writes the same file) and passes every row
-   on unchanged. This costs a trip through Python for every row, which counting alone does not.
+3. ``'keep'``: the first stage's input goes through a Python step (``mapInArrow``) that passes
+   every row on unchanged and writes the late ones, one line per window missed, to
+   ``<run>/branches/<i>/late/<batch>-<partition>-<input>.jsonl`` (temp file + rename; a batch run
+   again writes the same file). This costs a trip through Python for every row of the stage's
+   input, which counting alone does not.
 4. The manager, the only writer of the catalog, reads the counts from each query's progress (a
    micro-batch's progress is reported once it is committed) and the files of committed batches,
    every second while the job runs, at ``AWAIT JOB`` and when a run stops, fails, is suspended
