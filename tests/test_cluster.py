@@ -211,7 +211,7 @@ def test_pit_stop_and_a_lost_worker_on_a_standalone_cluster(cluster: SparkCluste
                     names = [d.name for d in cur.description or []]
                     rows += [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         assert {j[0]: j[1] for j in jobs} == {"revenue": "RUNNING", "revenue_rows": "RUNNING"}
-        assert all(j[7] == f"{master} (1 executor(s), 1 core)" for j in jobs), jobs
+        assert all(j[8] == f"{master} (1 executor(s), 1 core)" for j in jobs), jobs  # runs_on
         check_sinks(rows, last=last)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(300) == 0

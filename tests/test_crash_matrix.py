@@ -293,7 +293,7 @@ def open_home(home: Path) -> Seen:
         seen = Seen(
             left,
             sorted(f"{p.parent.name}/{p.name}" for p in set((home / "trash").glob("*/*/*")) - trash_before),
-            {r[0]: (r[1], r[2], r[5]) for r in jobs.rows},
+            {r[0]: (r[1], r[2], r[jobs.columns.index("detail")]) for r in jobs.rows},
             {s.name: s.manifest for s in manager.catalog.snapshots()},
         )
         if manager.catalog.query(

@@ -63,9 +63,10 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
         r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()
     ]
     assert restarts == []
-    [job] = run(manager, "SHOW JOBS;")[0].rows
-    assert job[0] == "copy" and job[1] == "FAILED"
-    assert "failed" in job[5] and "line 1: column 'order_id' is BIGINT" in job[5]
+    shown = run(manager, "SHOW JOBS;")[0]
+    [job] = [dict(zip(shown.columns, r, strict=True)) for r in shown.rows]
+    assert job["name"] == "copy" and job["status"] == "FAILED"
+    assert "failed" in job["detail"] and "line 1: column 'order_id' is BIGINT" in job["detail"]
     # A failed job can be dropped, and its name used again.
     run(manager, "DROP JOB copy;")
     assert run(manager, "SHOW JOBS;")[0].rows == ()
@@ -100,8 +101,9 @@ def test_a_failed_job_says_why_in_one_sentence_and_logs_the_whole_error(
         r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()
     ]
     assert len(restarts) == 3 and restarts[-1].endswith("(3 of 3)")
-    [job] = run(manager, "SHOW JOBS;")[0].rows
-    assert (job[1], job[5]) == ("FAILED", sentence)
+    shown = run(manager, "SHOW JOBS;")[0]
+    [job] = [dict(zip(shown.columns, r, strict=True)) for r in shown.rows]
+    assert (job["status"], job["detail"]) == ("FAILED", sentence)
     logged = [
         r for r in caplog.records if r.levelname == "ERROR" and "INSERT INTO ratios failed:" in r.getMessage()
     ]

@@ -411,7 +411,7 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
         deadline = time.monotonic() + 120
         while True:  # polled: SHOW JOBS is what a user looks at
             [jobs] = run(manager, "SHOW JOBS;")
-            [(status, detail)] = [(r[1], r[5]) for r in jobs.rows if r[0] == "rev"]
+            [(status, detail)] = [(r[1], r[jobs.columns.index("detail")]) for r in jobs.rows if r[0] == "rev"]
             if detail and "waiting for PostgreSQL" in detail:
                 break
             assert time.monotonic() < deadline, f"SHOW JOBS never said the sink waits: {detail}"
@@ -426,7 +426,7 @@ def test_pit_stop_into_postgres_equals_a_batch_computation(
     run(manager, "AWAIT JOB rev;")
     assert pg_windows(postgres, db, "revenue") == duckdb_windows(data, 4)
     [jobs] = run(manager, "SHOW JOBS;")
-    assert [r[5] for r in jobs.rows if r[0] == "rev"] == [None]
+    assert [r[jobs.columns.index("detail")] for r in jobs.rows if r[0] == "rev"] == [None]
     run(manager, "DROP JOB rev WITH SNAPSHOT rev_v1;")
     make_orders.write_orders(data, 1000, 1600, files=2, step_seconds=STEP, prefix="later")
     explained = run(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pitstop.catalog.rows import Job, Mapping, RejectSummary, Run, Snapshot
+from pitstop.catalog.rows import Job, LateSummary, Mapping, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine.cluster import Placement
@@ -293,8 +293,10 @@ def describe_job(
     lags: list[tuple[str, str]] | None = None,
     waiting: str | None = None,
     placement: Placement | None = None,
+    late: list[LateSummary] | None = None,
 ) -> tuple[tuple[str, str], ...]:
-    """``placement``: where the job runs, when it runs in this process."""
+    """``placement``: where the job runs, when it runs in this process; ``late``: its late rows
+    per stage and source."""
     detail = detail_text(job.detail, waiting)
     rows: list[tuple[str, str]] = [
         ("name", job.name),
@@ -330,7 +332,38 @@ def describe_job(
                 f"{latest.reason}",
             )
         )
+    rows += late_rows(plan, late or [])
     return tuple(rows)
+
+
+def late_rows(plan: JobPlan, late: list[LateSummary]) -> list[tuple[str, str]]:
+    """DESCRIBE JOB's line per stage that can drop rows as late (it has a watermark), and per
+    stage of an earlier run that did: how many it dropped, from which source, and when."""
+    by_stage: dict[str, list[LateSummary]] = {}
+    for summary in late:
+        by_stage.setdefault(summary.stage, []).append(summary)
+    names = [s.name for s in plan.stages if kinds.kind_of(s).clock(s, 0) is not None]
+    names += [n for n in by_stage if n not in names]
+    kept = " (kept in pitstop.late_records)" if plan.keep_late else ""
+    out: list[tuple[str, str]] = []
+    for name in names:
+        found = by_stage.get(name, [])
+        if not found:
+            out.append((f"late rows of stage '{name}'", "none dropped behind the watermark"))
+            continue
+        total = sum(s.rows for s in found)
+        sources = "; ".join(
+            f"{s.rows:,} from {s.source}, first seen {s.first_seen:%Y-%m-%d %H:%M:%S} UTC, "
+            f"last seen {s.last_seen:%Y-%m-%d %H:%M:%S} UTC"
+            for s in found
+        )
+        out.append(
+            (
+                f"late rows of stage '{name}'",
+                f"{total:,} row(s) dropped behind the watermark{kept}: {sources}",
+            )
+        )
+    return out
 
 
 def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:

@@ -34,6 +34,7 @@ from pitstop.names import within
 from pitstop.plan.model import AggregateStage, JobPlan
 from pitstop.plan.types import spark_type
 from pitstop.planner import compat, early
+from pitstop.planner import late as late_rows
 from pitstop.planner.build import plan_job
 from pitstop.replay import sandbox as replay_sandbox
 from pitstop.replay import span as replay_span
@@ -84,6 +85,9 @@ JOB_OPTIONS = {
     "every n ms: micro-batches start no more often), replaced by window and keys, with a column 'early' "
     "that is true while the window is open and false once it is final (the watermark passed its end); "
     "DuckDB and PostgreSQL sinks only",
+    "lateRows": "'count' (default): the rows a stateful stage drops because they are behind the watermark "
+    "are counted (SHOW JOBS, DESCRIBE JOB, pitstop.late_rows); 'keep': each is also kept in "
+    "pitstop.late_records with the window it missed (every row of the stage's input goes through Python)",
     "processingGuarantee": "accepted; pitstop is always exactly-once for DuckDB and File sinks",
     "snapshotIntervalMillis": "accepted; Spark checkpoints every micro-batch",
     "suspendOnFailure": "accepted; a failed job is marked FAILED",
@@ -100,6 +104,7 @@ ACTED_ON_OPTIONS = (
     "sinkRollback",
     "acceptSinkGap",
     "earlyResultsMillis",
+    "lateRows",
 )
 DEFAULT_AWAIT_S = 600.0
 REPLAY_TIMEOUT_S = 3600.0
@@ -440,6 +445,7 @@ class Executor:
         try:
             plan = plan_job(name, list(node.args["body"]), self._lookup, self._view)
             plan = early.with_early_results(plan, early.early_millis(options), self._lookup)
+            plan = late_rows.with_late_rows(plan, options)
         except PlanError as err:
             match = re.match(r"unknown mapping '([^']+)'", err.message)
             if match:
@@ -580,6 +586,7 @@ class Executor:
         # asking each running query (a JVM call per branch, under the manager's lock) made
         # SHOW JOBS from many clients at once queue behind each other.
         counts = self.catalog.reject_counts() if self.catalog is not None else {}
+        lates = self.catalog.late_counts() if self.catalog is not None else {}
         # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
         # over a hundred jobs stays a few milliseconds without Kafka).
         lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
@@ -589,6 +596,7 @@ class Executor:
         place = self._placement() if any(self._runs_here(j) for j in jobs) else None
         rows = tuple(
             (j.name, j.status, j.snapshot, j.created.replace(microsecond=0), counts.get(j.name.lower(), 0))
+            + (lates.get(j.name.lower(), 0),)
             + (
                 describe.detail_text(j.detail, waiting.get(j.name.lower())),
                 describe.lag_text(self._lags(j)) if lags else None,
@@ -596,7 +604,7 @@ class Executor:
             + ((place.where(), place.ui) if place is not None and self._runs_here(j) else (None, None))
             for j in jobs
         )
-        columns: tuple[str, ...] = ("name", "status", "from_snapshot", "created", "rejects", "detail")
+        columns: tuple[str, ...] = ("name", "status", "from_snapshot", "created", "rejects", "late", "detail")
         columns += ("lag", "runs_on", "spark_ui")
         message = f"{len(rows)} job(s)"
         problem = self.manager.supervisor_problem if self.manager is not None else None
@@ -753,13 +761,21 @@ class Executor:
         if self.manager is not None and self.manager.spark_started:
             self.manager.refresh_failures()
             self.manager.collect_all_rejects()
+            self.manager.collect_all_late()
             job = self.catalog.get_job(name) or job
         run = self.catalog.get_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
         place = self._placement() if self._runs_here(job) else None
         waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
         rows = describe.describe_job(
-            job, run, plan, self.catalog.reject_summary(job.name), self._lags(job), waiting, place
+            job,
+            run,
+            plan,
+            self.catalog.reject_summary(job.name),
+            self._lags(job),
+            waiting,
+            place,
+            self.catalog.late_summary(job.name),
         )
         return Result(f"job '{job.name}'", ("property", "value"), rows)
 
@@ -772,7 +788,7 @@ class Executor:
                 raise UnknownOptionError(
                     f"unknown job option '{key}'; known options: {', '.join(sorted(JOB_OPTIONS))}"
                 )
-            if key == early.OPTION:
+            if key in (early.OPTION, late_rows.OPTION):
                 raise PlanError(
                     f"'{key}' changes how job '{name}' runs, which ALTER JOB does not: DROP JOB {name} "
                     f"WITH SNAPSHOT s, then CREATE JOB {name} OPTIONS ('{key}'=...) FROM SNAPSHOT s AS ... "

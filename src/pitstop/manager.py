@@ -30,6 +30,7 @@ from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine import cluster
+from pitstop.engine.checkpoint import latest_commit
 from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
 from pitstop.engine.runs import ActiveRun, spark_reason
@@ -76,6 +77,7 @@ class Manager:
         """Statements that change a job, snapshot, mapping or view hold its name (executor)."""
         self._rejects_seen: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
         self._rejects_lock = threading.Lock()
+        self._late_lock = threading.Lock()
         # A process killed mid-protocol leaves folders the catalog does not list, and jobs marked
         # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
         try:
@@ -138,6 +140,7 @@ class Manager:
             try:
                 self.refresh_failures()
                 self.collect_all_rejects()
+                self.collect_all_late()
                 self.supervisor_problem = None
             except Exception as exc:
                 if self._closed.is_set():
@@ -269,15 +272,18 @@ class Manager:
         crash_point("rollback.deleted")
 
     def _restore_json(self, restore: Restore | None) -> dict[str, Any] | None:
-        """What a run restored, with the run the snapshot was taken of (``from_run``): the job's
-        reject counts include that run's (:data:`pitstop.catalog.store._LINEAGE`), even once the
-        snapshot is dropped."""
+        """What a run restored, with the run the snapshot was taken of (``from_run``) and the
+        snapshot's cut in it (``from_cut``): the job's reject and late counts include that run's
+        (:data:`pitstop.catalog.store._LINEAGE`), even once the snapshot is dropped."""
         if restore is None:
             return None
         out = restore.to_json()
         snap = self.catalog.get_snapshot(restore.snapshot)
         if snap is not None and snap.manifest.get("run_id"):
             out["from_run"] = snap.manifest["run_id"]
+            # The job's late rows include that run's up to the cut: after it, this run reads again
+            # what the old one read (pitstop.catalog.store._LATE_LINEAGE).
+            out["from_cut"] = snap.manifest.get("cut", {}).get("batches")
         return out
 
     def active(self, name: str, wake: bool = False) -> ActiveRun:
@@ -310,6 +316,7 @@ class Manager:
             self._fail(run, str(exc))
             raise
         self.collect_rejects(run.job, run.run)
+        self.collect_late(run)
 
     def _fail(self, run: ActiveRun, reason: str) -> None:
         with self._lock:
@@ -321,8 +328,12 @@ class Manager:
             self.catalog.set_job_status(run.job, FAILED, reason)
         try:
             self.collect_rejects(run.job, run.run)
+            self.collect_late(run)
         except Exception:  # the failure is recorded; the rejects files wait in the run folder
-            log.exception("job '%s': rejects not recorded yet (next: when it resumes or is dropped)", run.job)
+            log.exception(
+                "job '%s': rejects or late rows not recorded yet (next: when it resumes or is dropped)",
+                run.job,
+            )
 
     # -- rejects -----------------------------------------------------------------------------------
     def collect_rejects(self, job: str, run: Run) -> None:
@@ -347,6 +358,37 @@ class Manager:
         for run in list(self.runs.values()):
             self.collect_rejects(run.job, run.run)
 
+    # -- late rows (pitstop.engine.late, step 4) ---------------------------------------------------
+    def collect_late(self, run: ActiveRun) -> None:
+        """Record the late rows ``run``'s queries have reported (and, with 'lateRows'='keep',
+        kept in files) since last time."""
+        with self._late_lock:
+            counts, records, reached = run.late_rows()
+            try:
+                self.catalog.add_late(run.job, run.run.run_id, counts, records)
+            except BaseException:
+                run.late_unrecorded()
+                raise
+            run.late_recorded(reached)
+
+    def collect_all_late(self) -> None:
+        for run in list(self.runs.values()):
+            self.collect_late(run)
+
+    def _collect_kept(self, job: str, run: Run) -> None:
+        """Kept late rows a run not running here left in its folder (a process killed before it
+        read them), before the folder goes."""
+        from pitstop.engine import late
+
+        plan = JobPlan.from_json(run.plan)
+        if not plan.keep_late:
+            return
+        records = []
+        for b in plan.branches:
+            committed = latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
+            records += late.collect_kept(run.folder, b.index, committed, set())
+        self.catalog.add_late(job, run.run_id, [], records)
+
     def drop_job(
         self, name: str, snapshot: str | None, cancelled: Callable[[], bool] | None = None
     ) -> Snapshot | None:
@@ -360,6 +402,10 @@ class Manager:
                     run.stop()
             old = self.catalog.get_run(job.run_id)
             self.collect_rejects(job.name, old)  # they outlive the job, as its sinks' rows do
+            if run is not None:
+                self.collect_late(run)  # so do its late rows
+            else:
+                self._collect_kept(job.name, old)
             with self.catalog.transaction() as tx:
                 self.catalog.end_run(old.run_id, _last_batches(old), tx)
                 self.catalog.delete_job(job.name, tx)
@@ -385,6 +431,7 @@ class Manager:
             raise PitstopError(f"{exc}. Job '{job.name}' was not dropped; it goes on") from exc
         self.runs.pop(job.name.lower(), None)
         self.collect_rejects(job.name, run.run)  # before the run folder goes
+        self.collect_late(run)
         try:
             snap = snapshot_export.export(self.spark(), self.home, snapshot, run, cut)
 
@@ -502,11 +549,13 @@ class Manager:
             if run is not None:
                 run.stop()
                 self.collect_rejects(run.job, run.run)
+                self.collect_late(run)
             return f"job '{job.name}' suspended"
         if action == "RESTART":
             run = self.runs.pop(job.name.lower(), None)
             if run is not None:
                 run.stop()
+                self.collect_late(run)
         elif job.status == RUNNING and job.name.lower() in self.runs:
             return f"job '{job.name}' is already running"
         self.spark()  # resumes STOPPED jobs, this one included
@@ -588,6 +637,7 @@ class Manager:
             try:
                 run.stop()
                 self.collect_rejects(run.job, run.run)
+                self.collect_late(run)
                 self.catalog.set_job_status(
                     run.job,
                     STOPPED,
@@ -609,8 +659,6 @@ class Manager:
 
 def _last_batches(run: Run) -> dict[int, int | None]:
     """The last batch each branch of a run committed, from its checkpoints."""
-    from pitstop.engine.checkpoint import latest_commit
-
     return {
         b.index: latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
         for b in JobPlan.from_json(run.plan).branches

@@ -161,3 +161,44 @@ class RejectSummary:
     source: str
     count: int
     latest: Reject
+
+
+@dataclass(frozen=True)
+class LateCount:
+    """How many rows one stage dropped as late in one micro-batch of a run's branch, from one
+    source (see :mod:`pitstop.engine.late`)."""
+
+    branch: int
+    batch_id: int
+    stage: str
+    source: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class LateRecord:
+    """A row a stage dropped as late, kept with ``'lateRows'='keep'``: one per window it missed
+    (a HOP row late for two of its windows is two records)."""
+
+    branch: int
+    batch_id: int
+    part: int  # the Spark partition that read it
+    line: int  # its line in the partition's file of late rows (1-based)
+    stage: str
+    source: str
+    window_start: datetime | None  # None: the stage has no windows (a deduplication, a join)
+    window_end: datetime | None
+    event_time: datetime | None
+    watermark: datetime  # the watermark that made it late
+    record: dict[str, Any]  # the stage's input row, as JSON values
+
+
+@dataclass(frozen=True)
+class LateSummary:
+    """What DESCRIBE JOB shows of one stage's late rows from one source."""
+
+    stage: str
+    source: str
+    rows: int
+    first_seen: datetime
+    last_seen: datetime

@@ -19,12 +19,57 @@ from typing import Any
 import duckdb
 
 from pitstop.catalog import secrets
-from pitstop.catalog.rows import Job, Mapping, Reject, RejectSummary, Run, Snapshot, View, dumps
+from pitstop.catalog.rows import (
+    Job,
+    LateCount,
+    LateRecord,
+    LateSummary,
+    Mapping,
+    Reject,
+    RejectSummary,
+    Run,
+    Snapshot,
+    View,
+    dumps,
+)
 from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+
+_LATE_LINEAGE = """WITH RECURSIVE lineage(job, run_id, cut, depth) AS (
+        SELECT lower(name), run_id, CAST(NULL AS JSON), 0 FROM pitstop.jobs
+        UNION ALL
+        SELECT l.job,
+               coalesce(json_extract_string(r.restore, '$.from_run'),
+                        json_extract_string(s.manifest, '$.run_id')),
+               coalesce(json_extract(r.restore, '$.from_cut'), json_extract(s.manifest, '$.cut.batches')),
+               l.depth + 1
+        FROM lineage l JOIN pitstop.runs r ON r.run_id = l.run_id
+        LEFT JOIN pitstop.snapshots s
+          ON lower(s.name) = lower(json_extract_string(r.restore, '$.snapshot'))
+        WHERE r.restore IS NOT NULL AND l.depth < 1000
+    ), owned AS (
+        SELECT l.job, c.* FROM lineage l JOIN pitstop.late_counts c ON c.run_id = l.run_id
+        WHERE l.cut IS NULL
+           OR c.batch_id <= CAST(json_extract_string(l.cut, '$."' || c.branch || '"') AS BIGINT)
+    )"""
+"""Each job (lower-case name) with the late counts that are its own (``owned``): its run's, and
+for a run restored from a snapshot, the counts of the run the snapshot was taken of up to the
+snapshot's cut (``from_cut``, the cut's last batch per branch, recorded when the job is created;
+for a run recorded before that, the snapshot's manifest if it is still listed), and so on back.
+Batches of the old run after the cut are not the restored job's: it read that input again."""
+
+
+def _late_rows() -> str:
+    return f"""{_LATE_LINEAGE}
+        SELECT j.name AS job, o.stage, o.source, sum(o.rows) AS rows,
+               min(o.seen_at) AS first_seen, max(o.seen_at) AS last_seen
+        FROM owned o JOIN pitstop.jobs j ON lower(j.name) = o.job
+        WHERE o.rows > 0
+        GROUP BY ALL"""
+
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -103,6 +148,32 @@ _MIGRATIONS: dict[int, list[str]] = {
             run_id VARCHAR PRIMARY KEY, batches JSON NOT NULL, ended TIMESTAMP NOT NULL)""",
         "COMMENT ON TABLE pitstop.sink_rows IS 'per row a DuckDB sink wrote: its run, branch, batch and "
         "hash(columns in table order); rows of batches written before pitstop kept them are absent'",
+    ],
+    6: [
+        # Rows that stateful stages dropped because they were behind the watermark
+        # (pitstop.engine.late): counted per run, branch, micro-batch, stage and source, and with
+        # 'lateRows'='keep' kept one by one. Like rejects, they outlive DROP JOB.
+        """CREATE TABLE IF NOT EXISTS pitstop.late_counts (
+            job VARCHAR NOT NULL, run_id VARCHAR NOT NULL, branch INTEGER NOT NULL,
+            batch_id BIGINT NOT NULL, stage VARCHAR NOT NULL, source VARCHAR NOT NULL,
+            rows BIGINT NOT NULL, seen_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, branch, batch_id, stage, source))""",
+        "COMMENT ON TABLE pitstop.late_counts IS 'rows each stage dropped as late (behind the "
+        "watermark), per run, branch, micro-batch and source; kept after their job is dropped'",
+        """CREATE TABLE IF NOT EXISTS pitstop.late_records (
+            job VARCHAR NOT NULL, run_id VARCHAR NOT NULL, branch INTEGER NOT NULL,
+            batch_id BIGINT NOT NULL, stage VARCHAR NOT NULL, source VARCHAR NOT NULL,
+            part INTEGER NOT NULL, line INTEGER NOT NULL, window_start TIMESTAMP, window_end TIMESTAMP,
+            event_time TIMESTAMP, watermark TIMESTAMP NOT NULL, record JSON NOT NULL,
+            seen_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, branch, batch_id, stage, source, part, line))""",
+        "COMMENT ON TABLE pitstop.late_records IS 'rows stages dropped as late, kept by jobs with "
+        "OPTIONS (''lateRows''=''keep''): one per window missed; kept after their job is dropped'",
+        "COMMENT ON COLUMN pitstop.late_records.record IS 'the stage''s input row, as JSON'",
+        "COMMENT ON COLUMN pitstop.late_records.watermark IS 'the watermark that made the row late'",
+        f"CREATE OR REPLACE VIEW pitstop.late_rows AS {_late_rows()}",
+        "COMMENT ON VIEW pitstop.late_rows IS 'per existing job, stage and source: the rows dropped "
+        "as late by the job and the runs it was restored from (as SHOW JOBS counts them)'",
     ],
 }
 
@@ -671,6 +742,70 @@ class Catalog:
             RejectSummary(source, int(n), Reject(file, int(line), raw, int(size), reason))
             for source, n, file, line, raw, size, reason in rows
         ]
+
+    # -- late rows -----------------------------------------------------------------------------
+    def add_late(self, job: str, run_id: str, counts: list[LateCount], records: list[LateRecord]) -> None:
+        """Record late counts (a micro-batch counted again replaces its count: the same number)
+        and kept late rows (one already recorded is left as it is), in one transaction."""
+        if not counts and not records:
+            return
+        seen = _now()
+        with self.transaction() as tx:
+            if counts:
+                tx.executemany(
+                    "INSERT OR REPLACE INTO pitstop.late_counts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[job, run_id, c.branch, c.batch_id, c.stage, c.source, c.rows, seen] for c in counts],
+                )
+            if records:
+                tx.executemany(
+                    "INSERT OR IGNORE INTO pitstop.late_records "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        [
+                            job,
+                            run_id,
+                            r.branch,
+                            r.batch_id,
+                            r.stage,
+                            r.source,
+                            r.part,
+                            r.line,
+                            r.window_start,
+                            r.window_end,
+                            r.event_time,
+                            r.watermark,
+                            dumps(r.record),
+                            seen,
+                        ]
+                        for r in records
+                    ],
+                )
+
+    def late_counts(self) -> dict[str, int]:
+        """Late rows per existing job (lower-case job name): of its runs and, up to each
+        snapshot's cut, of the runs it was restored from (:data:`_LATE_LINEAGE`)."""
+        return dict(self._cached("late_counts", self._read_late_counts))
+
+    def _read_late_counts(self) -> dict[str, int]:
+        rows = (
+            self.cursor().execute(f"{_LATE_LINEAGE} SELECT job, sum(rows) FROM owned GROUP BY 1").fetchall()
+        )
+        return {str(job): int(n or 0) for job, n in rows}
+
+    def late_summary(self, job: str) -> list[LateSummary]:
+        """Per stage and source of ``job``: its late rows (counted as :meth:`late_counts` does)
+        and when the first and the last were seen."""
+        rows = (
+            self.cursor()
+            .execute(
+                f"""{_LATE_LINEAGE}
+                SELECT stage, source, sum(rows), min(seen_at), max(seen_at) FROM owned
+                WHERE job = lower(?) AND rows > 0 GROUP BY ALL ORDER BY stage, source""",
+                [job],
+            )
+            .fetchall()
+        )
+        return [LateSummary(stage, source, int(n), first, last) for stage, source, n, first, last in rows]
 
     def query(
         self, sql: str, tables: dict[str, Any] | None = None

@@ -15,7 +15,10 @@ After a stage whose rows are updated (a running aggregate), the projections' fil
 (``__pitstop_keep``) rather than drop them, so that the sink removes a group no longer kept.
 
 Each stateful stage is run by its kind (:meth:`pitstop.stages.base.StageKind.frame`), which is
-also where a restored stage's seed rows go in and where late live events are dropped.
+also where a restored stage's seed rows go in and where late live events are dropped. Before it,
+the rows it will drop as late are counted (:mod:`pitstop.engine.late`): the sources of a branch
+whose first stage can drop late rows are read stamped with their batch and its watermark
+(:mod:`pitstop.engine.stamped`), columns that go as far as that stage.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import registry, tables
 from pitstop.connectors.upsert import KEEP
+from pitstop.engine import late
 from pitstop.names import quote_ident
-from pitstop.plan.model import Branch, Projection, Step
+from pitstop.plan.model import AggregateStage, Branch, Projection, Step
 from pitstop.plan.types import SPARK, ddl, named
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import StageSeed
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
+def source_format(spark: SparkSession, mapping: Mapping, query_key: str, stamped: bool = False) -> str:
     """Register the mapping's streaming source under a name of this query's own, and return it.
 
     A registered Python data source is one Spark ``PythonFunction`` whose environment map Spark
@@ -50,23 +54,41 @@ def source_format(spark: SparkSession, mapping: Mapping, query_key: str) -> str:
     """
     base = registry.connector(mapping.type).stream_source()
     name = f"{base.name()}_{re.sub(r'[^A-Za-z0-9]', '_', query_key)}"
-    own = type(f"{base.__name__}_{len(name)}", (base,), {"name": classmethod(lambda cls, n=name: n)})
+    if stamped:  # its rows with their batch and watermark (pitstop.engine.late, step 1)
+        from pitstop.engine.stamped import stamped as stamping
+
+        own = stamping(base, name)
+    else:
+        own = type(f"{base.__name__}_{len(name)}", (base,), {"name": classmethod(lambda cls, n=name: n)})
     spark.dataSource.register(own)
     return name
 
 
 def source_frame(
-    spark: SparkSession, mapping: Mapping, run_dir: str, start: Any, parallelism: int, query_key: str
+    spark: SparkSession,
+    mapping: Mapping,
+    run_dir: str,
+    start: Any,
+    parallelism: int,
+    query_key: str,
+    checkpoint: str | None = None,
 ) -> DataFrame:
+    """The mapping's stream; with ``checkpoint`` (the query's), stamped with each row's batch and
+    watermark (:data:`pitstop.engine.late.HIDDEN`)."""
+    schema = ddl(mapping)
+    if checkpoint is not None:
+        schema += "".join(f", {c} BIGINT" for c in late.HIDDEN)
     reader = (
-        spark.readStream.schema(ddl(mapping))
+        spark.readStream.schema(schema)
         .option("source", mapping.name)
         .option("run_dir", run_dir)
         .option("parallelism", str(parallelism))
         # The mapping's WATERMARK column: a record without it is a reject (connectors.rejects).
         .option("event_time", mapping.watermark.column if mapping.watermark is not None else "")
-        .format(source_format(spark, mapping, query_key))
+        .format(source_format(spark, mapping, query_key, stamped=checkpoint is not None))
     )
+    if checkpoint is not None:
+        reader = reader.option("late_checkpoint", checkpoint)
     options = registry.connector(mapping.type).reader_options(mapping, start)
     return reader.options(**options).load()
 
@@ -82,29 +104,46 @@ def branch_frame(
     query_key: str,
     right: Mapping | None = None,
     right_start: Any = None,
+    checkpoint: str | None = None,
+    keep: late.Keep | None = None,
 ) -> DataFrame:
     """``seeds``: the seed of each restored stage of the branch, by stage name; ``right``: a
-    join's right mapping (``right_start``: where an interval join starts reading it)."""
+    join's right mapping (``right_start``: where an interval join starts reading it);
+    ``checkpoint``: the query's, where its sources learn each batch's watermark to count late rows
+    by (None: the sources are not stamped, and only the rows a restored stage drops itself are
+    counted); ``keep``: where late rows are kept."""
     from pyspark.sql import functions as F
 
-    df = _project(source_frame(spark, source, run_dir, start, parallelism, query_key), branch.pre_layers)
     steps = [*branch.before]
     if branch.stage is not None:
         steps.append(Step(branch.where_sql, branch.stage, ()))
+    stamped = checkpoint if steps and _tells_late(steps[0].stage, seeds.get(steps[0].stage.name)) else None
+    df = _project(
+        source_frame(spark, source, run_dir, start, parallelism, query_key, stamped), branch.pre_layers
+    )
     joined = False  # an interval join: the first step's stage, run on both streams here
     join = branch.join
     if join is not None:
         assert right is not None, branch.sink
-        df = df.selectExpr(*[named(c.sql, c.name) for c in join.left_columns])
+        df = df.selectExpr(*[named(c.sql, c.name) for c in join.left_columns], *_hidden(df))
         if join.kind == "table":
             table = tables.table_frame(spark, right, registry.connector(right.type), run_dir, query_key)
             table = table.selectExpr(*[named(c.sql, c.name) for c in join.right_columns])
             df = _project(df.join(table, F.expr(join.on_sql), join.how), branch.join_layers)
         else:
-            other = source_frame(spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}")
-            other = other.selectExpr(*[named(c.sql, c.name) for c in join.right_columns])
+            other = source_frame(
+                spark, right, run_dir, right_start, parallelism, f"{query_key}_{right.name}", stamped
+            )
+            other = other.selectExpr(*[named(c.sql, c.name) for c in join.right_columns], *_hidden(other))
             first = steps[0].stage
-            df = kinds.kind_of(first).join_frame(spark, df, other, first, seeds.get(first.name))
+            seed = seeds.get(first.name)
+            sides = kinds.kind_of(first).join_lateness(first, seed, late.WATERMARK if stamped else "0")
+            if sides is not None and stamped:
+                df = late.watched(df, sides[0], first.name, branch.source, keep, 0)
+                other = late.watched(other, sides[1], first.name, right.name, keep, 1)
+            df = kinds.kind_of(first).join_frame(
+                spark, df.drop(*late.HIDDEN), other.drop(*late.HIDDEN), first, seed
+            )
             joined = True
     if branch.stage is None and branch.where_sql:
         df = df.filter(branch.where_sql)
@@ -114,10 +153,17 @@ def branch_frame(
     for i, step in enumerate(steps):
         stage = step.stage
         kind = kinds.kind_of(stage)
+        seed = seeds.get(stage.name)
         if not (joined and i == 0):
             if step.where_sql:
                 df = df.filter(step.where_sql)
-            df = kind.frame(spark, df, stage, seeds.get(stage.name), watermarked=watermarked)
+            # The rows it drops as late, counted: by the batch's watermark where the rows carry it
+            # (the first stage), else only those a restored stage drops itself.
+            counts_all = i == 0 and stamped is not None
+            lateness = kind.lateness(stage, seed, late.WATERMARK if counts_all else "0")
+            if lateness is not None and (counts_all or seed is not None):
+                df = late.watched(df, lateness, stage.name, branch.source, keep, 0)
+            df = kind.frame(spark, df.drop(*late.HIDDEN), stage, seed, watermarked=watermarked)
         watermarked = watermarked or kind.clock(stage, 0) is not None
         if i < len(steps) - 1:
             df = _project(df, step.layers)
@@ -126,12 +172,24 @@ def branch_frame(
     return _project(df, branch.layers)
 
 
+def _tells_late(stage: AggregateStage, seed: StageSeed | None) -> bool:
+    """Whether a branch's first stage can drop rows as late, so its sources are read stamped."""
+    kind = kinds.kind_of(stage)
+    return kind.lateness(stage, seed, "0") is not None or kind.join_lateness(stage, seed, "0") is not None
+
+
+def _hidden(df: DataFrame) -> list[str]:
+    """The stamp columns ``df`` carries (pitstop.engine.late, step 1), to pass on through a projection."""
+    return [c for c in late.HIDDEN if c in df.columns]
+
+
 def _project(df: DataFrame, layers: tuple[Projection, ...]) -> DataFrame:
-    """Each layer's filter and projection, from SQL text (one JVM call each: ``named``)."""
+    """Each layer's filter and projection, from SQL text (one JVM call each: ``named``); the stamp
+    columns go through."""
     for layer in layers:
         if layer.where_sql:
             df = df.filter(layer.where_sql)
-        df = df.selectExpr(*[named(c.sql, c.name) for c in layer.columns])
+        df = df.selectExpr(*[named(c.sql, c.name) for c in layer.columns], *_hidden(df))
     return df
 
 

@@ -18,12 +18,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pitstop.catalog.rows import Mapping, Run
+from pitstop.catalog.rows import LateCount, LateRecord, Mapping, Run
 from pitstop.catalog.store import Catalog
 from pitstop.connectors import positions, registry, tables
 from pitstop.connectors.base import Positions, Sink
 from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
-from pitstop.engine import checkpoint
+from pitstop.engine import checkpoint, late
 from pitstop.engine.frames import StageSeed, branch_frame
 from pitstop.errors import (
     FINAL_SOURCE_ERRORS,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05
+REPORT_S = 10.0
 MAX_RESTARTS = 3
 HEALTHY_S = 600.0
 """A branch that failed after running well this long since its last restart, committing a batch,
@@ -99,6 +100,9 @@ class BranchQuery:
     restarted_batch: int | None = None  # the last committed batch when it was last restarted
     last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
     final: bool = False  # it failed for a reason a restart cannot change ('onError'='fail')
+    counted_to: int | None = None  # the last batch whose late rows were recorded (pitstop.engine.late)
+    earlier: list[Any] = field(default_factory=list)  # progress of its queries before a restart
+    kept_seen: set[str] = field(default_factory=set)  # files of kept late rows already recorded
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,8 @@ class ActiveRun:
     def _frame(self, branch: Branch) -> DataFrame:
         seeds = {s.name: self.seeds[s.name] for s in branch.stages if s.name in self.seeds}
         right = self.mappings[branch.join.right] if branch.join is not None else None
+        ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
+        keep = late.Keep(str(self.folder), branch.index) if self.plan.keep_late else None
         return branch_frame(
             self._spark,
             branch,
@@ -212,6 +218,8 @@ class ActiveRun:
             self._query_key(branch),
             right,
             self.start_of(right.name) if right is not None and right.name in branch.sources else None,
+            str(ckpt),
+            keep,
         )
 
     def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:
@@ -297,6 +305,8 @@ class ActiveRun:
                     bq.restarts,
                     MAX_RESTARTS,
                 )
+                if bq.query is not None:  # its late counts are read from its progress later
+                    bq.earlier.extend(bq.query.recentProgress)
                 try:
                     bq.query = self._start_query(self._frame(bq.branch), bq, self._trigger_ms)
                 except Exception as again:  # noqa: BLE001 - any failure to restart is reported
@@ -424,7 +434,67 @@ class ActiveRun:
     def await_input(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         targets = self.available()
         self.wait(lambda: self.caught_up(targets), timeout_s, "catch up with its input", cancelled)
+        # Spark reports a batch (its late rows' count) right after committing it: wait for that
+        # too, briefly (the supervisor records a report that comes later).
+        deadline = time.monotonic() + REPORT_S
+        while not self.reported() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
         return targets
+
+    def reported(self) -> bool:
+        """Whether every branch's query has reported the progress of its last committed batch (its
+        late rows' count: :mod:`pitstop.engine.late`). Spark commits a batch, then reports it."""
+        for bq in self.branches:
+            committed = checkpoint.latest_commit(bq.checkpoint)
+            q = bq.query
+            if committed is None or q is None or not bq.branch.stages:
+                continue
+            last = q.lastProgress
+            if last is None:
+                return False
+            batch = int(last["batchId"])
+            if batch < committed or (batch == committed and "addBatch" not in (last.get("durationMs") or {})):
+                return False
+        return True
+
+    # -- late rows (pitstop.engine.late, step 4) -------------------------------------------------
+    def late_rows(self) -> tuple[list[LateCount], list[LateRecord], dict[int, int]]:
+        """What the branches' queries have reported of late rows since :meth:`late_recorded`
+        was last told, the kept rows of committed batches not yet read, and per branch the last
+        batch the counts cover. A read: nothing is marked recorded until the catalog has them."""
+        found: list[LateCount] = []
+        records: list[LateRecord] = []
+        reached: dict[int, int] = {}
+        for bq in list(self.branches):
+            if not bq.branch.stages:
+                continue
+            q = bq.query
+            progress = list(bq.earlier)
+            last = q.lastProgress if q is not None else None
+            if q is not None and last is not None and _new(last, bq.counted_to):
+                # Only the last report is new (the usual case, a look a second): no need for all.
+                progress += [last] if _only_new(last, bq.counted_to) else list(q.recentProgress)
+            ran = late.executed(progress)
+            if ran is not None and (bq.counted_to is None or ran > bq.counted_to):
+                found += late.counts(progress, bq.branch, bq.counted_to, self.job)
+                reached[bq.branch.index] = ran
+            if self.plan.keep_late:
+                committed = checkpoint.latest_commit(bq.checkpoint)
+                records += late.collect_kept(self.folder, bq.branch.index, committed, bq.kept_seen)
+        return found, records, reached
+
+    def late_recorded(self, reached: dict[int, int]) -> None:
+        """The catalog holds what :meth:`late_rows` returned."""
+        for bq in self.branches:
+            if bq.branch.index in reached:
+                bq.counted_to = reached[bq.branch.index]
+                bq.earlier.clear()
+
+    def late_unrecorded(self) -> None:
+        """The catalog could not take what :meth:`late_rows` returned: the kept rows' files are
+        read again next time (recording one twice changes nothing)."""
+        for bq in self.branches:
+            bq.kept_seen.clear()
 
     # -- stopping --------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -562,6 +632,16 @@ class ActiveRun:
                 f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond {what} "
                 f"{batch}; no snapshot was written"
             )
+
+
+def _new(last: Any, counted_to: int | None) -> bool:
+    """Whether a query's last progress report is about a batch after ``counted_to``."""
+    return counted_to is None or int(last["batchId"]) > counted_to
+
+
+def _only_new(last: Any, counted_to: int | None) -> bool:
+    """Whether a query's last progress report is the only one after ``counted_to``."""
+    return counted_to is not None and int(last["batchId"]) == counted_to + 1
 
 
 def output_mode(branch: Branch) -> str:

@@ -205,6 +205,9 @@ class Branch:
 class JobPlan:
     job: str
     branches: tuple[Branch, ...]
+    keep_late: bool = False
+    """``'lateRows'='keep'`` (:mod:`pitstop.planner.late`): the rows a branch's first stateful stage
+    drops as late are kept in ``pitstop.late_records``, not only counted."""
 
     @property
     def stages(self) -> tuple[AggregateStage, ...]:
@@ -225,7 +228,11 @@ class JobPlan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> JobPlan:
-        return cls(job=d["job"], branches=tuple(_branch(b) for b in d["branches"]))
+        return cls(
+            job=d["job"],
+            branches=tuple(_branch(b) for b in d["branches"]),
+            keep_late=bool(d.get("keep_late", False)),
+        )
 
 
 def stage_from_json(s: dict[str, Any]) -> AggregateStage:

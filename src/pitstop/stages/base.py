@@ -17,6 +17,9 @@ restore, from rows     :meth:`StageKind.seed` (what a restored stage receives) a
 one clock per job      :meth:`StageKind.clock`: what a stage new in a restored job receives so
                        that events late for the old job are late for it too;
                        :meth:`StageKind.output_watermark`: the clock of the stage after it
+late rows              :meth:`StageKind.lateness` (:meth:`StageKind.join_lateness` for two
+                       inputs): which input rows the stage drops as late, row by row, so that
+                       pitstop counts (and may keep) them (:mod:`pitstop.engine.late`)
 restore, native        :meth:`StageKind.same_state`: the stateful part is unchanged, so Spark may
                        go on from the snapshot's copy of the old checkpoint
 compatibility          :meth:`StageKind.compare`: restored, with warnings, or refused, and why
@@ -62,6 +65,41 @@ class StageSeed:
     """A stage new in the restored job (:meth:`StageKind.clock`): no rows to take in (``path`` is
     empty), only the job's clock, so that what was late for the old job is late for it too; its
     ``old_size_micros`` / ``old_gap_micros`` are the new stage's own window."""
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """Which input rows a stage drops because they are behind the watermark, as Spark SQL over the
+    stage's input columns, given the watermark (milliseconds, as SQL) that Spark drops late rows
+    by in the micro-batch: a stage may drop a row from several windows (HOP), so it says how many,
+    and which. Rows that a restored stage drops itself because the old job would have dropped them
+    (its ``seed``) are late too, and counted alike. Nothing is dropped by this: it describes
+    what the stage (Spark's operator, or the kind's own filter) drops."""
+
+    count_sql: str  # how many of the row's windows drop it (0: the row is not late); a BIGINT
+    windows_sql: str  # ARRAY<STRUCT<start TIMESTAMP, end TIMESTAMP>>: those windows (NULL bounds
+    # for a stage without windows), evaluated only for a row that is late
+    time_sql: str  # the row's event time
+    watermark_sql: str  # the watermark (ms) the row is late by
+
+
+def no_windows() -> str:
+    """:attr:`Lateness.windows_sql` of a stage without windows: one entry, the row itself."""
+    return "array(named_struct('start', CAST(NULL AS TIMESTAMP), 'end', CAST(NULL AS TIMESTAMP)))"
+
+
+def behind(time_sql: str, watermark_ms: str, seed: StageSeed | None, inclusive_old: bool) -> Lateness:
+    """The :class:`Lateness` of a stage without windows that drops a row whose event time is at
+    or below the watermark (Spark's deduplication and stream-stream join), and, restored, one
+    below (``inclusive_old`` False) or at or below the old job's watermark (its own filter)."""
+    t = f"unix_micros({time_sql})"
+    late = f"{t} <= ({watermark_ms}) * 1000"
+    wm = watermark_ms
+    if seed is not None and seed.old_watermark_ms > 0:
+        old = seed.old_watermark_ms * 1000
+        late = f"({late}) OR {t} {'<=' if inclusive_old else '<'} {old}"
+        wm = f"greatest({watermark_ms}, {seed.old_watermark_ms})"
+    return Lateness(f"CASE WHEN {late} THEN 1 ELSE 0 END", no_windows(), time_sql, wm)
 
 
 @dataclass(frozen=True)
@@ -146,6 +184,19 @@ class StageKind(ABC):
         """The watermark of the stage's output rows when its input's is ``watermark_ms``: what the
         next stage of a chain runs on (Spark propagates it so; most kinds pass it on as it is)."""
         return watermark_ms
+
+    def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness | None:
+        """Which of its input rows the stage drops as late (:class:`Lateness`), given the
+        watermark Spark drops them by (``watermark_ms``, SQL; ``0`` where pitstop cannot know it,
+        so that only the restored stage's own filter counts); None for a kind that has no
+        watermark (nothing is ever late for it) or reads two inputs."""
+        return None
+
+    def join_lateness(
+        self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str
+    ) -> tuple[Lateness, Lateness] | None:
+        """:meth:`lateness` of each input of a stage of two (an interval join): left, right."""
+        return None
 
     @abstractmethod
     def frame(

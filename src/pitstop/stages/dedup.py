@@ -45,7 +45,16 @@ from pitstop.intervals import format_interval
 from pitstop.plan.model import AggregateStage, KeyColumn, OutputColumn, Projection
 from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.plan.types import SPARK, infer
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
+from pitstop.stages.base import (
+    Change,
+    Lateness,
+    StageKind,
+    StageSeed,
+    StageText,
+    behind,
+    load_state,
+    state_arrow,
+)
 from pitstop.stages.windowed import duration, keys_changed, renamed
 
 if TYPE_CHECKING:
@@ -203,6 +212,13 @@ class Dedup(StageKind):
             new.time_column,
             new.watermark_delay_micros,
         )
+
+    def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness | None:
+        """ROW_NUMBER: Spark drops a row whose time is at or below the watermark (restored,
+        :meth:`frame` one below the old watermark); DISTINCT keeps no watermark."""
+        if stage.time_column is None:
+            return None
+        return behind(f"`{stage.time_column}`", watermark_ms, seed, inclusive_old=False)
 
     def frame(
         self,

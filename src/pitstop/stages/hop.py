@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pitstop.errors import PlanError
 from pitstop.intervals import format_interval, interval_micros
 from pitstop.plan.model import WindowSpec
-from pitstop.stages.base import Change, StageSeed
+from pitstop.stages.base import Change, Lateness, StageSeed
 from pitstop.stages.windowed import SAME, WindowKind, duration
 
 if TYPE_CHECKING:
@@ -55,6 +55,27 @@ class Hop(WindowKind):
 
         window = stage.spec
         return F.window("__ts", duration(window.size_micros), duration(window.slide_micros or 0))
+
+    def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness:
+        """A row is in ``size / slide`` windows, ending ``slide`` apart after its time; Spark drops
+        it from each one that had closed by the watermark (restored, :meth:`keep_assigned` from
+        each one closed by the old watermark): counted once per window missed."""
+        window = stage.spec
+        size, slide = window.size_micros, window.slide_micros or window.size_micros
+        t = f"unix_micros(`{window.time_column}`)"
+        last_start = f"({t} - pmod({t}, {slide}))"  # the latest window start at or before the row
+        wm = watermark_ms
+        if seed is not None and seed.old_watermark_ms > 0:
+            wm = f"greatest({watermark_ms}, {seed.old_watermark_ms})"
+        by = f"(({wm}) * 1000)"
+        return Lateness(
+            f"least(greatest(({by} - {last_start}) div {slide}, 0), {size // slide})",
+            f"filter(transform(sequence(1, {size // slide}), j -> named_struct("
+            f"'start', timestamp_micros({last_start} + {slide} * j - {size}), "
+            f"'end', timestamp_micros({last_start} + {slide} * j))), w -> unix_micros(w.end) <= {by})",
+            f"`{window.time_column}`",
+            wm,
+        )
 
     def keep_assigned(self, rows: DataFrame, seed: StageSeed) -> DataFrame:
         from pyspark.sql import functions as F

@@ -67,7 +67,7 @@ from pitstop.errors import PitstopError
 from pitstop.intervals import format_interval
 from pitstop.plan.model import AggregateStage, IntervalSpec, Projection
 from pitstop.plan.scope import Input, Layer
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, state_arrow
+from pitstop.stages.base import Change, Lateness, StageKind, StageSeed, StageText, behind, state_arrow
 from pitstop.stages.windowed import duration, renamed
 
 if TYPE_CHECKING:
@@ -206,6 +206,18 @@ class IntervalJoin(StageKind):
         watermarked: bool = False,
     ) -> DataFrame:
         raise PitstopError(f"stage '{stage.name}': an interval join reads two streams (join_frame)")
+
+    def join_lateness(
+        self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str
+    ) -> tuple[Lateness, Lateness]:
+        """Spark drops an arriving row of either side whose time is at or below the watermark
+        (restored, :meth:`join_frame` drops one at or below the old watermark)."""
+        lt = stage.time_column
+        assert lt is not None
+        return (
+            behind(f"`{lt}`", watermark_ms, seed, inclusive_old=True),
+            behind(f"`{spec(stage).right_time}`", watermark_ms, seed, inclusive_old=True),
+        )
 
     def join_frame(
         self,

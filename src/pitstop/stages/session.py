@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pitstop.intervals import format_interval, interval_micros
 from pitstop.plan.model import WindowSpec
-from pitstop.stages.base import Change, StageSeed
+from pitstop.stages.base import Change, Lateness, StageSeed
 from pitstop.stages.buffers import row_columns, seed_inputs
 from pitstop.stages.windowed import SAME, WindowKind, delay, key_columns, live_rows, merged, seed_rows
 
@@ -48,6 +48,26 @@ class Session(WindowKind):
             ["__window", *[f"__v{i}" for i in range(nkeys)], *accs],
             "v.__window",
             slice(1 + nkeys, None),
+        )
+
+    def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness:
+        """Spark drops a row whose own session ``[ts, ts + gap)`` had ended by the watermark,
+        before merging it into an open one (pitstop leaves Spark's merging of sessions within a
+        partition before the shuffle off, so each row comes to that check as itself); restored,
+        :meth:`frame` drops a row whose ``ts + old gap`` had passed the old watermark."""
+        window = stage.spec
+        gap = window.gap_micros or window.size_micros
+        t = f"unix_micros(`{window.time_column}`)"
+        late = f"{t} + {gap} <= ({watermark_ms}) * 1000"
+        wm = watermark_ms
+        if seed is not None and seed.old_watermark_ms > 0:
+            late = f"({late}) OR {t} + {seed.old_gap_micros or gap} <= {seed.old_watermark_ms * 1000}"
+            wm = f"greatest({watermark_ms}, {seed.old_watermark_ms})"
+        return Lateness(
+            f"CASE WHEN {late} THEN 1 ELSE 0 END",
+            f"array(named_struct('start', timestamp_micros({t}), 'end', timestamp_micros({t} + {gap})))",
+            f"`{window.time_column}`",
+            wm,
         )
 
     def frame(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pitstop.intervals import format_interval, interval_micros
 from pitstop.plan.model import WindowSpec
-from pitstop.stages.base import Change, StageSeed
+from pitstop.stages.base import Change, Lateness, StageSeed
 from pitstop.stages.windowed import SAME, WindowKind, duration
 
 if TYPE_CHECKING:
@@ -46,6 +46,25 @@ class Tumble(WindowKind):
             return pre
         size = seed.old_size_micros
         return pre.filter(F.expr(f"unix_micros(__ts) - pmod(unix_micros(__ts), {size}) + {size} > {wm_us}"))
+
+    def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness:
+        """Spark drops a row when its window had closed by the watermark (end <= watermark);
+        restored, :meth:`drop_late` drops it when its *old* window had closed by the old one."""
+        t = f"unix_micros(`{stage.spec.time_column}`)"
+        size = stage.spec.size_micros
+        end = f"({t} - pmod({t}, {size}) + {size})"
+        late = f"{end} <= ({watermark_ms}) * 1000"
+        wm = watermark_ms
+        if seed is not None and seed.old_watermark_ms > 0:
+            old = seed.old_size_micros
+            late = f"({late}) OR {t} - pmod({t}, {old}) + {old} <= {seed.old_watermark_ms * 1000}"
+            wm = f"greatest({watermark_ms}, {seed.old_watermark_ms})"
+        return Lateness(
+            f"CASE WHEN {late} THEN 1 ELSE 0 END",
+            f"array(named_struct('start', timestamp_micros({end} - {size}), 'end', timestamp_micros({end})))",
+            f"`{stage.spec.time_column}`",
+            wm,
+        )
 
     def seed_stamp(self, stage: AggregateStage) -> Column:
         from pyspark.sql import functions as F

@@ -1,0 +1,276 @@
+"""Late rows are data, not silence: every row a stateful stage drops because it is behind the
+watermark is counted, per stage and source, and with ``OPTIONS ('lateRows'='keep')`` kept in
+``pitstop.late_records`` with the window it missed.
+
+Spark drops a late row inside its stateful operator, and its progress's
+``numRowsDroppedByWatermark`` does not count rows: an aggregation's operator counts the groups
+left after each partition's partial aggregation (checked on pyspark 4.3.0: five late rows of two
+windows and keys count 2). So pitstop tells late rows itself, row by row, before the stage, by the
+same rule as Spark (checked against it, including the first batch after a restart):
+
+1. The branch's sources are read through :mod:`pitstop.engine.stamped`, which appends to every row
+   its micro-batch and the watermark Spark drops late rows by in that batch: the previous batch's
+   (``offsets/<n-1>`` of the checkpoint; Spark's ``PropagateWatermarkSimulator`` judges the late
+   events of batch n by the watermark of batch n - 1). The columns go through the projections,
+   WHERE and a static join to the branch's first stateful stage, and no further.
+2. Before each stateful stage, its kind's :class:`~pitstop.stages.base.Lateness` says, in Spark
+   SQL, how many windows drop the row (a HOP row may miss several); an observed metric (Spark's
+   ``Dataset.observe``) sums it per micro-batch, per stage and source, into the query's progress.
+   Nothing is dropped here: Spark (and a restored stage's own filter) drops the rows as before, so
+   the job's results never depend on this count. A stage later in a chain has no such columns:
+   only its own restore filter is counted this way, and Spark's ``numRowsDroppedByWatermark`` of
+   its operators is added (for an aggregation that counts late windows and keys, not rows).
+3. ``'keep'``: the first stage's input goes through a Python step (``mapInArrow``) that passes
+   every row on unchanged and writes the late ones, one line per window missed, to
+   ``<run>/branches/<i>/late/<batch>-<partition>-<input>.jsonl`` (temp file + rename; a batch run
+   again writes the same file). This costs a trip through Python for every row of the stage's
+   input, which counting alone does not.
+4. The manager, the only writer of the catalog, reads the counts from each query's progress (a
+   micro-batch's progress is reported once it is committed) and the files of committed batches,
+   every second while the job runs, at ``AWAIT JOB`` and when a run stops, fails, is suspended
+   or dropped, into ``pitstop.late_counts`` and ``pitstop.late_records``, keyed so that reading
+   a batch twice changes nothing. A process killed between a batch's commit and the next look (a
+   second at most) loses that batch's count; its kept rows are read from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pitstop.catalog.rows import LateCount, LateRecord
+from pitstop.plan.model import Branch
+from pitstop.stages import registry as kinds
+from pitstop.stages.base import Lateness
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+BATCH = "__pitstop_batch"  # the same names as pitstop.engine.stamped, which imports pyspark
+WATERMARK = "__pitstop_wm"
+HIDDEN = (BATCH, WATERMARK)
+LATE = "__pitstop_late"
+METRIC = "pitstop_late "
+"""Observed metrics of late rows are named this, then ``[stage, source]`` as JSON."""
+LATE_DIR = "late"
+
+
+def metric_name(stage: str, source: str) -> str:
+    return METRIC + json.dumps([stage, source])
+
+
+# -- step 2 (and 3): before a stage ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Keep:
+    """Where a branch keeps its late rows (``'lateRows'='keep'``)."""
+
+    run_dir: str
+    branch: int
+
+
+def watched(
+    df: DataFrame, lateness: Lateness, stage: str, source: str, keep: Keep | None, slot: int
+) -> DataFrame:
+    """``df`` (a stage's input) with its late rows counted in an observed metric, and, with
+    ``keep``, written where :func:`collect_kept` finds them (only where ``df`` has :data:`HIDDEN`:
+    the batch names the file). ``slot`` tells apart the files of the inputs of one branch."""
+    from pyspark.sql import functions as F
+
+    counted = df.observe(
+        metric_name(stage, source), F.coalesce(F.sum(F.expr(lateness.count_sql)), F.lit(0)).alias("rows")
+    )
+    if keep is None or BATCH not in df.columns:
+        return counted
+    late = F.expr(
+        f"CASE WHEN ({lateness.count_sql}) > 0 THEN named_struct('windows', {lateness.windows_sql}, "
+        f"'time', {lateness.time_sql}, 'watermark', timestamp_millis({lateness.watermark_sql})) END"
+    )
+    marked = counted.withColumn(LATE, late)
+    columns = [c for c in df.columns if c not in HIDDEN]
+    write = partial(_keep_late, keep.run_dir, keep.branch, stage, source, slot, columns)
+    return marked.mapInArrow(write, marked.schema).drop(LATE)
+
+
+def _keep_late(
+    run_dir: str,
+    branch: int,
+    stage: str,
+    source: str,
+    slot: int,
+    columns: list[str],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Step 3, in a Python worker: the partition's rows go on unchanged; its late ones are written,
+    one line per window missed, once the partition is read (none: no file)."""
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    part = context.partitionId() if context is not None else 0
+    lines: list[str] = []
+    batch_id: int | None = None
+    for rb in batches:
+        if rb.num_rows and batch_id is None:
+            batch_id = int(rb.column(BATCH)[0].as_py())
+        late = rb.column(LATE)
+        if late.null_count < rb.num_rows:
+            rows = rb.filter(pc.is_valid(late))
+            for mark, record in zip(
+                rows.column(LATE).to_pylist(), rows.select(columns).to_pylist(), strict=True
+            ):
+                for window in mark["windows"]:
+                    lines.append(
+                        json.dumps(
+                            {
+                                "stage": stage,
+                                "source": source,
+                                "window_start": _iso(window["start"]),
+                                "window_end": _iso(window["end"]),
+                                "event_time": _iso(mark["time"]),
+                                "watermark": _iso(mark["watermark"]),
+                                "record": record,
+                            },
+                            default=_json_value,
+                            ensure_ascii=False,
+                        )
+                    )
+        yield rb
+    if lines and batch_id is not None:
+        folder = Path(run_dir) / "branches" / str(branch) / LATE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{batch_id:012d}-{part:05d}-{slot}.jsonl"
+        tmp = folder / f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, folder / name)
+
+
+def _json_value(value: Any) -> Any:
+    """A value of a kept row in JSON: times as the catalog keeps them, decimals as their text."""
+    if isinstance(value, datetime):
+        return _iso(value)
+    return str(value)
+
+
+def _iso(value: datetime | None) -> str | None:
+    """A time as the catalog keeps it: naive UTC (Spark hands UTC times to Python workers)."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat()
+
+
+# -- step 4: the manager reads them ----------------------------------------------------------------
+def counts(progress: Sequence[Any], branch: Branch, after: int | None, job: str) -> list[LateCount]:
+    """The late counts in a branch query's progress reports of batches after ``after`` (zero
+    counts left out). A report of a trigger that ran no batch (Spark reports an idle query now and
+    then) has no ``addBatch`` time and is skipped. Spark's own figure is taken for a stage later
+    in a chain (step 2) and, for a first stage, only checked: it can never exceed pitstop's, which
+    counts each row where Spark counts each group."""
+    out: dict[tuple[int, str, str], int] = {}
+    first = branch.stages[0].name if branch.stages else None
+    operators = kinds.operator_ids(branch)
+    for report in progress:
+        batch = int(report["batchId"])
+        if (after is not None and batch <= after) or "addBatch" not in (report.get("durationMs") or {}):
+            continue
+        observed = report.get("observedMetrics") or {}
+        ours: dict[str, int] = {}
+        for name, row in observed.items():
+            if not str(name).startswith(METRIC):
+                continue
+            stage, source = json.loads(str(name)[len(METRIC) :])
+            rows = int(row["rows"] or 0)
+            ours[stage] = ours.get(stage, 0) + rows
+            if rows:
+                out[(batch, stage, source)] = out.get((batch, stage, source), 0) + rows
+        spark = [int(op.get("numRowsDroppedByWatermark") or 0) for op in report.get("stateOperators") or []]
+        for stage in branch.stages:
+            ids = operators.get(stage.name, [])
+            if not ids or max(ids) >= len(spark):
+                continue
+            dropped = sum(spark[i] for i in ids)
+            if stage.name != first:
+                if dropped:
+                    key = (batch, stage.name, branch.source)
+                    out[key] = out.get(key, 0) + dropped
+            elif dropped > ours.get(stage.name, 0):
+                log.warning(
+                    "job '%s', stage '%s', batch %d: Spark dropped %d late row(s) or group(s), more than the "
+                    "%d late row(s) pitstop counted; the count of that batch may be short",
+                    job,
+                    stage.name,
+                    batch,
+                    dropped,
+                    ours.get(stage.name, 0),
+                )
+    return [LateCount(branch.index, b, stage, source, n) for (b, stage, source), n in sorted(out.items())]
+
+
+def executed(progress: Sequence[Any]) -> int | None:
+    """The last batch a query's progress reports say it ran (None: none)."""
+    ran = [int(p["batchId"]) for p in progress if "addBatch" in (p.get("durationMs") or {})]
+    return max(ran) if ran else None
+
+
+def late_dir(run_dir: str | os.PathLike[str], branch: int) -> Path:
+    return Path(run_dir) / "branches" / str(branch) / LATE_DIR
+
+
+def collect_kept(
+    run_dir: str | os.PathLike[str], branch: int, committed: int | None, seen: set[str]
+) -> list[LateRecord]:
+    """The kept late rows in a branch's files of batches up to ``committed`` (a batch not
+    committed may be run again, or never count: it is left for later) not in ``seen`` (updated)."""
+    out: list[LateRecord] = []
+    if committed is None:
+        return out
+    folder = late_dir(run_dir, branch)
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.is_file() and not e.name.startswith("."))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name in seen:
+            continue
+        batch, part, _slot = name.removesuffix(".jsonl").split("-")
+        if int(batch) > committed:
+            continue
+        text = (folder / name).read_text(encoding="utf-8")
+        for line, raw in enumerate(text.splitlines(), 1):
+            d = json.loads(raw)
+            out.append(
+                LateRecord(
+                    branch,
+                    int(batch),
+                    int(part),
+                    line,
+                    d["stage"],
+                    d["source"],
+                    _time(d["window_start"]),
+                    _time(d["window_end"]),
+                    _time(d["event_time"]),
+                    _time(d["watermark"]) or datetime(1970, 1, 1),
+                    d["record"],
+                )
+            )
+        seen.add(name)
+    return out
+
+
+def _time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
