@@ -105,8 +105,9 @@ def test_suspend_resume_and_restart_keep_the_job_exact(manager: Manager, tmp_pat
     assert described["runs on"] == "local[2]"
     assert described["executors"] == "none: tasks run in the pitstop process"
     assert described["Spark UI"].startswith("off")
-    [job] = run(manager, "SHOW JOBS;")[0].rows
-    assert job[7:] == ("local[2] (in the pitstop process, 2 cores)", None)
+    shown = run(manager, "SHOW JOBS;")[0]
+    [job] = [dict(zip(shown.columns, row, strict=True)) for row in shown.rows]
+    assert (job["runs_on"], job["spark_ui"]) == ("local[2] (in the pitstop process, 2 cores)", None)
 
     # EXPLAIN an update against a real snapshot: per stage, what would happen; nothing starts.
     run(manager, "DROP JOB revenue WITH SNAPSHOT v1;")

@@ -831,7 +831,8 @@ class Executor:
         if until_name is not None and self._find_snapshot(until_name) is None:
             raise self._unknown("snapshot", until_name)
         explained = self._explain_plan(inner)
-        if any(r[7] == compat.REFUSED for r in explained.rows):
+        # A stage refused stops the replay; a sink gap does not (a replay writes no sink).
+        if any(r[7] == compat.REFUSED and r[3] is not None for r in explained.rows):
             return replace(explained, message=explained.message + "; nothing was replayed")
         snap = self._find_snapshot(snapshot_name)
         if self.manager is None or self.catalog is None or not isinstance(snap, Snapshot):

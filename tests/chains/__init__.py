@@ -48,6 +48,7 @@ from chains.model import (
 )
 from chains.player import ChainFailure, Player, mappings, start_server, stop_server
 from chains.steps import (
+    Analyze,
     Input,
     Kill,
     Restore,
@@ -64,6 +65,7 @@ from chains.steps import (
 
 __all__ = [
     "DELAY",
+    "Analyze",
     "EPOCH",
     "FUNCTIONS",
     "Branch",

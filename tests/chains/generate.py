@@ -16,7 +16,19 @@ from chains.model import (
     Branch,
     Job,
 )
-from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
+from chains.steps import (
+    Analyze,
+    Input,
+    Kill,
+    Restore,
+    Resume,
+    Serve,
+    Snapshot,
+    Start,
+    Step,
+    Suspend,
+    Update,
+)
 
 FIXED_PG_AGGS = ("n", "total")
 
@@ -193,7 +205,23 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             chain.append(_input(rnd))
     if not running:
         chain.append(Resume())
-    return chain
+    return _with_analyses(seed, chain)
+
+
+def _with_analyses(seed: int, chain: list[Step]) -> list[Step]:
+    """Now and then, after a snapshot is taken, the replay of an earlier snapshot's own SQL
+    (:class:`Analyze`). Drawn from a generator of its own, so that a seed's other steps are the
+    chain it always was."""
+    rnd = random.Random(seed * 7919 + 27)
+    out: list[Step] = []
+    snapshots = 0
+    for step in chain:
+        out.append(step)
+        if isinstance(step, Update | Snapshot):
+            snapshots += 1
+            if rnd.random() < 0.2:
+                out.append(Analyze(rnd.randrange(snapshots)))
+    return out
 
 
 def _input(rnd: random.Random) -> Input:

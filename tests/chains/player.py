@@ -30,7 +30,19 @@ from chains.model import (
     Model,
     job_sql,
 )
-from chains.steps import Input, Kill, Restore, Resume, Serve, Snapshot, Start, Step, Suspend, Update
+from chains.steps import (
+    Analyze,
+    Input,
+    Kill,
+    Restore,
+    Resume,
+    Serve,
+    Snapshot,
+    Start,
+    Step,
+    Suspend,
+    Update,
+)
 from pitstop.manager import Manager
 
 
@@ -105,6 +117,8 @@ class Player:
         self.model = Model()
         self.script: list[str] = []
         self.snapshots: list[str] = []
+        self.taken_of: list[tuple[Job, bool]] = []  # each snapshot's job and its early results
+        self.running: tuple[Job, bool] = ((), False)
 
     def sql(self, text: str) -> list[Any]:
         from pitstop.executor import Executor
@@ -208,17 +222,21 @@ class Player:
             self.sql(f"CREATE JOB c{early} AS {job_sql(step.job)}")
             self.sql("AWAIT JOB c")
             m.start(step.job, step.early)
+            self.running = (step.job, step.early)
         elif isinstance(step, Update):
             name = f"s{len(self.snapshots)}"
             self.snapshots.append(name)
+            self.taken_of.append(self.running)
             self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
             c = m.cut(name)
             self.sql(self._create(name, step.job, step.fmt, False, step.early))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, rollback=False, fmt=step.fmt, early=step.early)
+            self.running = (step.job, step.early)
         elif isinstance(step, Snapshot):
             name = f"s{len(self.snapshots)}"
             self.snapshots.append(name)
+            self.taken_of.append(self.running)
             self.sql(f"CREATE SNAPSHOT {name} FOR JOB c")
             m.cut(name)
         elif isinstance(step, Restore):
@@ -227,6 +245,7 @@ class Player:
             self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early, step.accept_gap))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, step.rollback, step.fmt, step.early)
+            self.running = (step.job, step.early)
         elif isinstance(step, Suspend):
             self.sql("ALTER JOB c SUSPEND")
             m.state = "suspended"
@@ -239,6 +258,33 @@ class Player:
             self.kill(step)
         elif isinstance(step, Serve):
             self.serve(step)
+        elif isinstance(step, Analyze):
+            self.analyze(step)
+
+    def analyze(self, step: Analyze) -> None:
+        """The replay of a snapshot's own SQL (issue 27): every sink and every stage the same."""
+        job, early = self.taken_of[step.which]
+        options = f" OPTIONS ('{EARLY}'='200')" if early else ""
+        snapshot = self.snapshots[step.which]
+        text = f"EXPLAIN ANALYZE CREATE JOB c{options} FROM SNAPSHOT {snapshot} AS {job_sql(job)}"
+        if self.via != "process":  # its rows are read here: through the in-process executor
+            self.close()
+        self.script.append(text.strip() + ";")
+        if self.manager is None:
+            self.manager = self.open_manager()
+        from pitstop.executor import Executor
+
+        ((_, result),) = Executor(self.manager).run_script(text)
+        differ = [r for r in result.rows if r[7] in ("differs", "state differs")]
+        if differ or "the same" not in result.message:
+            raise ChainFailure(
+                -1,
+                f"the replay of snapshot {snapshot}'s own SQL differs: {result.message}\n"
+                + "".join(f"  {r[2] or r[3]}: {r[8]}\n" for r in differ),
+                self.text(),
+            )
+        if self.via != "process":
+            self.close()
 
     def kill(self, step: Kill) -> None:
         """This process lets go of the home (its jobs stop at a batch boundary); a ``pitstop run``

@@ -81,7 +81,16 @@ class Serve:
     input: Input
 
 
-Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve
+@dataclass(frozen=True)
+class Analyze:
+    """``EXPLAIN ANALYZE CREATE JOB c FROM SNAPSHOT`` the ``which``-th snapshot ``AS`` the SQL of the
+    job it was taken of: the replay of the same SQL writes the same rows to every sink and ends with
+    the same state in every stage, and the job and its sinks are as they were."""
+
+    which: int
+
+
+Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve | Analyze
 
 
 # -- shrinking -----------------------------------------------------------------------------------
@@ -137,4 +146,7 @@ def valid(chain: list[Step]) -> bool:
             if state != "suspended":
                 return False
             state = "running"
+        elif isinstance(s, Analyze):
+            if state == "none" or s.which >= snapshots:
+                return False
     return True
