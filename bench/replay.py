@@ -107,15 +107,18 @@ def main() -> None:
     args = parser.parse_args()
     source = data.events(args.events)
     results: list[dict[str, float]] = []
+    # One folder for every run: the process's one Spark session keeps the first home's Python
+    # worker script, which must outlive that run.
+    tmp = tempfile.TemporaryDirectory(prefix="pitstop-bench-replay-")
     for rep in range(args.reps):
-        with tempfile.TemporaryDirectory(prefix="pitstop-bench-replay-") as tmp:
-            r = one(source, args.events, Path(tmp))
+        r = one(source, args.events, Path(tmp.name) / f"rep{rep}")
         log(
             f"replay n={args.events:,} rep {rep + 1}: live {r['live_s']:.1f} s, "
             f"replay {r['replay_s']:.1f} s, lag alone {r['alone_s']:.1f} s, "
             f"during a replay {r['during_s']:.1f} s"
         )
         results.append(r)
+    tmp.cleanup()
     col = {k: [r[k] for r in results] for k in results[0]}
     span = args.events - data.FILE_EVENTS * 3
     say(

@@ -61,6 +61,10 @@ def spark_session(settings: Settings) -> SparkSession:
                 ("spark.sql.streaming.metricsEnabled", "false"),
                 ("spark.sql.warehouse.dir", str(settings.home / "spark-warehouse")),
                 ("spark.driver.memory", settings.driver_memory),
+                # Jobs share the cores with a replay (EXPLAIN ANALYZE) by pool: 3 to 1 while both
+                # have tasks to run (within a pool, first come first served, as before).
+                ("spark.scheduler.mode", "FAIR"),
+                ("spark.scheduler.allocation.file", str(_pools(settings.home))),
             ]
         )
         if not settings.local:
@@ -94,6 +98,25 @@ def spark_session(settings: Settings) -> SparkSession:
                 raise
         _session = session
         return session
+
+
+REPLAY_POOL = "replay"
+POOLS = """<?xml version="1.0"?>
+<!-- Written by pitstop (engine/session.py): the jobs' pool and the replays' (EXPLAIN ANALYZE). -->
+<allocations>
+  <pool name="default"><schedulingMode>FIFO</schedulingMode><weight>3</weight><minShare>0</minShare></pool>
+  <pool name="replay"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+</allocations>
+"""
+
+
+def _pools(home: Path) -> Path:
+    """Spark's fair-scheduler pools, written into the home (Spark reads them from a file)."""
+    path = home / "spark-pools.xml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != POOLS:
+        path.write_text(POOLS)
+    return path
 
 
 WORKER_SCRIPT = """#!/bin/sh

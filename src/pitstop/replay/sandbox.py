@@ -34,6 +34,7 @@ from pitstop.catalog.rows import Mapping, Run, Snapshot
 from pitstop.catalog.store import now
 from pitstop.engine import checkpoint
 from pitstop.engine.runs import ActiveRun
+from pitstop.engine.session import REPLAY_POOL
 from pitstop.faults import crash_point
 from pitstop.names import safe_path
 from pitstop.plan.model import AggregateStage, Branch, JobPlan, window_keys
@@ -167,10 +168,15 @@ def _run(
     active = ActiveRun(
         plan.job, run, plan, mappings, folder, start, seeds, bounds=bounds, sinks=sink, fail_fast=True
     )
+    spark = manager.spark()
     try:
-        active.start(
-            manager.spark(), manager.catalog, manager.settings.trigger_ms, manager.shuffle_partitions
-        )
+        # The replay's queries run in the replays' pool (engine/session.py): the jobs keep most
+        # of the cores. Its streaming threads take the pool from the thread that starts them.
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", REPLAY_POOL)
+        try:
+            active.start(spark, manager.catalog, manager.settings.trigger_ms, manager.shuffle_partitions)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
         active.wait(
             partial(active.caught_up, dict(bounds)), timeout_s, f"replay its input ({side} SQL)", cancelled
         )
