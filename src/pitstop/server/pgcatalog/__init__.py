@@ -36,8 +36,6 @@ unique and check constraints with their indexes, comments. Relation OIDs are md5
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -52,80 +50,24 @@ from sqlglot.tokens import TokenType
 
 from pitstop.server import activity, pgsemantics, pgtypes
 from pitstop.server.params import PARAMETERS, VERSION_TEXT
+from pitstop.server.pgcatalog.oids import (
+    DATABASE,
+    OWNER,
+    PG_CATALOG_OID,
+    PUBLIC_OID,
+    VISIBLE_SCHEMAS,
+    nsp_oid_sql,
+    nsp_sql,
+    oid_sql,
+    relation_oid,
+    role_oid_sql,
+    stable_oid,
+)
+from pitstop.server.pgcatalog.relation import empty, lit, values
 
 __all__ = ["DATABASE", "DIALECT", "PgCatalog", "relation_oid", "translate"]
 
 log = logging.getLogger(__name__)
-
-DATABASE = "pitstop"
-OWNER = "pitstop"
-"""The role that owns every object (OID 10, PostgreSQL's bootstrap superuser)."""
-FIRST_USER_OID = 16384
-_OID_SPAN = 2**31 - FIRST_USER_OID
-PG_CATALOG_OID = 11
-PUBLIC_OID = 2200
-VISIBLE_SCHEMAS = ("pg_catalog", "public")
-
-
-def stable_oid(key: str) -> int:
-    """An OID in PostgreSQL's user range derived from ``key`` (md5): the same in every process."""
-    return FIRST_USER_OID + int(hashlib.md5(key.encode()).hexdigest()[:8], 16) % _OID_SPAN
-
-
-def relation_oid(schema: str, name: str) -> int:
-    """The OID clients see for relation ``schema.name`` (``public`` for DuckDB's ``main``)."""
-    return stable_oid(f"{'public' if schema == 'main' else schema}.{name}")
-
-
-def _oid_sql(key_sql: str) -> str:
-    """:func:`stable_oid` as a DuckDB expression over a VARCHAR expression."""
-    return (
-        f"({FIRST_USER_OID} + CAST(CAST('0x' || substr(md5({key_sql}), 1, 8) AS UBIGINT) "
-        f"% {_OID_SPAN} AS UINTEGER))"
-    )
-
-
-def _nsp_sql(duck_schema_sql: str) -> str:
-    return f"(CASE {duck_schema_sql} WHEN 'main' THEN 'public' ELSE {duck_schema_sql} END)"
-
-
-def _nsp_oid_sql(nspname_sql: str) -> str:
-    hashed = _oid_sql("'namespace:' || " + nspname_sql)
-    return (
-        f"CAST(CASE {nspname_sql} WHEN 'pg_catalog' THEN {PG_CATALOG_OID} WHEN 'public' THEN {PUBLIC_OID} "
-        f"ELSE {hashed} END AS UINTEGER)"
-    )
-
-
-def _lit(value: object) -> str:
-    """A Python value as a DuckDB literal."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-_OID_TYPES_SQL = {"OID": "UINTEGER", "OID[]": "UINTEGER[]"}
-"""Column types of the relations below: an OID is a DuckDB UINTEGER (see the module's docstring)."""
-
-
-def _values(rows: Iterable[tuple[object, ...]], columns: tuple[tuple[str, str], ...]) -> str:
-    """A typed relation of literal rows (a column's type is DuckDB's, or OID). The rows travel as
-    one JSON string that DuckDB reads at run time: it binds a VALUES list of a few thousand
-    literals in ~20 ms, this in ~2 ms."""
-    data = json.dumps([dict(zip((name for name, _ in columns), row, strict=True)) for row in rows])
-    shape = json.dumps([{name: _OID_TYPES_SQL.get(sqltype, sqltype) for name, sqltype in columns}])
-    return (
-        f"SELECT unnest(__pgc_row) FROM (SELECT unnest(from_json({_lit(data)}, {_lit(shape)})) AS __pgc_row)"
-    )
-
-
-def _empty(*columns: str) -> str:
-    """An empty relation; each column is ``name TYPE``."""
-    return _values([], tuple((c.split()[0], c.split()[1]) for c in columns))
 
 
 # -- types ----------------------------------------------------------------------------------------
@@ -212,7 +154,7 @@ _DECIMAL_RE = r"DECIMAL\(\s*(\d+)\s*,\s*(\d+)\s*\)"
 
 def _scalar_oid_sql(t: str) -> str:
     """DuckDB type name -> PostgreSQL type OID, as pgtypes.pg_type_of maps it (arrays: -1)."""
-    pairs = ", ".join(f"{_lit(name)}: {pgtypes.pg_type_of(name).oid}" for name in DUCKDB_TYPE_NAMES)
+    pairs = ", ".join(f"{lit(name)}: {pgtypes.pg_type_of(name).oid}" for name in DUCKDB_TYPE_NAMES)
     return (
         f"(CASE WHEN ends_with({t}, '[]') THEN -1 "
         f"WHEN regexp_full_match({t}, '{_DECIMAL_RE}') THEN {pgtypes.NUMERIC.oid} "
@@ -291,7 +233,7 @@ def _pg_type_sql() -> str:
         ("typtypmod", "INTEGER"), ("typndims", "INTEGER"), ("typcollation", "OID"),
         ("typdefaultbin", "VARCHAR"), ("typdefault", "VARCHAR"), ("typacl", "VARCHAR[]"),
     )  # fmt: skip
-    return _values(rows, columns)
+    return values(rows, columns)
 
 
 # -- relations -------------------------------------------------------------------------------------
@@ -328,27 +270,27 @@ def _catalog_relations_sql() -> str:
         ("information_schema", name, stable_oid(f"information_schema.{name}"), "v")
         for name in _INFORMATION_SCHEMA
     ]
-    return _values(
+    return values(
         rows, (("nspname", "VARCHAR"), ("relname", "VARCHAR"), ("oid", "OID"), ("relkind", "VARCHAR"))
     )
 
 
 _USER_RELATIONS = f"""
-SELECT {_nsp_sql("t.schema_name")} AS nspname, t.table_name AS relname, 'r' AS relkind,
+SELECT {nsp_sql("t.schema_name")} AS nspname, t.table_name AS relname, 'r' AS relkind,
        t.comment AS comment, t.column_count AS ncols, t.estimated_size AS ntuples,
        CAST(NULL AS VARCHAR) AS definition
 FROM duckdb_tables() AS t
 WHERE t.database_name = current_database() AND NOT t.internal AND NOT t.temporary
 UNION ALL
-SELECT {_nsp_sql("v.schema_name")}, v.view_name, 'v', v.comment, v.column_count, 0, v.sql
+SELECT {nsp_sql("v.schema_name")}, v.view_name, 'v', v.comment, v.column_count, 0, v.sql
 FROM duckdb_views() AS v
 WHERE v.database_name = current_database() AND NOT v.internal AND NOT v.temporary"""
 
 _KEYS = f"""
-SELECT k.*, {_oid_sql("'constraint:' || k.nspname || '.' || k.relname || '.' || k.conname")} AS conoid,
-       CASE WHEN k.contype IN ('p', 'u') THEN {_oid_sql("k.nspname || '.' || k.conname")} ELSE 0 END
+SELECT k.*, {oid_sql("'constraint:' || k.nspname || '.' || k.relname || '.' || k.conname")} AS conoid,
+       CASE WHEN k.contype IN ('p', 'u') THEN {oid_sql("k.nspname || '.' || k.conname")} ELSE 0 END
          AS indexoid,
-       {_oid_sql("k.nspname || '.' || k.relname")} AS reloid,
+       {oid_sql("k.nspname || '.' || k.relname")} AS reloid,
        CASE k.contype
          WHEN 'p' THEN 'PRIMARY KEY (' || k.collist || ')'
          WHEN 'u' THEN 'UNIQUE (' || k.collist || ')'
@@ -357,7 +299,7 @@ SELECT k.*, {_oid_sql("'constraint:' || k.nspname || '.' || k.relname || '.' || 
          'CREATE UNIQUE INDEX ' || k.conname || ' ON ' || k.nspname || '.' || k.relname
          || ' USING btree (' || k.collist || ')' END AS indexdef
 FROM (
-  SELECT {_nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
+  SELECT {nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
          CASE c.constraint_type WHEN 'PRIMARY KEY' THEN 'p' WHEN 'UNIQUE' THEN 'u' ELSE 'c' END AS contype,
          CASE c.constraint_type
            WHEN 'PRIMARY KEY' THEN c.table_name || '_pkey'
@@ -375,9 +317,9 @@ FROM (
 ) AS k"""
 
 _REL = f"""
-SELECT u.*, {_oid_sql("u.nspname || '.' || u.relname")} AS oid FROM ({_USER_RELATIONS}) AS u"""
+SELECT u.*, {oid_sql("u.nspname || '.' || u.relname")} AS oid FROM ({_USER_RELATIONS}) AS u"""
 
-_COLUMN_RELATION_OID = _oid_sql(_nsp_sql("c.schema_name") + " || '.' || c.table_name")
+_COLUMN_RELATION_OID = oid_sql(nsp_sql("c.schema_name") + " || '.' || c.table_name")
 # pgtypes.pg_type_of(data_type).oid: arrays map their element, so the element's type is worked out once.
 _COLUMNS = f"""
 SELECT e.*, CAST(
@@ -386,7 +328,7 @@ SELECT e.*, CAST(
 FROM (
   SELECT x.*, {_scalar_oid_sql("x.element")} AS element_oid
   FROM (
-    SELECT {_nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
+    SELECT {nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
            {_COLUMN_RELATION_OID} AS attrelid,
            c.column_name AS attname, CAST(c.column_index AS SMALLINT) AS attnum, c.data_type,
            CAST({_typmod_sql("c.data_type")} AS INTEGER) AS typmod,
@@ -400,7 +342,7 @@ FROM (
 ) AS e"""
 
 _PG_CLASS = f"""
-SELECT r.oid, r.relname, {_nsp_oid_sql("r.nspname")} AS relnamespace, CAST(0 AS UINTEGER) AS reltype,
+SELECT r.oid, r.relname, {nsp_oid_sql("r.nspname")} AS relnamespace, CAST(0 AS UINTEGER) AS reltype,
   CAST(0 AS UINTEGER) AS reloftype, CAST(10 AS UINTEGER) AS relowner,
   CAST(CASE r.relkind WHEN 'r' THEN 2 WHEN 'i' THEN 403 ELSE 0 END AS UINTEGER) AS relam,
   CAST(CASE WHEN r.relkind = 'v' THEN 0 ELSE r.oid END AS UINTEGER) AS relfilenode,
@@ -435,7 +377,7 @@ UNION ALL
 SELECT CAST({stable_oid("namespace:information_schema")} AS UINTEGER), 'information_schema',
        CAST(10 AS UINTEGER), NULL
 UNION ALL
-SELECT {_nsp_oid_sql("s.schema_name")}, s.schema_name, CAST(10 AS UINTEGER), NULL
+SELECT {nsp_oid_sql("s.schema_name")}, s.schema_name, CAST(10 AS UINTEGER), NULL
 FROM duckdb_schemas() AS s
 WHERE s.database_name = current_database() AND NOT s.internal AND s.schema_name <> 'main'"""
 
@@ -451,12 +393,12 @@ SELECT c.attrelid, c.attname, c.typoid AS atttypid, -1 AS attstattarget, t.typle
 FROM pgc__columns AS c JOIN pgc_pg_type AS t ON t.oid = c.typoid"""
 
 _PG_ATTRDEF = f"""
-SELECT {_oid_sql("'attrdef:' || c.nspname || '.' || c.relname || '.' || c.attname")} AS oid,
+SELECT {oid_sql("'attrdef:' || c.nspname || '.' || c.relname || '.' || c.attname")} AS oid,
        c.attrelid AS adrelid, c.attnum AS adnum, c.def AS adbin
 FROM pgc__columns AS c WHERE c.def IS NOT NULL"""
 
 _PG_CONSTRAINT = f"""
-SELECT k.conoid AS oid, k.conname, {_nsp_oid_sql("k.nspname")} AS connamespace, k.contype,
+SELECT k.conoid AS oid, k.conname, {nsp_oid_sql("k.nspname")} AS connamespace, k.contype,
   false AS condeferrable, false AS condeferred, true AS convalidated, k.reloid AS conrelid,
   CAST(0 AS UINTEGER) AS contypid, CAST(k.indexoid AS UINTEGER) AS conindid,
   CAST(0 AS UINTEGER) AS conparentid, CAST(0 AS UINTEGER) AS confrelid, ' ' AS confupdtype,
@@ -498,14 +440,8 @@ SELECT '{OWNER}' AS rolname, true AS rolsuper, true AS rolinherit, true AS rolcr
   CAST(NULL AS VARCHAR[]) AS rolconfig, CAST(10 AS UINTEGER) AS oid
 UNION ALL
 SELECT pgc_user(), false, true, false, false, true, false, -1, '********', NULL, false, NULL,
-  {_oid_sql("'role:' || pgc_user()")}
+  {oid_sql("'role:' || pgc_user()")}
 WHERE pgc_user() <> '{OWNER}'"""
-
-
-def _role_oid_sql(name_sql: str) -> str:
-    """The OID ``pg_roles`` gives the role named by a VARCHAR expression."""
-    hashed = _oid_sql("'role:' || " + name_sql)
-    return f"(CASE {name_sql} WHEN '{OWNER}' THEN 10 ELSE {hashed} END)"
 
 
 _PG_USER = """
@@ -519,7 +455,7 @@ SELECT oid, rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlog
   rolbypassrls, rolconnlimit, CAST(NULL AS VARCHAR) AS rolpassword, rolvaliduntil
 FROM pgc_pg_roles"""
 
-_PG_DATABASE = _values(
+_PG_DATABASE = values(
     [
         (stable_oid(f"database:{DATABASE}"), DATABASE, 10, 6, "c", False, True, -1, 0, 1, 1663, "C", "C")
         + (None, None, None)
@@ -574,7 +510,7 @@ def _pg_settings_defaults_sql() -> str:
         rows.append(
             (name, setting, None, "pitstop", description, None, "user", vartype, "default", setting, setting)
         )
-    return _values(
+    return values(
         rows,
         (
             ("name", "VARCHAR"), ("setting", "VARCHAR"), ("unit", "VARCHAR"), ("category", "VARCHAR"),
@@ -694,8 +630,8 @@ _INTERNAL: dict[str, str] = {
     "pgc__keys": _KEYS,
     "pgc__rel": _REL,
     "pgc__columns": _COLUMNS,
-    "pgc__typenames": _values(_type_names(), (("name", "VARCHAR"), ("oid", "OID"))),
-    "pgc__typefmt": _values([(t.oid, t.format_type) for t in TYPES], (("oid", "OID"), ("fmt", "VARCHAR"))),
+    "pgc__typenames": values(_type_names(), (("name", "VARCHAR"), ("oid", "OID"))),
+    "pgc__typefmt": values([(t.oid, t.format_type) for t in TYPES], (("oid", "OID"), ("fmt", "VARCHAR"))),
 }
 VIEWS: dict[tuple[str, str], CatalogView] = {
     ("pg_catalog", "pg_type"): _view("pgc_pg_type", _pg_type_sql()),
@@ -716,7 +652,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
         activity.view_sql(
             stable_oid(f"database:{DATABASE}"),
             DATABASE,
-            _role_oid_sql,
+            role_oid_sql,
         ),
     ),
     ("pg_catalog", "pg_tables"): _view("pgc_pg_tables", _PG_TABLES),
@@ -724,12 +660,12 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ("pg_catalog", "pg_indexes"): _view("pgc_pg_indexes", _PG_INDEXES),
     ("pg_catalog", "pg_matviews"): _view(
         "pgc_pg_matviews",
-        _empty("schemaname VARCHAR", "matviewname VARCHAR", "matviewowner VARCHAR", "tablespace VARCHAR",
-               "hasindexes BOOLEAN", "ispopulated BOOLEAN", "definition VARCHAR"),
+        empty("schemaname VARCHAR", "matviewname VARCHAR", "matviewowner VARCHAR", "tablespace VARCHAR",
+              "hasindexes BOOLEAN", "ispopulated BOOLEAN", "definition VARCHAR"),
     ),
     ("pg_catalog", "pg_am"): _view(
         "pgc_pg_am",
-        _values(
+        values(
             [(2, "heap", "heap_tableam_handler", "t"), (403, "btree", "bthandler", "i"),
              (405, "hash", "hashhandler", "i"), (783, "gist", "gisthandler", "i"),
              (2742, "gin", "ginhandler", "i"), (4000, "spgist", "spghandler", "i"),
@@ -739,7 +675,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_collation"): _view(
         "pgc_pg_collation",
-        _values(
+        values(
             [(100, "default", 11, 10, "d", True, -1, None, None, None, None),
              (950, "C", 11, 10, "c", True, -1, "C", "C", None, None),
              (951, "POSIX", 11, 10, "c", True, -1, "POSIX", "POSIX", None, None)],
@@ -751,7 +687,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_tablespace"): _view(
         "pgc_pg_tablespace",
-        _values(
+        values(
             [(1663, "pg_default", 10, None, None), (1664, "pg_global", 10, None, None)],
             (("oid", "OID"), ("spcname", "VARCHAR"), ("spcowner", "OID"), ("spcacl", "VARCHAR[]"),
              ("spcoptions", "VARCHAR[]")),
@@ -759,7 +695,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_extension"): _view(
         "pgc_pg_extension",
-        _values(
+        values(
             [(stable_oid("extension:plpgsql"), "plpgsql", 10, PG_CATALOG_OID, False, "1.0", None, None)],
             (("oid", "OID"), ("extname", "VARCHAR"), ("extowner", "OID"), ("extnamespace", "OID"),
              ("extrelocatable", "BOOLEAN"), ("extversion", "VARCHAR"), ("extconfig", "OID[]"),
@@ -768,114 +704,114 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ),
     ("pg_catalog", "pg_proc"): _view(
         "pgc_pg_proc",
-        _empty("oid OID", "proname VARCHAR", "pronamespace OID", "proowner OID", "prolang OID",
-               "procost FLOAT", "prorows FLOAT", "provariadic OID", "prosupport VARCHAR",
-               "prokind VARCHAR", "prosecdef BOOLEAN", "proleakproof BOOLEAN", "proisstrict BOOLEAN",
-               "proretset BOOLEAN", "provolatile VARCHAR", "proparallel VARCHAR", "pronargs SMALLINT",
-               "pronargdefaults SMALLINT", "prorettype OID", "proargtypes OID[]",
-               "proallargtypes OID[]", "proargmodes VARCHAR[]", "proargnames VARCHAR[]",
-               "proargdefaults VARCHAR", "protrftypes OID[]", "prosrc VARCHAR", "probin VARCHAR",
-               "prosqlbody VARCHAR", "proconfig VARCHAR[]", "proacl VARCHAR[]"),
+        empty("oid OID", "proname VARCHAR", "pronamespace OID", "proowner OID", "prolang OID",
+              "procost FLOAT", "prorows FLOAT", "provariadic OID", "prosupport VARCHAR",
+              "prokind VARCHAR", "prosecdef BOOLEAN", "proleakproof BOOLEAN", "proisstrict BOOLEAN",
+              "proretset BOOLEAN", "provolatile VARCHAR", "proparallel VARCHAR", "pronargs SMALLINT",
+              "pronargdefaults SMALLINT", "prorettype OID", "proargtypes OID[]",
+              "proallargtypes OID[]", "proargmodes VARCHAR[]", "proargnames VARCHAR[]",
+              "proargdefaults VARCHAR", "protrftypes OID[]", "prosrc VARCHAR", "probin VARCHAR",
+              "prosqlbody VARCHAR", "proconfig VARCHAR[]", "proacl VARCHAR[]"),
     ),
     ("pg_catalog", "pg_inherits"): _view(
         "pgc_pg_inherits",
-        _empty("inhrelid OID", "inhparent OID", "inhseqno INTEGER", "inhdetachpending BOOLEAN"),
+        empty("inhrelid OID", "inhparent OID", "inhseqno INTEGER", "inhdetachpending BOOLEAN"),
     ),
     ("pg_catalog", "pg_range"): _view(
         "pgc_pg_range",
-        _empty("rngtypid OID", "rngsubtype OID", "rngmultitypid OID", "rngcollation OID",
-               "rngsubopc OID", "rngcanonical VARCHAR", "rngsubdiff VARCHAR"),
+        empty("rngtypid OID", "rngsubtype OID", "rngmultitypid OID", "rngcollation OID",
+              "rngsubopc OID", "rngcanonical VARCHAR", "rngsubdiff VARCHAR"),
     ),
     ("pg_catalog", "pg_enum"): _view(
-        "pgc_pg_enum", _empty("oid OID", "enumtypid OID", "enumsortorder FLOAT", "enumlabel VARCHAR")
+        "pgc_pg_enum", empty("oid OID", "enumtypid OID", "enumsortorder FLOAT", "enumlabel VARCHAR")
     ),
     ("pg_catalog", "pg_policy"): _view(
         "pgc_pg_policy",
-        _empty("oid OID", "polname VARCHAR", "polrelid OID", "polcmd VARCHAR", "polpermissive BOOLEAN",
-               "polroles OID[]", "polqual VARCHAR", "polwithcheck VARCHAR"),
+        empty("oid OID", "polname VARCHAR", "polrelid OID", "polcmd VARCHAR", "polpermissive BOOLEAN",
+              "polroles OID[]", "polqual VARCHAR", "polwithcheck VARCHAR"),
     ),
     ("pg_catalog", "pg_statistic_ext"): _view(
         "pgc_pg_statistic_ext",
-        _empty("oid OID", "stxrelid OID", "stxname VARCHAR", "stxnamespace OID", "stxowner OID",
-               "stxstattarget INTEGER", "stxkeys SMALLINT[]", "stxkind VARCHAR[]", "stxexprs VARCHAR"),
+        empty("oid OID", "stxrelid OID", "stxname VARCHAR", "stxnamespace OID", "stxowner OID",
+              "stxstattarget INTEGER", "stxkeys SMALLINT[]", "stxkind VARCHAR[]", "stxexprs VARCHAR"),
     ),
     ("pg_catalog", "pg_publication"): _view(
         "pgc_pg_publication",
-        _empty("oid OID", "pubname VARCHAR", "pubowner OID", "puballtables BOOLEAN",
-               "pubinsert BOOLEAN",
-               "pubupdate BOOLEAN", "pubdelete BOOLEAN", "pubtruncate BOOLEAN", "pubviaroot BOOLEAN"),
+        empty("oid OID", "pubname VARCHAR", "pubowner OID", "puballtables BOOLEAN",
+              "pubinsert BOOLEAN",
+              "pubupdate BOOLEAN", "pubdelete BOOLEAN", "pubtruncate BOOLEAN", "pubviaroot BOOLEAN"),
     ),
     ("pg_catalog", "pg_publication_rel"): _view(
         "pgc_pg_publication_rel",
-        _empty("oid OID", "prpubid OID", "prrelid OID", "prqual VARCHAR", "prattrs SMALLINT[]"),
+        empty("oid OID", "prpubid OID", "prrelid OID", "prqual VARCHAR", "prattrs SMALLINT[]"),
     ),
     ("pg_catalog", "pg_publication_namespace"): _view(
-        "pgc_pg_publication_namespace", _empty("oid OID", "pnpubid OID", "pnnspid OID")
+        "pgc_pg_publication_namespace", empty("oid OID", "pnpubid OID", "pnnspid OID")
     ),
     ("pg_catalog", "pg_sequence"): _view(
         "pgc_pg_sequence",
-        _empty("seqrelid OID", "seqtypid OID", "seqstart BIGINT", "seqincrement BIGINT",
-               "seqmax BIGINT",
-               "seqmin BIGINT", "seqcache BIGINT", "seqcycle BOOLEAN"),
+        empty("seqrelid OID", "seqtypid OID", "seqstart BIGINT", "seqincrement BIGINT",
+              "seqmax BIGINT",
+              "seqmin BIGINT", "seqcache BIGINT", "seqcycle BOOLEAN"),
     ),
     ("pg_catalog", "pg_foreign_table"): _view(
-        "pgc_pg_foreign_table", _empty("ftrelid OID", "ftserver OID", "ftoptions VARCHAR[]")
+        "pgc_pg_foreign_table", empty("ftrelid OID", "ftserver OID", "ftoptions VARCHAR[]")
     ),
     ("pg_catalog", "pg_partitioned_table"): _view(
         "pgc_pg_partitioned_table",
-        _empty("partrelid OID", "partstrat VARCHAR", "partnatts SMALLINT", "partdefid OID",
-               "partattrs SMALLINT[]", "partclass OID[]", "partcollation OID[]", "partexprs VARCHAR"),
+        empty("partrelid OID", "partstrat VARCHAR", "partnatts SMALLINT", "partdefid OID",
+              "partattrs SMALLINT[]", "partclass OID[]", "partcollation OID[]", "partexprs VARCHAR"),
     ),
     ("pg_catalog", "pg_depend"): _view(
         "pgc_pg_depend",
-        _empty("classid OID", "objid OID", "objsubid INTEGER", "refclassid OID", "refobjid OID",
-               "refobjsubid INTEGER", "deptype VARCHAR"),
+        empty("classid OID", "objid OID", "objsubid INTEGER", "refclassid OID", "refobjid OID",
+              "refobjsubid INTEGER", "deptype VARCHAR"),
     ),
     ("pg_catalog", "pg_trigger"): _view(
         "pgc_pg_trigger",
-        _empty("oid OID", "tgrelid OID", "tgparentid OID", "tgname VARCHAR", "tgfoid OID",
-               "tgtype SMALLINT", "tgenabled VARCHAR", "tgisinternal BOOLEAN", "tgconstrrelid OID",
-               "tgconstrindid OID", "tgconstraint OID", "tgdeferrable BOOLEAN",
-               "tginitdeferred BOOLEAN", "tgnargs SMALLINT", "tgattr SMALLINT[]", "tgargs BLOB",
-               "tgqual VARCHAR", "tgoldtable VARCHAR", "tgnewtable VARCHAR"),
+        empty("oid OID", "tgrelid OID", "tgparentid OID", "tgname VARCHAR", "tgfoid OID",
+              "tgtype SMALLINT", "tgenabled VARCHAR", "tgisinternal BOOLEAN", "tgconstrrelid OID",
+              "tgconstrindid OID", "tgconstraint OID", "tgdeferrable BOOLEAN",
+              "tginitdeferred BOOLEAN", "tgnargs SMALLINT", "tgattr SMALLINT[]", "tgargs BLOB",
+              "tgqual VARCHAR", "tgoldtable VARCHAR", "tgnewtable VARCHAR"),
     ),
     ("pg_catalog", "pg_rewrite"): _view(
         "pgc_pg_rewrite",
-        _empty("oid OID", "rulename VARCHAR", "ev_class OID", "ev_type VARCHAR", "ev_enabled VARCHAR",
-               "is_instead BOOLEAN", "ev_qual VARCHAR", "ev_action VARCHAR"),
+        empty("oid OID", "rulename VARCHAR", "ev_class OID", "ev_type VARCHAR", "ev_enabled VARCHAR",
+              "is_instead BOOLEAN", "ev_qual VARCHAR", "ev_action VARCHAR"),
     ),
     ("pg_catalog", "pg_opclass"): _view(
         "pgc_pg_opclass",
-        _empty("oid OID", "opcmethod OID", "opcname VARCHAR", "opcnamespace OID", "opcowner OID",
-               "opcfamily OID", "opcintype OID", "opcdefault BOOLEAN", "opckeytype OID"),
+        empty("oid OID", "opcmethod OID", "opcname VARCHAR", "opcnamespace OID", "opcowner OID",
+              "opcfamily OID", "opcintype OID", "opcdefault BOOLEAN", "opckeytype OID"),
     ),
     ("pg_catalog", "pg_shdescription"): _view(
-        "pgc_pg_shdescription", _empty("objoid OID", "classoid OID", "description VARCHAR")
+        "pgc_pg_shdescription", empty("objoid OID", "classoid OID", "description VARCHAR")
     ),
     ("pg_catalog", "pg_auth_members"): _view(
         "pgc_pg_auth_members",
-        _empty("oid OID", "roleid OID", "member OID", "grantor OID", "admin_option BOOLEAN"),
+        empty("oid OID", "roleid OID", "member OID", "grantor OID", "admin_option BOOLEAN"),
     ),
     ("pg_catalog", "pg_cast"): _view(
         "pgc_pg_cast",
-        _empty("oid OID", "castsource OID", "casttarget OID", "castfunc OID",
-               "castcontext VARCHAR", "castmethod VARCHAR"),
+        empty("oid OID", "castsource OID", "casttarget OID", "castfunc OID",
+              "castcontext VARCHAR", "castmethod VARCHAR"),
     ),  # fmt: skip
     ("pg_catalog", "pg_operator"): _view(
         "pgc_pg_operator",
-        _empty("oid OID", "oprname VARCHAR", "oprnamespace OID", "oprowner OID", "oprkind VARCHAR",
-               "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft OID", "oprright OID",
-               "oprresult OID", "oprcom OID", "oprnegate OID", "oprcode VARCHAR"),
+        empty("oid OID", "oprname VARCHAR", "oprnamespace OID", "oprowner OID", "oprkind VARCHAR",
+              "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft OID", "oprright OID",
+              "oprresult OID", "oprcom OID", "oprnegate OID", "oprcode VARCHAR"),
     ),  # fmt: skip
     ("pg_catalog", "pg_conversion"): _view(
         "pgc_pg_conversion",
-        _empty("oid OID", "conname VARCHAR", "connamespace OID", "conowner OID",
-               "conforencoding INTEGER", "contoencoding INTEGER", "conproc VARCHAR", "condefault BOOLEAN"),
+        empty("oid OID", "conname VARCHAR", "connamespace OID", "conowner OID",
+              "conforencoding INTEGER", "contoencoding INTEGER", "conproc VARCHAR", "condefault BOOLEAN"),
     ),  # fmt: skip
     ("pg_catalog", "pg_event_trigger"): _view(
         "pgc_pg_event_trigger",
-        _empty("oid OID", "evtname VARCHAR", "evtevent VARCHAR", "evtowner OID", "evtfoid OID",
-               "evtenabled VARCHAR", "evttags VARCHAR[]"),
+        empty("oid OID", "evtname VARCHAR", "evtevent VARCHAR", "evtowner OID", "evtfoid OID",
+              "evtenabled VARCHAR", "evttags VARCHAR[]"),
     ),  # fmt: skip
     ("information_schema", "schemata"): _view("pgc_is_schemata", _IS_SCHEMATA),
     ("information_schema", "tables"): _view("pgc_is_tables", _IS_TABLES),
@@ -889,29 +825,29 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
     ("information_schema", "check_constraints"): _view("pgc_is_check_constraints", _IS_CHECK_CONSTRAINTS),
     ("information_schema", "referential_constraints"): _view(
         "pgc_is_referential_constraints",
-        _empty("constraint_catalog VARCHAR", "constraint_schema VARCHAR", "constraint_name VARCHAR",
-               "unique_constraint_catalog VARCHAR", "unique_constraint_schema VARCHAR",
-               "unique_constraint_name VARCHAR", "match_option VARCHAR", "update_rule VARCHAR",
-               "delete_rule VARCHAR"),
+        empty("constraint_catalog VARCHAR", "constraint_schema VARCHAR", "constraint_name VARCHAR",
+              "unique_constraint_catalog VARCHAR", "unique_constraint_schema VARCHAR",
+              "unique_constraint_name VARCHAR", "match_option VARCHAR", "update_rule VARCHAR",
+              "delete_rule VARCHAR"),
     ),
     ("information_schema", "routines"): _view(
         "pgc_is_routines",
-        _empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
-               "routine_catalog VARCHAR", "routine_schema VARCHAR", "routine_name VARCHAR",
-               "routine_type VARCHAR", "data_type VARCHAR", "type_udt_name VARCHAR",
-               "routine_definition VARCHAR", "external_language VARCHAR"),
+        empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
+              "routine_catalog VARCHAR", "routine_schema VARCHAR", "routine_name VARCHAR",
+              "routine_type VARCHAR", "data_type VARCHAR", "type_udt_name VARCHAR",
+              "routine_definition VARCHAR", "external_language VARCHAR"),
     ),
     ("information_schema", "parameters"): _view(
         "pgc_is_parameters",
-        _empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
-               "ordinal_position INTEGER", "parameter_mode VARCHAR", "parameter_name VARCHAR",
-               "data_type VARCHAR", "udt_name VARCHAR"),
+        empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
+              "ordinal_position INTEGER", "parameter_mode VARCHAR", "parameter_name VARCHAR",
+              "data_type VARCHAR", "udt_name VARCHAR"),
     ),
     ("information_schema", "sequences"): _view(
         "pgc_is_sequences",
-        _empty("sequence_catalog VARCHAR", "sequence_schema VARCHAR", "sequence_name VARCHAR",
-               "data_type VARCHAR", "start_value VARCHAR", "minimum_value VARCHAR", "maximum_value VARCHAR",
-               "increment VARCHAR", "cycle_option VARCHAR"),
+        empty("sequence_catalog VARCHAR", "sequence_schema VARCHAR", "sequence_name VARCHAR",
+              "data_type VARCHAR", "start_value VARCHAR", "minimum_value VARCHAR", "maximum_value VARCHAR",
+              "increment VARCHAR", "cycle_option VARCHAR"),
     ),
 }  # fmt: skip
 _CTE_SQL: dict[str, str] = _INTERNAL | {view.cte: view.sql for view in VIEWS.values()}
@@ -1012,9 +948,9 @@ _NULL_TEXT = "CAST(NULL AS VARCHAR)"
 # PostgreSQL function name -> DuckDB expression ({0}, {1}... are the arguments). A name may have
 # a template per number of arguments ("name/3"); the plain name serves every other count.
 FUNCTIONS: dict[str, str] = {
-    "version": _lit(VERSION_TEXT),
-    "current_database": _lit(DATABASE),
-    "current_catalog": _lit(DATABASE),
+    "version": lit(VERSION_TEXT),
+    "current_database": lit(DATABASE),
+    "current_catalog": lit(DATABASE),
     "current_user": "pgc_user()",
     "session_user": "pgc_user()",
     "user": "pgc_user()",
@@ -1697,7 +1633,7 @@ def translate_query(sql: str, schema: pgsemantics.Schema) -> pgsemantics.Transla
 
 
 def _settings_macro(settings: Mapping[str, str]) -> str:
-    pairs = ", ".join(f"{_lit(name.lower())}: {_lit(value)}" for name, value in settings.items())
+    pairs = ", ".join(f"{lit(name.lower())}: {lit(value)}" for name, value in settings.items())
     return f"CREATE OR REPLACE TEMP MACRO pgc_settings() AS CAST(MAP {{{pairs}}} AS MAP(VARCHAR, VARCHAR))"
 
 
@@ -1722,9 +1658,9 @@ class PgCatalog:
         as four macros (~1 ms)."""
         key = self.backend_key(backend_pid) if self.backend_key is not None else ""
         cursor.execute(
-            f"CREATE OR REPLACE TEMP MACRO pgc_user() AS {_lit(user)}; "
+            f"CREATE OR REPLACE TEMP MACRO pgc_user() AS {lit(user)}; "
             f"CREATE OR REPLACE TEMP MACRO pgc_backend_pid() AS CAST({int(backend_pid)} AS INTEGER); "
-            f"CREATE OR REPLACE TEMP MACRO pgc_backend_key() AS {_lit(key)}; "
+            f"CREATE OR REPLACE TEMP MACRO pgc_backend_key() AS {lit(key)}; "
             + _settings_macro(settings or {})
         )
 
