@@ -48,8 +48,9 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from pitstop.server import activity, pgsemantics, pgtypes
+from pitstop.server import activity, pgsemantics
 from pitstop.server.params import PARAMETERS, VERSION_TEXT
+from pitstop.server.pgcatalog import pg_type
 from pitstop.server.pgcatalog.oids import (
     DATABASE,
     OWNER,
@@ -63,177 +64,12 @@ from pitstop.server.pgcatalog.oids import (
     role_oid_sql,
     stable_oid,
 )
-from pitstop.server.pgcatalog.relation import empty, lit, values
+from pitstop.server.pgcatalog.pg_type import array_oid_sql, scalar_oid_sql, typmod_sql
+from pitstop.server.pgcatalog.relation import CatalogView, empty, lit, values
 
 __all__ = ["DATABASE", "DIALECT", "PgCatalog", "relation_oid", "translate"]
 
 log = logging.getLogger(__name__)
-
-
-# -- types ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TypeRow:
-    """One row of the emulated ``pg_type``."""
-
-    oid: int
-    name: str
-    size: int
-    format_type: str
-    element: int = 0
-    array: int = 0
-    category: str = "U"
-    pseudo: bool = False
-
-
-# Types pgtypes does not list that clients name (pg_index.indkey is an int2vector, psql casts to
-# regnamespace, pgcli compares with 'trigger'::regtype).
-_EXTRA_SCALARS = (
-    pgtypes.PgType(22, "int2vector", -1, "int2vector"),
-    pgtypes.PgType(30, "oidvector", -1, "oidvector"),
-    pgtypes.PgType(142, "xml", -1, "xml"),
-    pgtypes.PgType(194, "pg_node_tree", -1, "pg_node_tree"),
-    pgtypes.PgType(1033, "aclitem", 12, "aclitem"),
-    pgtypes.PgType(1266, "timetz", 12, "time with time zone"),
-    pgtypes.PgType(1560, "bit", -1, "bit"),
-    pgtypes.PgType(1562, "varbit", -1, "bit varying"),
-    pgtypes.PgType(2202, "regprocedure", 4, "regprocedure"),
-    pgtypes.PgType(4089, "regnamespace", 4, "regnamespace"),
-    pgtypes.PgType(4096, "regrole", 4, "regrole"),
-)
-_EXTRA_ARRAYS = {22: 1006, 30: 1013, 142: 143, 1033: 1034, 1266: 1270, 1560: 1561, 1562: 1563, 24: 1008}
-_PSEUDO = (
-    (2249, "record"),
-    (2275, "cstring"),
-    (2276, "any"),
-    (2277, "anyarray"),
-    (2278, "void"),
-    (2279, "trigger"),
-    (2283, "anyelement"),
-    (2287, "_record"),
-)
-_CATEGORY = {
-    16: "B", 17: "U", 18: "Z", 19: "S", 20: "N", 21: "N", 22: "A", 23: "N", 24: "N", 25: "S", 26: "N",
-    30: "A", 114: "U", 142: "U", 194: "Z", 700: "N", 701: "N", 705: "X", 1033: "U", 1042: "S", 1043: "S",
-    1082: "D", 1083: "D", 1114: "D", 1184: "D", 1186: "T", 1266: "D", 1560: "V", 1562: "V", 1700: "N",
-    2202: "N", 2205: "N", 2206: "N", 2950: "U", 3802: "U", 4089: "N", 4096: "N",
-}  # fmt: skip
-_COLLATABLE = {25: 100, 1042: 100, 1043: 100, 19: 950}
-
-
-def _type_rows() -> tuple[TypeRow, ...]:
-    arrays = {t.element: t.oid for t in pgtypes.ARRAYS} | _EXTRA_ARRAYS
-    rows = []
-    for t in pgtypes.SCALARS + _EXTRA_SCALARS:
-        rows.append(
-            TypeRow(t.oid, t.name, t.size, t.format_type, 0, arrays.get(t.oid, 0), _CATEGORY.get(t.oid, "U"))
-        )
-    names = {t.oid: t for t in pgtypes.SCALARS + _EXTRA_SCALARS}
-    for element, oid in sorted(arrays.items(), key=lambda item: item[1]):
-        if element in names:
-            base = names[element]
-            rows.append(TypeRow(oid, "_" + base.name, -1, base.format_type + "[]", element, 0, "A"))
-    rows.extend(
-        TypeRow(oid, name, 4 if name != "cstring" else -2, name, category="P", pseudo=True)
-        for oid, name in _PSEUDO
-    )
-    return tuple(rows)
-
-
-TYPES: tuple[TypeRow, ...] = _type_rows()
-
-# Every DuckDB type name duckdb_columns() prints for a scalar column (DECIMAL, arrays, nested and
-# ENUM types are handled by pattern, as pg_type_of does).
-DUCKDB_TYPE_NAMES = (
-    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UHUGEINT", "UTINYINT",
-    "USMALLINT", "UINTEGER", "UBIGINT", "VARINT", "BIGNUM", "FLOAT", "DOUBLE", "VARCHAR", "BLOB",
-    "BIT", "DATE", "TIME", "TIME WITH TIME ZONE", "TIME_NS", "TIMESTAMP", "TIMESTAMP_S",
-    "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE", "INTERVAL", "UUID", "JSON",
-)  # fmt: skip
-_DECIMAL_RE = r"DECIMAL\(\s*(\d+)\s*,\s*(\d+)\s*\)"
-
-
-def _scalar_oid_sql(t: str) -> str:
-    """DuckDB type name -> PostgreSQL type OID, as pgtypes.pg_type_of maps it (arrays: -1)."""
-    pairs = ", ".join(f"{lit(name)}: {pgtypes.pg_type_of(name).oid}" for name in DUCKDB_TYPE_NAMES)
-    return (
-        f"(CASE WHEN ends_with({t}, '[]') THEN -1 "
-        f"WHEN regexp_full_match({t}, '{_DECIMAL_RE}') THEN {pgtypes.NUMERIC.oid} "
-        f"WHEN regexp_matches({t}, '^(STRUCT|MAP|UNION)') OR regexp_matches({t}, '\\[\\d+\\]$') "
-        f"THEN {pgtypes.JSON.oid} "
-        f"ELSE coalesce(MAP {{{pairs}}}[{t}], {pgtypes.TEXT.oid}) END)"
-    )
-
-
-def _array_oid_sql(element_oid: str) -> str:
-    """The array type of a type OID (``pg_type_of`` sends json for arrays with no PostgreSQL type)."""
-    arrays = ", ".join(f"{t_.element}: {t_.oid}" for t_ in pgtypes.ARRAYS)
-    return f"coalesce(MAP {{{arrays}}}[{element_oid}], {pgtypes.JSON.oid})"
-
-
-def _typmod_sql(t: str) -> str:
-    """pgtypes.pg_type_of(t).modifier: ((p << 16) | s) + 4 for DECIMAL(p,s), else -1."""
-    p = f"CAST(regexp_extract({t}, '{_DECIMAL_RE}', 1) AS INTEGER)"
-    s = f"CAST(regexp_extract({t}, '{_DECIMAL_RE}', 2) AS INTEGER)"
-    return f"(CASE WHEN regexp_full_match({t}, '{_DECIMAL_RE}') THEN (({p} << 16) | {s}) + 4 ELSE -1 END)"
-
-
-# Names to_regtype() and 'name'::regtype accept besides typname and format_type.
-_TYPE_ALIASES = {
-    "int": 23, "integer": 23, "smallint": 21, "bigint": 20, "real": 700, "float": 701,
-    "double precision": 701, "boolean": 16, "decimal": 1700, "character varying": 1043,
-    "varchar": 1043, "character": 1042, "char": 1042, '"char"': 18, "timestamp": 1114,
-    "timestamp without time zone": 1114, "timestamptz": 1184, "timestamp with time zone": 1184,
-    "time": 1083, "time without time zone": 1083, "timetz": 1266, "time with time zone": 1266,
-    "bit varying": 1562,
-}  # fmt: skip
-
-
-def _type_names() -> list[tuple[str, int]]:
-    names: dict[str, int] = {}
-    for t in TYPES:
-        names.setdefault(t.name, t.oid)
-        names.setdefault(t.format_type, t.oid)
-    for alias, oid in _TYPE_ALIASES.items():
-        names.setdefault(alias, oid)
-    by_oid = {t.oid: t for t in TYPES}
-    for name, oid in list(names.items()):
-        array = by_oid[oid].array if oid in by_oid else 0
-        if array:
-            names.setdefault(name + "[]", array)
-    return sorted(names.items())
-
-
-def _typlen_align(size: int) -> tuple[bool, str, str]:
-    """typbyval, typalign, typstorage of a type of ``size`` bytes (-1: variable)."""
-    by_value = size in (1, 2, 4, 8)
-    align = {1: "c", 2: "s", 4: "i", 8: "d"}.get(size, "i" if size < 0 else "d")
-    return by_value, align, "p" if size > 0 else "x"
-
-
-_STORAGE = {1700: "m", 19: "p"}
-
-
-def _pg_type_sql() -> str:
-    rows = []
-    for t in TYPES:
-        by_value, align, storage = _typlen_align(t.size)
-        storage = _STORAGE.get(t.oid, storage)
-        rows.append((
-            t.oid, t.name, PG_CATALOG_OID, 10, t.size, by_value, "p" if t.pseudo else "b", t.category,
-            False, True, ",", 0, t.element, t.array, f"{t.name}in", f"{t.name}out", f"{t.name}recv",
-            f"{t.name}send", align, storage, False, 0, -1, 0, _COLLATABLE.get(t.oid, 0), None, None, None,
-        ))  # fmt: skip
-    columns = (
-        ("oid", "OID"), ("typname", "VARCHAR"), ("typnamespace", "OID"), ("typowner", "OID"),
-        ("typlen", "SMALLINT"), ("typbyval", "BOOLEAN"), ("typtype", "VARCHAR"), ("typcategory", "VARCHAR"),
-        ("typispreferred", "BOOLEAN"), ("typisdefined", "BOOLEAN"), ("typdelim", "VARCHAR"),
-        ("typrelid", "OID"), ("typelem", "OID"), ("typarray", "OID"), ("typinput", "VARCHAR"),
-        ("typoutput", "VARCHAR"), ("typreceive", "VARCHAR"), ("typsend", "VARCHAR"), ("typalign", "VARCHAR"),
-        ("typstorage", "VARCHAR"), ("typnotnull", "BOOLEAN"), ("typbasetype", "OID"),
-        ("typtypmod", "INTEGER"), ("typndims", "INTEGER"), ("typcollation", "OID"),
-        ("typdefaultbin", "VARCHAR"), ("typdefault", "VARCHAR"), ("typacl", "VARCHAR[]"),
-    )  # fmt: skip
-    return values(rows, columns)
 
 
 # -- relations -------------------------------------------------------------------------------------
@@ -323,15 +159,15 @@ _COLUMN_RELATION_OID = oid_sql(nsp_sql("c.schema_name") + " || '.' || c.table_na
 # pgtypes.pg_type_of(data_type).oid: arrays map their element, so the element's type is worked out once.
 _COLUMNS = f"""
 SELECT e.*, CAST(
-    CASE WHEN e.is_array THEN {_array_oid_sql("e.element_oid")} ELSE e.element_oid END AS UINTEGER
+    CASE WHEN e.is_array THEN {array_oid_sql("e.element_oid")} ELSE e.element_oid END AS UINTEGER
   ) AS typoid
 FROM (
-  SELECT x.*, {_scalar_oid_sql("x.element")} AS element_oid
+  SELECT x.*, {scalar_oid_sql("x.element")} AS element_oid
   FROM (
     SELECT {nsp_sql("c.schema_name")} AS nspname, c.table_name AS relname,
            {_COLUMN_RELATION_OID} AS attrelid,
            c.column_name AS attname, CAST(c.column_index AS SMALLINT) AS attnum, c.data_type,
-           CAST({_typmod_sql("c.data_type")} AS INTEGER) AS typmod,
+           CAST({typmod_sql("c.data_type")} AS INTEGER) AS typmod,
            NOT c.is_nullable AS notnull, c.column_default AS def, c.comment AS comment,
            ends_with(c.data_type, '[]') AS is_array,
            CASE WHEN ends_with(c.data_type, '[]') THEN substr(c.data_type, 1, length(c.data_type) - 2)
@@ -612,42 +448,29 @@ SELECT '{DATABASE}' AS constraint_catalog, k.nspname AS constraint_schema, k.con
 FROM pgc__keys AS k WHERE k.contype = 'c'"""
 
 
-@dataclass(frozen=True)
-class CatalogView:
-    """One emulated relation: the CTE that answers it, in DuckDB SQL."""
-
-    cte: str
-    sql: str
-
-
-def _view(cte: str, sql: str) -> CatalogView:
-    return CatalogView(cte, sql)
-
-
 # Internal building blocks, then what clients name, by (schema, name).
 _INTERNAL: dict[str, str] = {
     "pgc__catalog_relations": _catalog_relations_sql(),
     "pgc__keys": _KEYS,
     "pgc__rel": _REL,
     "pgc__columns": _COLUMNS,
-    "pgc__typenames": values(_type_names(), (("name", "VARCHAR"), ("oid", "OID"))),
-    "pgc__typefmt": values([(t.oid, t.format_type) for t in TYPES], (("oid", "OID"), ("fmt", "VARCHAR"))),
+    **pg_type.INTERNAL,
 }
 VIEWS: dict[tuple[str, str], CatalogView] = {
-    ("pg_catalog", "pg_type"): _view("pgc_pg_type", _pg_type_sql()),
-    ("pg_catalog", "pg_namespace"): _view("pgc_pg_namespace", _PG_NAMESPACE),
-    ("pg_catalog", "pg_class"): _view("pgc_pg_class", _PG_CLASS),
-    ("pg_catalog", "pg_attribute"): _view("pgc_pg_attribute", _PG_ATTRIBUTE),
-    ("pg_catalog", "pg_attrdef"): _view("pgc_pg_attrdef", _PG_ATTRDEF),
-    ("pg_catalog", "pg_constraint"): _view("pgc_pg_constraint", _PG_CONSTRAINT),
-    ("pg_catalog", "pg_index"): _view("pgc_pg_index", _PG_INDEX),
-    ("pg_catalog", "pg_description"): _view("pgc_pg_description", _PG_DESCRIPTION),
-    ("pg_catalog", "pg_roles"): _view("pgc_pg_roles", _PG_ROLES),
-    ("pg_catalog", "pg_user"): _view("pgc_pg_user", _PG_USER),
-    ("pg_catalog", "pg_authid"): _view("pgc_pg_authid", _PG_AUTHID),
-    ("pg_catalog", "pg_database"): _view("pgc_pg_database", _PG_DATABASE),
-    ("pg_catalog", "pg_settings"): _view("pgc_pg_settings", _pg_settings_sql()),
-    ("pg_catalog", "pg_stat_activity"): _view(
+    **pg_type.VIEWS,
+    ("pg_catalog", "pg_namespace"): CatalogView("pgc_pg_namespace", _PG_NAMESPACE),
+    ("pg_catalog", "pg_class"): CatalogView("pgc_pg_class", _PG_CLASS),
+    ("pg_catalog", "pg_attribute"): CatalogView("pgc_pg_attribute", _PG_ATTRIBUTE),
+    ("pg_catalog", "pg_attrdef"): CatalogView("pgc_pg_attrdef", _PG_ATTRDEF),
+    ("pg_catalog", "pg_constraint"): CatalogView("pgc_pg_constraint", _PG_CONSTRAINT),
+    ("pg_catalog", "pg_index"): CatalogView("pgc_pg_index", _PG_INDEX),
+    ("pg_catalog", "pg_description"): CatalogView("pgc_pg_description", _PG_DESCRIPTION),
+    ("pg_catalog", "pg_roles"): CatalogView("pgc_pg_roles", _PG_ROLES),
+    ("pg_catalog", "pg_user"): CatalogView("pgc_pg_user", _PG_USER),
+    ("pg_catalog", "pg_authid"): CatalogView("pgc_pg_authid", _PG_AUTHID),
+    ("pg_catalog", "pg_database"): CatalogView("pgc_pg_database", _PG_DATABASE),
+    ("pg_catalog", "pg_settings"): CatalogView("pgc_pg_settings", _pg_settings_sql()),
+    ("pg_catalog", "pg_stat_activity"): CatalogView(
         "pgc_pg_stat_activity",
         activity.view_sql(
             stable_oid(f"database:{DATABASE}"),
@@ -655,15 +478,15 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
             role_oid_sql,
         ),
     ),
-    ("pg_catalog", "pg_tables"): _view("pgc_pg_tables", _PG_TABLES),
-    ("pg_catalog", "pg_views"): _view("pgc_pg_views", _PG_VIEWS),
-    ("pg_catalog", "pg_indexes"): _view("pgc_pg_indexes", _PG_INDEXES),
-    ("pg_catalog", "pg_matviews"): _view(
+    ("pg_catalog", "pg_tables"): CatalogView("pgc_pg_tables", _PG_TABLES),
+    ("pg_catalog", "pg_views"): CatalogView("pgc_pg_views", _PG_VIEWS),
+    ("pg_catalog", "pg_indexes"): CatalogView("pgc_pg_indexes", _PG_INDEXES),
+    ("pg_catalog", "pg_matviews"): CatalogView(
         "pgc_pg_matviews",
         empty("schemaname VARCHAR", "matviewname VARCHAR", "matviewowner VARCHAR", "tablespace VARCHAR",
               "hasindexes BOOLEAN", "ispopulated BOOLEAN", "definition VARCHAR"),
     ),
-    ("pg_catalog", "pg_am"): _view(
+    ("pg_catalog", "pg_am"): CatalogView(
         "pgc_pg_am",
         values(
             [(2, "heap", "heap_tableam_handler", "t"), (403, "btree", "bthandler", "i"),
@@ -673,7 +496,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
             (("oid", "OID"), ("amname", "VARCHAR"), ("amhandler", "VARCHAR"), ("amtype", "VARCHAR")),
         ),
     ),
-    ("pg_catalog", "pg_collation"): _view(
+    ("pg_catalog", "pg_collation"): CatalogView(
         "pgc_pg_collation",
         values(
             [(100, "default", 11, 10, "d", True, -1, None, None, None, None),
@@ -685,7 +508,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
              ("collversion", "VARCHAR")),
         ),
     ),
-    ("pg_catalog", "pg_tablespace"): _view(
+    ("pg_catalog", "pg_tablespace"): CatalogView(
         "pgc_pg_tablespace",
         values(
             [(1663, "pg_default", 10, None, None), (1664, "pg_global", 10, None, None)],
@@ -693,7 +516,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
              ("spcoptions", "VARCHAR[]")),
         ),
     ),
-    ("pg_catalog", "pg_extension"): _view(
+    ("pg_catalog", "pg_extension"): CatalogView(
         "pgc_pg_extension",
         values(
             [(stable_oid("extension:plpgsql"), "plpgsql", 10, PG_CATALOG_OID, False, "1.0", None, None)],
@@ -702,7 +525,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
              ("extcondition", "VARCHAR[]")),
         ),
     ),
-    ("pg_catalog", "pg_proc"): _view(
+    ("pg_catalog", "pg_proc"): CatalogView(
         "pgc_pg_proc",
         empty("oid OID", "proname VARCHAR", "pronamespace OID", "proowner OID", "prolang OID",
               "procost FLOAT", "prorows FLOAT", "provariadic OID", "prosupport VARCHAR",
@@ -713,61 +536,61 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
               "proargdefaults VARCHAR", "protrftypes OID[]", "prosrc VARCHAR", "probin VARCHAR",
               "prosqlbody VARCHAR", "proconfig VARCHAR[]", "proacl VARCHAR[]"),
     ),
-    ("pg_catalog", "pg_inherits"): _view(
+    ("pg_catalog", "pg_inherits"): CatalogView(
         "pgc_pg_inherits",
         empty("inhrelid OID", "inhparent OID", "inhseqno INTEGER", "inhdetachpending BOOLEAN"),
     ),
-    ("pg_catalog", "pg_range"): _view(
+    ("pg_catalog", "pg_range"): CatalogView(
         "pgc_pg_range",
         empty("rngtypid OID", "rngsubtype OID", "rngmultitypid OID", "rngcollation OID",
               "rngsubopc OID", "rngcanonical VARCHAR", "rngsubdiff VARCHAR"),
     ),
-    ("pg_catalog", "pg_enum"): _view(
+    ("pg_catalog", "pg_enum"): CatalogView(
         "pgc_pg_enum", empty("oid OID", "enumtypid OID", "enumsortorder FLOAT", "enumlabel VARCHAR")
     ),
-    ("pg_catalog", "pg_policy"): _view(
+    ("pg_catalog", "pg_policy"): CatalogView(
         "pgc_pg_policy",
         empty("oid OID", "polname VARCHAR", "polrelid OID", "polcmd VARCHAR", "polpermissive BOOLEAN",
               "polroles OID[]", "polqual VARCHAR", "polwithcheck VARCHAR"),
     ),
-    ("pg_catalog", "pg_statistic_ext"): _view(
+    ("pg_catalog", "pg_statistic_ext"): CatalogView(
         "pgc_pg_statistic_ext",
         empty("oid OID", "stxrelid OID", "stxname VARCHAR", "stxnamespace OID", "stxowner OID",
               "stxstattarget INTEGER", "stxkeys SMALLINT[]", "stxkind VARCHAR[]", "stxexprs VARCHAR"),
     ),
-    ("pg_catalog", "pg_publication"): _view(
+    ("pg_catalog", "pg_publication"): CatalogView(
         "pgc_pg_publication",
         empty("oid OID", "pubname VARCHAR", "pubowner OID", "puballtables BOOLEAN",
               "pubinsert BOOLEAN",
               "pubupdate BOOLEAN", "pubdelete BOOLEAN", "pubtruncate BOOLEAN", "pubviaroot BOOLEAN"),
     ),
-    ("pg_catalog", "pg_publication_rel"): _view(
+    ("pg_catalog", "pg_publication_rel"): CatalogView(
         "pgc_pg_publication_rel",
         empty("oid OID", "prpubid OID", "prrelid OID", "prqual VARCHAR", "prattrs SMALLINT[]"),
     ),
-    ("pg_catalog", "pg_publication_namespace"): _view(
+    ("pg_catalog", "pg_publication_namespace"): CatalogView(
         "pgc_pg_publication_namespace", empty("oid OID", "pnpubid OID", "pnnspid OID")
     ),
-    ("pg_catalog", "pg_sequence"): _view(
+    ("pg_catalog", "pg_sequence"): CatalogView(
         "pgc_pg_sequence",
         empty("seqrelid OID", "seqtypid OID", "seqstart BIGINT", "seqincrement BIGINT",
               "seqmax BIGINT",
               "seqmin BIGINT", "seqcache BIGINT", "seqcycle BOOLEAN"),
     ),
-    ("pg_catalog", "pg_foreign_table"): _view(
+    ("pg_catalog", "pg_foreign_table"): CatalogView(
         "pgc_pg_foreign_table", empty("ftrelid OID", "ftserver OID", "ftoptions VARCHAR[]")
     ),
-    ("pg_catalog", "pg_partitioned_table"): _view(
+    ("pg_catalog", "pg_partitioned_table"): CatalogView(
         "pgc_pg_partitioned_table",
         empty("partrelid OID", "partstrat VARCHAR", "partnatts SMALLINT", "partdefid OID",
               "partattrs SMALLINT[]", "partclass OID[]", "partcollation OID[]", "partexprs VARCHAR"),
     ),
-    ("pg_catalog", "pg_depend"): _view(
+    ("pg_catalog", "pg_depend"): CatalogView(
         "pgc_pg_depend",
         empty("classid OID", "objid OID", "objsubid INTEGER", "refclassid OID", "refobjid OID",
               "refobjsubid INTEGER", "deptype VARCHAR"),
     ),
-    ("pg_catalog", "pg_trigger"): _view(
+    ("pg_catalog", "pg_trigger"): CatalogView(
         "pgc_pg_trigger",
         empty("oid OID", "tgrelid OID", "tgparentid OID", "tgname VARCHAR", "tgfoid OID",
               "tgtype SMALLINT", "tgenabled VARCHAR", "tgisinternal BOOLEAN", "tgconstrrelid OID",
@@ -775,75 +598,79 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
               "tginitdeferred BOOLEAN", "tgnargs SMALLINT", "tgattr SMALLINT[]", "tgargs BLOB",
               "tgqual VARCHAR", "tgoldtable VARCHAR", "tgnewtable VARCHAR"),
     ),
-    ("pg_catalog", "pg_rewrite"): _view(
+    ("pg_catalog", "pg_rewrite"): CatalogView(
         "pgc_pg_rewrite",
         empty("oid OID", "rulename VARCHAR", "ev_class OID", "ev_type VARCHAR", "ev_enabled VARCHAR",
               "is_instead BOOLEAN", "ev_qual VARCHAR", "ev_action VARCHAR"),
     ),
-    ("pg_catalog", "pg_opclass"): _view(
+    ("pg_catalog", "pg_opclass"): CatalogView(
         "pgc_pg_opclass",
         empty("oid OID", "opcmethod OID", "opcname VARCHAR", "opcnamespace OID", "opcowner OID",
               "opcfamily OID", "opcintype OID", "opcdefault BOOLEAN", "opckeytype OID"),
     ),
-    ("pg_catalog", "pg_shdescription"): _view(
+    ("pg_catalog", "pg_shdescription"): CatalogView(
         "pgc_pg_shdescription", empty("objoid OID", "classoid OID", "description VARCHAR")
     ),
-    ("pg_catalog", "pg_auth_members"): _view(
+    ("pg_catalog", "pg_auth_members"): CatalogView(
         "pgc_pg_auth_members",
         empty("oid OID", "roleid OID", "member OID", "grantor OID", "admin_option BOOLEAN"),
     ),
-    ("pg_catalog", "pg_cast"): _view(
+    ("pg_catalog", "pg_cast"): CatalogView(
         "pgc_pg_cast",
         empty("oid OID", "castsource OID", "casttarget OID", "castfunc OID",
               "castcontext VARCHAR", "castmethod VARCHAR"),
     ),  # fmt: skip
-    ("pg_catalog", "pg_operator"): _view(
+    ("pg_catalog", "pg_operator"): CatalogView(
         "pgc_pg_operator",
         empty("oid OID", "oprname VARCHAR", "oprnamespace OID", "oprowner OID", "oprkind VARCHAR",
               "oprcanmerge BOOLEAN", "oprcanhash BOOLEAN", "oprleft OID", "oprright OID",
               "oprresult OID", "oprcom OID", "oprnegate OID", "oprcode VARCHAR"),
     ),  # fmt: skip
-    ("pg_catalog", "pg_conversion"): _view(
+    ("pg_catalog", "pg_conversion"): CatalogView(
         "pgc_pg_conversion",
         empty("oid OID", "conname VARCHAR", "connamespace OID", "conowner OID",
               "conforencoding INTEGER", "contoencoding INTEGER", "conproc VARCHAR", "condefault BOOLEAN"),
     ),  # fmt: skip
-    ("pg_catalog", "pg_event_trigger"): _view(
+    ("pg_catalog", "pg_event_trigger"): CatalogView(
         "pgc_pg_event_trigger",
         empty("oid OID", "evtname VARCHAR", "evtevent VARCHAR", "evtowner OID", "evtfoid OID",
               "evtenabled VARCHAR", "evttags VARCHAR[]"),
     ),  # fmt: skip
-    ("information_schema", "schemata"): _view("pgc_is_schemata", _IS_SCHEMATA),
-    ("information_schema", "tables"): _view("pgc_is_tables", _IS_TABLES),
-    ("information_schema", "columns"): _view("pgc_is_columns", _IS_COLUMNS),
-    ("information_schema", "views"): _view("pgc_is_views", _IS_VIEWS),
-    ("information_schema", "table_constraints"): _view("pgc_is_table_constraints", _IS_TABLE_CONSTRAINTS),
-    ("information_schema", "key_column_usage"): _view("pgc_is_key_column_usage", _IS_KEY_COLUMN_USAGE),
-    ("information_schema", "constraint_column_usage"): _view(
+    ("information_schema", "schemata"): CatalogView("pgc_is_schemata", _IS_SCHEMATA),
+    ("information_schema", "tables"): CatalogView("pgc_is_tables", _IS_TABLES),
+    ("information_schema", "columns"): CatalogView("pgc_is_columns", _IS_COLUMNS),
+    ("information_schema", "views"): CatalogView("pgc_is_views", _IS_VIEWS),
+    ("information_schema", "table_constraints"): CatalogView(
+        "pgc_is_table_constraints", _IS_TABLE_CONSTRAINTS
+    ),
+    ("information_schema", "key_column_usage"): CatalogView("pgc_is_key_column_usage", _IS_KEY_COLUMN_USAGE),
+    ("information_schema", "constraint_column_usage"): CatalogView(
         "pgc_is_constraint_column_usage", _IS_CONSTRAINT_COLUMN_USAGE
     ),
-    ("information_schema", "check_constraints"): _view("pgc_is_check_constraints", _IS_CHECK_CONSTRAINTS),
-    ("information_schema", "referential_constraints"): _view(
+    ("information_schema", "check_constraints"): CatalogView(
+        "pgc_is_check_constraints", _IS_CHECK_CONSTRAINTS
+    ),
+    ("information_schema", "referential_constraints"): CatalogView(
         "pgc_is_referential_constraints",
         empty("constraint_catalog VARCHAR", "constraint_schema VARCHAR", "constraint_name VARCHAR",
               "unique_constraint_catalog VARCHAR", "unique_constraint_schema VARCHAR",
               "unique_constraint_name VARCHAR", "match_option VARCHAR", "update_rule VARCHAR",
               "delete_rule VARCHAR"),
     ),
-    ("information_schema", "routines"): _view(
+    ("information_schema", "routines"): CatalogView(
         "pgc_is_routines",
         empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
               "routine_catalog VARCHAR", "routine_schema VARCHAR", "routine_name VARCHAR",
               "routine_type VARCHAR", "data_type VARCHAR", "type_udt_name VARCHAR",
               "routine_definition VARCHAR", "external_language VARCHAR"),
     ),
-    ("information_schema", "parameters"): _view(
+    ("information_schema", "parameters"): CatalogView(
         "pgc_is_parameters",
         empty("specific_catalog VARCHAR", "specific_schema VARCHAR", "specific_name VARCHAR",
               "ordinal_position INTEGER", "parameter_mode VARCHAR", "parameter_name VARCHAR",
               "data_type VARCHAR", "udt_name VARCHAR"),
     ),
-    ("information_schema", "sequences"): _view(
+    ("information_schema", "sequences"): CatalogView(
         "pgc_is_sequences",
         empty("sequence_catalog VARCHAR", "sequence_schema VARCHAR", "sequence_name VARCHAR",
               "data_type VARCHAR", "start_value VARCHAR", "minimum_value VARCHAR", "maximum_value VARCHAR",

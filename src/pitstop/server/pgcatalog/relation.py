@@ -1,13 +1,15 @@
-"""How an emulated relation's rows are written as DuckDB SQL: a Python value as a literal, a
-table of literal rows (one JSON string, which DuckDB binds far faster than a VALUES list), an
-empty table of given columns. An OID column is a DuckDB UINTEGER, which result sets describe as
-PostgreSQL's oid (:mod:`pitstop.server.pgtypes`).
+"""How an emulated relation is written: :class:`CatalogView` (the CTE that answers a name a client
+queries), and its rows as DuckDB SQL: a Python value as a literal, a table of literal rows (one
+JSON string, which DuckDB binds far faster than a VALUES list), an empty table of given columns.
+An OID column is a DuckDB UINTEGER, which result sets describe as PostgreSQL's oid
+(:mod:`pitstop.server.pgtypes`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 
 def lit(value: object) -> str:
@@ -37,3 +39,11 @@ def values(rows: Iterable[tuple[object, ...]], columns: tuple[tuple[str, str], .
 def empty(*columns: str) -> str:
     """An empty relation; each column is ``name TYPE``."""
     return values([], tuple((c.split()[0], c.split()[1]) for c in columns))
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    """One emulated relation: the CTE that answers it, in DuckDB SQL."""
+
+    cte: str
+    sql: str
