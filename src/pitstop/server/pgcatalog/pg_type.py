@@ -45,11 +45,7 @@ _EXTRA_SCALARS = (
     pgtypes.PgType(4089, "regnamespace", 4, "regnamespace"),
     pgtypes.PgType(4096, "regrole", 4, "regrole"),
 )
-
-
 _EXTRA_ARRAYS = {22: 1006, 30: 1013, 142: 143, 1033: 1034, 1266: 1270, 1560: 1561, 1562: 1563, 24: 1008}
-
-
 _PSEUDO = (
     (2249, "record"),
     (2275, "cstring"),
@@ -60,16 +56,12 @@ _PSEUDO = (
     (2283, "anyelement"),
     (2287, "_record"),
 )
-
-
 _CATEGORY = {
     16: "B", 17: "U", 18: "Z", 19: "S", 20: "N", 21: "N", 22: "A", 23: "N", 24: "N", 25: "S", 26: "N",
     30: "A", 114: "U", 142: "U", 194: "Z", 700: "N", 701: "N", 705: "X", 1033: "U", 1042: "S", 1043: "S",
     1082: "D", 1083: "D", 1114: "D", 1184: "D", 1186: "T", 1266: "D", 1560: "V", 1562: "V", 1700: "N",
     2202: "N", 2205: "N", 2206: "N", 2950: "U", 3802: "U", 4089: "N", 4096: "N",
 }  # fmt: skip
-
-
 _COLLATABLE = {25: 100, 1042: 100, 1043: 100, 19: 950}
 
 
@@ -103,8 +95,6 @@ DUCKDB_TYPE_NAMES = (
     "BIT", "DATE", "TIME", "TIME WITH TIME ZONE", "TIME_NS", "TIMESTAMP", "TIMESTAMP_S",
     "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE", "INTERVAL", "UUID", "JSON",
 )  # fmt: skip
-
-
 _DECIMAL_RE = r"DECIMAL\(\s*(\d+)\s*,\s*(\d+)\s*\)"
 
 
