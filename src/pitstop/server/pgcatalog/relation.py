@@ -24,7 +24,7 @@ def lit(value: object) -> str:
 
 
 _OID_TYPES_SQL = {"OID": "UINTEGER", "OID[]": "UINTEGER[]"}
-"""Column types of the relations below: an OID is a DuckDB UINTEGER (see the module's docstring)."""
+"""Column types of a table of rows: DuckDB's, or OID (a DuckDB UINTEGER: see the module's docstring)."""
 
 
 def values(rows: Iterable[tuple[object, ...]], columns: tuple[tuple[str, str], ...]) -> str:
