@@ -83,7 +83,8 @@ from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, Column, encode
-from pitstop.server.session import Notice, Outcome, Session, Statement, split
+from pitstop.server.routing import Statement, split
+from pitstop.server.session import Notice, Outcome, Session
 from pitstop.server.sqlstate import WireError
 from pitstop.server.throttle import LoginThrottle
 from pitstop.sql.parser import in_job_block

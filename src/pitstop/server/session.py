@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
+from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
 from pitstop.server import copyout, cursors, paramtypes, pgsemantics, sqlstate
 from pitstop.server.bulk import RowEncoder
@@ -42,11 +42,17 @@ from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.params import SessionParameters, canonical, milliseconds
 from pitstop.server.pgtypes import NUMERIC, TEXT, Column, pg_type_of, pg_type_of_value
 from pitstop.server.results import SharedResults
+from pitstop.server.routing import (
+    Statement,
+    error_position,
+    inner_statement,
+    leading_words,
+    strip_comments,
+)
 from pitstop.server.sqlstate import WireError
 from pitstop.snapshots import state
 from pitstop.sql import nodes
-from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
-from pitstop.sql.statements import STATEMENTS
+from pitstop.sql.parser import ParsedStatement, parse_script
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -61,16 +67,6 @@ ARROW_ROWS = 65_536
 # DuckDB warns that Arrow output of an executed query copies the rows once: measured, the copy is a
 # small part of encoding them (see server/bulk.py), and the query must run on the session's cursor.
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
-
-_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
-_WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(")
-_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$(\d+)", re.S)
-
-QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
-TABLE_WRITES = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
-)
-PITSTOP_SHOWS = frozenset(s.name.split()[1] for s in STATEMENTS if s.name.startswith("SHOW "))
 CACHED_NODES = (
     nodes.ShowJobs,
     nodes.ShowSnapshots,
@@ -144,77 +140,6 @@ class Outcome:
             self.batches, self.encoder, self.rows = arrow(), encoder, iter(())
         elif more is not None:
             self.rows = more()
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One statement of a query string: its text, where it starts there, and which way it goes."""
-
-    text: str
-    offset: int
-    """0-based offset of the statement's first character in the query string the client sent."""
-    line: int
-    col: int
-    route: str  # query | pitstop | set | show | tx | session | cursor | copy | write | empty
-    words: tuple[str, ...]
-
-    @property
-    def param_count(self) -> int:
-        found = [int(m.group(1)) for m in _PLACEHOLDER.finditer(self.text) if m.group(1)]
-        return max(found, default=0)
-
-
-def leading_words(text: str, n: int = 3) -> tuple[str, ...]:
-    """The first ``n`` words of a statement, upper case, comments skipped."""
-    start = _LEADING.match(text)
-    rest = text[start.end() if start else 0 :]
-    return tuple(w.upper() for w in _WORDS.findall(rest[:200])[:n])
-
-
-def route_of(words: tuple[str, ...]) -> str:
-    first = words[0] if words else ""
-    second = words[1] if len(words) > 1 else ""
-    if not first:
-        return "empty"
-    if first in QUERY_WORDS:
-        return "query"
-    if first in ("BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"):
-        return "tx"
-    if first == "SHOW":
-        return "pitstop" if second in PITSTOP_SHOWS else "show"
-    if first in ("SET", "RESET"):
-        return "set"
-    if first in ("DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN", "NOTIFY"):
-        return "session"
-    if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
-        return "cursor"
-    if first == "COPY":
-        return "copy"
-    if first in TABLE_WRITES:
-        return "write"
-    return "pitstop"
-
-
-def split(query: str) -> list[Statement]:
-    """The statements of a query string, with their positions (psql sends one at a time; other
-    clients may send several separated by ';')."""
-    out = []
-    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
-    for text, line, col in split_statements(query):
-        offset = line_starts[line - 1] + col - 1
-        words = leading_words(text)
-        out.append(Statement(text, offset, line, col, route_of(words), words))
-    return out
-
-
-def error_position(err: PitstopError, stmt: Statement, query: str) -> int | None:
-    """1-based character position of a positioned pitstop error in the client's query string."""
-    if err.line is None or err.col is None:  # under the name it is about, else the statement's start
-        return stmt.offset + 1 + (subject_offset(stmt.text, err.subject) or 0)
-    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
-    if err.line - 1 >= len(line_starts):
-        return None
-    return line_starts[err.line - 1] + err.col
 
 
 class Session:
@@ -408,7 +333,7 @@ class Session:
             return texts, self._show(stmt, query, []).columns
         if stmt.route == "cursor":  # DECLARE: its query's parameters; FETCH: the cursor's rows
             if stmt.words[0] == "DECLARE":
-                inner = self._inner(stmt, cursors.parse_declare(stmt.text).query_start)
+                inner = inner_statement(stmt, cursors.parse_declare(stmt.text).query_start)
                 return (self.describe(inner, query, declared)[0] if inner.route == "query" else texts), None
             if stmt.words[0] == "FETCH":
                 return texts, self.sql_cursors.get(cursors.parse_fetch(stmt.text).name).columns
@@ -663,7 +588,7 @@ class Session:
     def _set(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         match = re.match(
             r"\s*(SET|RESET)\s+(?:(?:SESSION|LOCAL)\s+(?!CHARACTERISTICS|AUTHORIZATION))?(.*)$",
-            _strip_comments(stmt.text),
+            strip_comments(stmt.text),
             re.I | re.S,
         )
         assert match is not None
@@ -737,7 +662,7 @@ class Session:
         if word == "DEALLOCATE":  # DEALLOCATE [PREPARE] name | ALL, as PostgreSQL does it
             found = re.match(
                 r'\s*DEALLOCATE\s+(?:PREPARE\s+)?(?:"((?:[^"]|"")*)"|([A-Za-z_][\w$]*))\s*;?\s*$',
-                _strip_comments(stmt.text),
+                strip_comments(stmt.text),
                 re.I,
             )
             if found is None:
@@ -773,15 +698,6 @@ class Session:
         cursor = self.sql_cursors.open.get(name)
         return cursor.columns if cursor is not None else None
 
-    def _inner(self, stmt: Statement, start: int, end: int | None = None) -> Statement:
-        """The statement from ``start`` to ``end`` in ``stmt`` (a cursor's query, a COPY's), where
-        it is in the client's string."""
-        text, before = stmt.text[start:end], stmt.text[:start]
-        line = stmt.line + before.count("\n")
-        col = len(before) - before.rfind("\n") if "\n" in before else stmt.col + len(before)
-        words = leading_words(text)
-        return Statement(text, stmt.offset + start, line, col, route_of(words), words)
-
     def _sql_cursor(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
         if word == "DECLARE":
@@ -807,7 +723,7 @@ class Session:
                 hint=f'BEGIN a transaction first, or declare the cursor "{declare.name}" WITH HOLD',
             )
         self.sql_cursors.check_new(declare.name)
-        inner = self._inner(stmt, declare.query_start)
+        inner = inner_statement(stmt, declare.query_start)
         if inner.route != "query":
             what = " ".join(inner.words[:2]) or "nothing"
             raise WireError(
@@ -846,7 +762,7 @@ class Session:
             words = leading_words(copy.query)
             inner = Statement(copy.query, stmt.offset, stmt.line, stmt.col, "query", words)
         else:
-            inner = self._inner(stmt, copy.query_start, copy.query_start + len(copy.query))
+            inner = inner_statement(stmt, copy.query_start, copy.query_start + len(copy.query))
         if inner.route != "query":
             what = " ".join(inner.words[:2]) or "nothing"
             raise WireError(
@@ -917,13 +833,8 @@ def _columns(description: Any, translation: pgsemantics.Translation) -> tuple[Co
     )
 
 
-def _strip_comments(text: str) -> str:
-    match = _LEADING.match(text)
-    return text[match.end() if match else 0 :]
-
-
 def _show_name(text: str) -> str:
-    rest = re.sub(r"^\s*SHOW\s+", "", _strip_comments(text), flags=re.I)
+    rest = re.sub(r"^\s*SHOW\s+", "", strip_comments(text), flags=re.I)
     return rest.strip().rstrip(";").strip().strip('"')
 
 
