@@ -35,11 +35,11 @@ import pyarrow as pa
 
 from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import copyout, cursors, paramtypes, pgsemantics, sqlstate
+from pitstop.server import copyout, cursors, paramtypes, pgsemantics, pitstopsql, sqlstate
 from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.outcome import Notice, Outcome
 from pitstop.server.params import SessionParameters, canonical, milliseconds
-from pitstop.server.pgtypes import NUMERIC, TEXT, Column, pg_type_of, pg_type_of_value
+from pitstop.server.pgtypes import NUMERIC, TEXT, Column, pg_type_of
 from pitstop.server.results import SharedResults
 from pitstop.server.routing import (
     Statement,
@@ -51,7 +51,7 @@ from pitstop.server.routing import (
 from pitstop.server.sqlstate import WireError
 from pitstop.snapshots import state
 from pitstop.sql import nodes
-from pitstop.sql.parser import ParsedStatement, parse_script
+from pitstop.sql.parser import ParsedStatement
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -66,21 +66,7 @@ ARROW_ROWS = 65_536
 # DuckDB warns that Arrow output of an executed query copies the rows once: measured, the copy is a
 # small part of encoding them (see server/bulk.py), and the query must run on the session's cursor.
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
-CACHED_NODES = (
-    nodes.ShowJobs,
-    nodes.ShowSnapshots,
-    nodes.ShowMappings,
-    nodes.ShowViews,
-    nodes.DescribeJob,
-    nodes.DescribeSnapshot,
-)
-"""Statements whose parse is kept by text: BI tools and dashboards send the same few listings over
-and over, and sqlglot's parse (~0.5 ms) was a third of such a statement's time in the server. Only
-these: their nodes are read, never changed, by the executor."""
-READ_ONLY_NODES = (*CACHED_NODES, nodes.Explain, nodes.ExplainAnalyze)
 MAX_PARSED = 1000
-_PARSED: dict[str, ParsedStatement] = {}
-NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
 
 
 class Session:
@@ -281,9 +267,9 @@ class Session:
             return texts, None
         if stmt.route == "pitstop":
             try:
-                parsed = self._parse(stmt, query)
-                if isinstance(parsed.node, READ_ONLY_NODES):
-                    outcome = self._executor_outcome(parsed, self._execute(parsed))
+                parsed = pitstopsql.parse(stmt)
+                if isinstance(parsed.node, pitstopsql.READ_ONLY_NODES):
+                    outcome = pitstopsql.executor_outcome(parsed, self._execute(parsed))
                     return texts, outcome.columns
             except PitstopError as err:
                 raise WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query)) from err
@@ -446,23 +432,11 @@ class Session:
         if registered and self._cursor is not None:
             state.forget(self._cursor, registered)
 
-    def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
-        # Padding keeps positions those of the client's query string (psql's caret).
-        padded = "\n" * (stmt.line - 1) + " " * (stmt.col - 1) + stmt.text
-        parsed = _PARSED.get(padded)
-        if parsed is None:
-            [parsed] = parse_script(padded)
-            if isinstance(parsed.node, CACHED_NODES):
-                if len(_PARSED) >= MAX_PARSED:
-                    _PARSED.clear()
-                _PARSED[padded] = parsed
-        return parsed
-
     def _execute(self, parsed: ParsedStatement) -> Result:
         if not self._allowed(self.role, parsed.node):
             raise PermissionDeniedError(
                 f"user '{self.user}' has the role '{self.role}', which may not run "
-                f"{_statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
+                f"{pitstopsql.statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
             )
         try:
             return self.executor.execute(parsed)
@@ -470,32 +444,13 @@ class Session:
             raise positioned(err, parsed) from None
 
     def _pitstop(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        parsed = self._parse(stmt, query)
-        outcome = self._executor_outcome(parsed, self._execute(parsed))
-        if self.transaction == "T" and not isinstance(parsed.node, READ_ONLY_NODES):
-            what = _statement_name(parsed)
+        parsed = pitstopsql.parse(stmt)
+        outcome = pitstopsql.executor_outcome(parsed, self._execute(parsed))
+        if self.transaction == "T" and not isinstance(parsed.node, pitstopsql.READ_ONLY_NODES):
+            what = pitstopsql.statement_name(parsed)
             if not isinstance(parsed.node, nodes.SetOption | nodes.AwaitJob):
-                outcome.notices.append(Notice(NOT_TRANSACTIONAL.format(what=what), "WARNING"))
+                outcome.notices.append(Notice(pitstopsql.NOT_TRANSACTIONAL.format(what=what), "WARNING"))
         return outcome
-
-    def _executor_outcome(self, parsed: ParsedStatement, result: Result) -> Outcome:
-        if result.has_rows:
-            columns = tuple(
-                Column(name, pg_type_of_value([row[i] for row in result.rows]))
-                for i, name in enumerate(result.columns)
-            )
-            if isinstance(parsed.node, nodes.Explain | nodes.ExplainAnalyze):
-                notices = [Notice(result.message)]
-            else:  # the rows say the rest; a warning is said (SHOW JOBS: the supervisor's trouble)
-                notices = [Notice(w, "WARNING") for w in result.warnings]
-            return Outcome("SELECT", columns, iter(result.rows), notices)
-        notices = []
-        for line in result.message.split("\n"):
-            text = line.rstrip()  # indentation kept: stage verdicts print under their job
-            if text.strip():
-                severity = "WARNING" if line in result.warnings else "NOTICE"
-                notices.append(Notice(text, severity))
-        return Outcome(_statement_name(parsed), None, iter(()), notices)
 
     def _transaction(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
@@ -792,13 +747,3 @@ def _value(text: str) -> str | None:
         else:
             values.append(ident or bare)
     return ", ".join(values)
-
-
-def _statement_name(parsed: ParsedStatement) -> str:
-    """``CREATE JOB``, ``DROP SNAPSHOT``...: the command tag of a pitstop statement."""
-    words = leading_words(parsed.text, 4)
-    if len(words) >= 2 and words[0] == "CREATE" and words[1] == "OR":
-        words = (words[0],) + words[3:]
-    if words and words[0] == "SET":
-        return "SET"
-    return " ".join(words[:2])
