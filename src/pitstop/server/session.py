@@ -49,6 +49,7 @@ from pitstop.server.routing import (
     strip_comments,
 )
 from pitstop.server.sqlstate import WireError
+from pitstop.server.timeout import StatementTimeout
 from pitstop.snapshots import state
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement
@@ -107,8 +108,7 @@ class Session:
         self._statements: dict[str, duckdb.Statement] = {}
         self._token = 0
         self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
-        self._timer: threading.Timer | None = None  # statement_timeout of the statement running
-        self._timed_out = False
+        self.timeout = StatementTimeout(self.cancel)
         self.sql_cursors = SqlCursors()
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -172,47 +172,22 @@ class Session:
                     sqlstate.IN_FAILED_TRANSACTION,
                     "current transaction is aborted, commands ignored until end of transaction block",
                 )
-        self._start_timer()
+        self.timeout.start(self.parameters.values.get("statement_timeout", "0"))
         try:
             outcome = self._ROUTES[stmt.route](self, stmt, query, params or [])
         except (WireError, PitstopError, duckdb.Error) as exc:
-            self._stop_timer()
+            self.timeout.stop()
             self._fail_block()
             if isinstance(exc, WireError):
-                raise self._timeout_said(exc) from exc.__cause__
+                raise self.timeout.said(exc) from exc.__cause__
             if isinstance(exc, PitstopError):
                 said = WireError(sqlstate.code_of(exc), exc.message, error_position(exc, stmt, query))
             else:
                 said = sqlstate.from_duckdb(exc)
-            raise self._timeout_said(said) from exc
+            raise self.timeout.said(said) from exc
         if outcome.more is None and outcome.arrow is None:
-            self._stop_timer()  # (a result still to be read keeps it until the query ends)
+            self.timeout.stop()  # (a result still to be read keeps it until the query ends)
         return outcome
-
-    # -- statement_timeout ----------------------------------------------------------------------------
-    def _start_timer(self) -> None:
-        self._stop_timer()
-        self._timed_out = False
-        ms = milliseconds("statement_timeout", self.parameters.values.get("statement_timeout", "0"))
-        if ms > 0:
-            self._timer = threading.Timer(ms / 1000, self._time_out)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _time_out(self) -> None:
-        self._timed_out = True
-        self.cancel()  # as a cancel request: the query is interrupted, a wait stops; jobs go on
-
-    def _stop_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _timeout_said(self, err: WireError) -> WireError:
-        """A statement cancelled by its statement_timeout says so, as PostgreSQL does."""
-        if self._timed_out and err.code == sqlstate.QUERY_CANCELED:
-            return WireError(sqlstate.QUERY_CANCELED, "canceling statement due to statement timeout")
-        return err
 
     def _fail_block(self) -> None:
         if self.transaction == "T":
@@ -377,13 +352,13 @@ class Session:
                 try:
                     chunk = cursor.fetchmany(FETCH_ROWS)
                 except duckdb.Error as exc:
-                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
+                    raise self.timeout.said(sqlstate.from_duckdb(exc)) from exc
                 if not chunk:
                     return
                 yield from chunk
         finally:
             if token == self._token:  # not a later query's transaction (a dropped portal's rows)
-                self._stop_timer()
+                self.timeout.stop()
                 self.end_query()
 
     def _batches(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[pa.RecordBatch]:
@@ -401,13 +376,13 @@ class Session:
                 except StopIteration:
                     return
                 except duckdb.Error as exc:
-                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
+                    raise self.timeout.said(sqlstate.from_duckdb(exc)) from exc
                 except pa.ArrowException as exc:  # DuckDB's error, passed on by Arrow's stream
-                    raise self._timeout_said(sqlstate.from_arrow(exc)) from exc
+                    raise self.timeout.said(sqlstate.from_arrow(exc)) from exc
                 yield batch
         finally:
             if token == self._token:
-                self._stop_timer()
+                self.timeout.stop()
                 self.end_query()
 
     def end_query(self) -> None:
