@@ -50,6 +50,7 @@ from pitstop.server.routing import (
 )
 from pitstop.server.sqlstate import WireError
 from pitstop.server.timeout import StatementTimeout
+from pitstop.server.transactions import TransactionBlock
 from pitstop.snapshots import state
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement
@@ -107,9 +108,14 @@ class Session:
         self._reader: pa.RecordBatchReader | None = None
         self._statements: dict[str, duckdb.Statement] = {}
         self._token = 0
-        self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
         self.timeout = StatementTimeout(self.cancel)
         self.sql_cursors = SqlCursors()
+        self.block = TransactionBlock(self.sql_cursors.end_transaction)
+
+    @property
+    def transaction(self) -> str:
+        """The transaction block's status: I idle, T in a block, E failed block (PostgreSQL's letters)."""
+        return self.block.status
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _stop_waiting(self) -> bool:
@@ -166,18 +172,13 @@ class Session:
     def run(self, stmt: Statement, query: str, params: list[Any] | None = None) -> Outcome:
         """Run one statement; WireError on any failure (the transaction block, if any, fails)."""
         self._cancel.clear()
-        if self.transaction == "E" and not (stmt.route == "tx" and stmt.words[0] in ("ROLLBACK", "ABORT")):
-            if not (stmt.route == "tx" and stmt.words[0] in ("COMMIT", "END")):
-                raise WireError(
-                    sqlstate.IN_FAILED_TRANSACTION,
-                    "current transaction is aborted, commands ignored until end of transaction block",
-                )
+        self.block.refuse_if_failed(stmt)
         self.timeout.start(self.parameters.values.get("statement_timeout", "0"))
         try:
             outcome = self._ROUTES[stmt.route](self, stmt, query, params or [])
         except (WireError, PitstopError, duckdb.Error) as exc:
             self.timeout.stop()
-            self._fail_block()
+            self.block.fail()
             if isinstance(exc, WireError):
                 raise self.timeout.said(exc) from exc.__cause__
             if isinstance(exc, PitstopError):
@@ -188,10 +189,6 @@ class Session:
         if outcome.more is None and outcome.arrow is None:
             self.timeout.stop()  # (a result still to be read keeps it until the query ends)
         return outcome
-
-    def _fail_block(self) -> None:
-        if self.transaction == "T":
-            self.transaction = "E"
 
     def describe(
         self, stmt: Statement, query: str, declared: list[int]
@@ -428,33 +425,7 @@ class Session:
         return outcome
 
     def _transaction(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        word = stmt.words[0]
-        if word in ("BEGIN", "START"):
-            notices = []
-            if self.transaction != "I":
-                notices.append(
-                    Notice(
-                        "there is already a transaction in progress", "WARNING", sqlstate.ACTIVE_TRANSACTION
-                    )
-                )
-            self.transaction = "T" if self.transaction == "I" else self.transaction
-            return Outcome("BEGIN", notices=notices)
-        if word in ("SAVEPOINT", "RELEASE"):
-            return Outcome(word)
-        if word in ("ROLLBACK", "ABORT") and len(stmt.words) > 1 and stmt.words[1] == "TO":
-            if self.transaction == "E":
-                self.transaction = "T"
-            return Outcome("ROLLBACK")
-        notices = []
-        if self.transaction == "I":
-            notices.append(
-                Notice("there is no transaction in progress", "WARNING", sqlstate.NO_ACTIVE_TRANSACTION)
-            )
-        failed = self.transaction == "E"
-        self.transaction = "I"
-        committed = word in ("COMMIT", "END") and not failed
-        self.sql_cursors.end_transaction(committed)
-        return Outcome("COMMIT" if committed else "ROLLBACK", notices=notices)
+        return self.block.run(stmt)
 
     def _set(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         match = re.match(
