@@ -17,8 +17,15 @@ A statement goes one of these ways:
 5. writes to tables (``INSERT``, ``UPDATE``, ``COPY ... FROM``...) are refused with what to do
    instead.
 
-The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes into
-messages. Every method may block (a statement runs on the connection's own thread).
+Which way a statement goes is read from its first words (:mod:`pitstop.server.routing`). The
+session runs each way, with what it holds for the client: its queries' DuckDB connection
+(:mod:`pitstop.server.queries`), its transaction block (:mod:`pitstop.server.transactions`), its
+parameters, SQL cursors and statement_timeout (:mod:`pitstop.server.timeout`); pitstop's own
+statements go through :mod:`pitstop.server.pitstopsql`.
+
+The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes
+(:mod:`pitstop.server.outcome`) into messages. Every method may block (a statement runs on the
+connection's own thread).
 """
 
 from __future__ import annotations
