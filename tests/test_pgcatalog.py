@@ -30,7 +30,7 @@ import pytest
 from pitstop.catalog.store import Catalog
 from pitstop.server import pgtypes
 from pitstop.server.pgcatalog import PgCatalog, relation_oid, translate
-from pitstop.server.session import leading_words, route_of
+from pitstop.server.routing import leading_words, route_of
 
 CORPUS = Path(__file__).parent / "data" / "pg_client_queries"
 ANSWERS = json.loads((CORPUS / "postgres_answers.json").read_text())

@@ -27,7 +27,7 @@ import pytest
 
 from pitstop.manager import Manager
 from pitstop.server import sqlstate
-from pitstop.server.session import one_query
+from pitstop.server.queries import one_query
 from pitstop.server.sqlstate import WireError
 from server_helpers import Served, cancelling, psql, race, serve_process
 

@@ -83,7 +83,7 @@ FUNCTIONS: dict[str, str] = {
     "pg_terminate_backend": "pgc_signal_backend(pgc_backend_key(), {0}, true)",
     "pg_blocking_pids": "CAST([] AS INTEGER[])",  # nothing in pitstop waits for a lock (pgAdmin asks)
 }
-"""PostgreSQL's functions, as templates of :data:`pitstop.server.pgcatalog.FUNCTIONS`."""
+"""PostgreSQL's functions, as templates of :data:`pitstop.server.pgcatalog.functions.FUNCTIONS`."""
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,11 @@ from pitstop.server.activity import ACTIVE, Activity
 from pitstop.server.auth import AuthError, ScramExchange, UserStore, md5_check
 from pitstop.server.bindvalues import decode_params
 from pitstop.server.bulk import RowEncoder
+from pitstop.server.outcome import Notice, Outcome
 from pitstop.server.params import SessionParameters
 from pitstop.server.pgtypes import TEXT, Column, encode
-from pitstop.server.session import Notice, Outcome, Session, Statement, split
+from pitstop.server.routing import Statement, split
+from pitstop.server.session import Session
 from pitstop.server.sqlstate import WireError
 from pitstop.server.throttle import LoginThrottle
 from pitstop.sql.parser import in_job_block

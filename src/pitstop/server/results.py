@@ -12,7 +12,7 @@ Why a kept result is the right answer (each step is what makes the next one hold
    are switched off in a serving process (``server/app.py``), and the sinks that write elsewhere
    (PostgreSQL, Kafka, files) are not readable from a query. (A query that reads a snapshot's
    state, ``snapshot_state(...)``, reads tables pitstop registers for it alone: it is never kept,
-   ``server/session.py``.)
+   ``server/queries.py``.)
 2. Every write to that database goes through ``Catalog.transaction()``, in this process (the
    home's lock keeps other processes out), and ``Catalog.generation`` goes up after each COMMIT.
    A query whose transaction began after the generation read ``g`` sees every commit up to

@@ -17,204 +17,46 @@ A statement goes one of these ways:
 5. writes to tables (``INSERT``, ``UPDATE``, ``COPY ... FROM``...) are refused with what to do
    instead.
 
-The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes into
-messages. Every method may block (a statement runs on the connection's own thread).
+Which way a statement goes is read from its first words (:mod:`pitstop.server.routing`). The
+session runs each way, with what it holds for the client: its queries' DuckDB connection
+(:mod:`pitstop.server.queries`), its transaction block (:mod:`pitstop.server.transactions`), its
+parameters, SQL cursors and statement_timeout (:mod:`pitstop.server.timeout`); pitstop's own
+statements go through :mod:`pitstop.server.pitstopsql`.
+
+The session knows nothing of sockets: the connection (``connection.py``) turns its outcomes
+(:mod:`pitstop.server.outcome`) into messages. Every method may block (a statement runs on the
+connection's own thread).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
-import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
-from pitstop.errors import PermissionDeniedError, PitstopError, subject_offset
+from pitstop.errors import PermissionDeniedError, PitstopError
 from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
-from pitstop.server import copyout, cursors, paramtypes, pgsemantics, sqlstate
-from pitstop.server.bulk import RowEncoder
+from pitstop.server import copyout, cursors, pitstopsql, sqlstate
 from pitstop.server.cursors import SqlCursor, SqlCursors
+from pitstop.server.outcome import Notice, Outcome
 from pitstop.server.params import SessionParameters, canonical, milliseconds
-from pitstop.server.pgtypes import NUMERIC, TEXT, Column, pg_type_of, pg_type_of_value
+from pitstop.server.pgtypes import TEXT, Column
+from pitstop.server.queries import SessionQueries, one_query, result_columns
 from pitstop.server.results import SharedResults
+from pitstop.server.routing import Statement, error_position, inner_statement, leading_words, strip_comments
 from pitstop.server.sqlstate import WireError
+from pitstop.server.timeout import StatementTimeout
+from pitstop.server.transactions import TransactionBlock
 from pitstop.snapshots import state
 from pitstop.sql import nodes
-from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
-from pitstop.sql.statements import STATEMENTS
+from pitstop.sql.parser import ParsedStatement
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
     from pitstop.server.pgcatalog import PgCatalog
-
-log = logging.getLogger(__name__)
-FETCH_ROWS = 2000
-FIRST_ROWS = 100
-"""A result of fewer rows is read at once and encoded value by value (its transaction ends before
-it is sent); a larger one goes on as Arrow batches, whose set-up costs about what 100 rows do."""
-ARROW_ROWS = 65_536
-# DuckDB warns that Arrow output of an executed query copies the rows once: measured, the copy is a
-# small part of encoding them (see server/bulk.py), and the query must run on the session's cursor.
-warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
-
-_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
-_WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(")
-_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$(\d+)", re.S)
-
-QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "("})
-TABLE_WRITES = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "GRANT", "REVOKE", "VACUUM", "ANALYZE"}
-)
-PITSTOP_SHOWS = frozenset(s.name.split()[1] for s in STATEMENTS if s.name.startswith("SHOW "))
-CACHED_NODES = (
-    nodes.ShowJobs,
-    nodes.ShowSnapshots,
-    nodes.ShowMappings,
-    nodes.ShowViews,
-    nodes.DescribeJob,
-    nodes.DescribeSnapshot,
-)
-"""Statements whose parse is kept by text: BI tools and dashboards send the same few listings over
-and over, and sqlglot's parse (~0.5 ms) was a third of such a statement's time in the server. Only
-these: their nodes are read, never changed, by the executor."""
-READ_ONLY_NODES = (*CACHED_NODES, nodes.Explain, nodes.ExplainAnalyze)
-MAX_PARSED = 1000
-_PARSED: dict[str, ParsedStatement] = {}
-NOT_TRANSACTIONAL = "{what} is not transactional: it took effect now; COMMIT or ROLLBACK will not undo it"
-
-
-@dataclass(frozen=True)
-class Notice:
-    message: str
-    severity: str = "NOTICE"  # NOTICE | WARNING | INFO
-    code: str = "00000"
-
-
-@dataclass
-class Outcome:
-    """What one statement produced: a tag, maybe a result set (streamed), notices."""
-
-    tag: str
-    columns: tuple[Column, ...] | None = None
-    """None: the statement returns no rows (NoData)."""
-    rows: Iterator[tuple[Any, ...]] = field(default_factory=lambda: iter(()))
-    notices: list[Notice] = field(default_factory=list)
-    more: Callable[[], Iterator[tuple[Any, ...]]] | None = None
-    """The rows after ``rows`` of a large query result, still in DuckDB (``rows`` holds its first
-    ``FIRST_ROWS``): read as tuples, or with ``use_arrow()`` as Arrow batches."""
-    arrow: Callable[[], Iterator[pa.RecordBatch]] | None = None
-    """The rows of ``more`` as Arrow batches instead."""
-    duckdb_types: tuple[str, ...] = ()
-    """The DuckDB types of the columns (a DuckDB query's), which say how Arrow will hold them."""
-    batches: Iterator[pa.RecordBatch] | None = None
-    """The rows still to send, as Arrow batches, once switched (``rows`` is then empty)."""
-    encoder: RowEncoder | None = None
-    """How the connection turns ``batches`` into DataRows (kept across a suspended portal)."""
-    pending: pa.RecordBatch | None = None
-    """The rest of a batch a portal's row limit cut (sent at the next Execute)."""
-    count: int = 0
-    """Rows sent so far (the tag's count of a result set)."""
-    parameter_changes: list[tuple[str, str]] = field(default_factory=list)
-    copy: copyout.Lines | None = None
-    """The CopyData payloads of a COPY ... TO STDOUT (its rows are read through them)."""
-
-    def final_tag(self) -> str:
-        if self.copy is not None:
-            return f"COPY {self.copy.rows}"
-        return f"{self.tag} {self.count}" if self.tag in ("SELECT", "FETCH") else self.tag
-
-    def every_row(self) -> Iterator[tuple[Any, ...]]:
-        """``rows``, then the rest of a large result, as tuples."""
-        while True:
-            yield from self.rows
-            if self.more is None:
-                return
-            self.read_more(None)
-
-    def read_more(self, encoder: RowEncoder | None) -> None:
-        """``rows`` are sent: go on with the rest of a large result, as Arrow batches encoded by
-        ``encoder`` when there is one, else as tuples."""
-        more, arrow, self.more, self.arrow = self.more, self.arrow, None, None
-        if encoder is not None and arrow is not None:
-            self.batches, self.encoder, self.rows = arrow(), encoder, iter(())
-        elif more is not None:
-            self.rows = more()
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One statement of a query string: its text, where it starts there, and which way it goes."""
-
-    text: str
-    offset: int
-    """0-based offset of the statement's first character in the query string the client sent."""
-    line: int
-    col: int
-    route: str  # query | pitstop | set | show | tx | session | cursor | copy | write | empty
-    words: tuple[str, ...]
-
-    @property
-    def param_count(self) -> int:
-        found = [int(m.group(1)) for m in _PLACEHOLDER.finditer(self.text) if m.group(1)]
-        return max(found, default=0)
-
-
-def leading_words(text: str, n: int = 3) -> tuple[str, ...]:
-    """The first ``n`` words of a statement, upper case, comments skipped."""
-    start = _LEADING.match(text)
-    rest = text[start.end() if start else 0 :]
-    return tuple(w.upper() for w in _WORDS.findall(rest[:200])[:n])
-
-
-def route_of(words: tuple[str, ...]) -> str:
-    first = words[0] if words else ""
-    second = words[1] if len(words) > 1 else ""
-    if not first:
-        return "empty"
-    if first in QUERY_WORDS:
-        return "query"
-    if first in ("BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"):
-        return "tx"
-    if first == "SHOW":
-        return "pitstop" if second in PITSTOP_SHOWS else "show"
-    if first in ("SET", "RESET"):
-        return "set"
-    if first in ("DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN", "NOTIFY"):
-        return "session"
-    if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
-        return "cursor"
-    if first == "COPY":
-        return "copy"
-    if first in TABLE_WRITES:
-        return "write"
-    return "pitstop"
-
-
-def split(query: str) -> list[Statement]:
-    """The statements of a query string, with their positions (psql sends one at a time; other
-    clients may send several separated by ';')."""
-    out = []
-    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
-    for text, line, col in split_statements(query):
-        offset = line_starts[line - 1] + col - 1
-        words = leading_words(text)
-        out.append(Statement(text, offset, line, col, route_of(words), words))
-    return out
-
-
-def error_position(err: PitstopError, stmt: Statement, query: str) -> int | None:
-    """1-based character position of a positioned pitstop error in the client's query string."""
-    if err.line is None or err.col is None:  # under the name it is about, else the statement's start
-        return stmt.offset + 1 + (subject_offset(stmt.text, err.subject) or 0)
-    line_starts = [0] + [i + 1 for i, c in enumerate(query) if c == "\n"]
-    if err.line - 1 >= len(line_starts):
-        return None
-    return line_starts[err.line - 1] + err.col
 
 
 class Session:
@@ -231,9 +73,6 @@ class Session:
         results: SharedResults | None = None,
     ) -> None:
         self.manager = manager
-        self.pgcatalog = pgcatalog
-        self.results = results if results is not None else SharedResults()
-        """Small query results kept until the next catalog commit, shared by a server's sessions."""
         self.user = user
         self.role = role
         self.parameters = parameters
@@ -245,19 +84,31 @@ class Session:
         self.deallocate: Callable[[str | None], bool] = lambda name: False
         """Set by the connection: forget a prepared statement (None: all of them); whether it was there."""
         self.executor.cancelled = self._stop_waiting
-        self._cursor: duckdb.DuckDBPyConnection | None = None
-        self.backend_pid = 0
-        """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
-        self._query_open = False
-        self._registered: list[str] = []  # snapshot_state tables of the query open now
-        self._open: Outcome | None = None
-        self._reader: pa.RecordBatchReader | None = None
-        self._statements: dict[str, duckdb.Statement] = {}
-        self._token = 0
-        self.transaction = "I"  # I idle, T in a block, E failed block (PostgreSQL's letters)
-        self._timer: threading.Timer | None = None  # statement_timeout of the statement running
-        self._timed_out = False
+        self.timeout = StatementTimeout(self.cancel)
+        self.queries = SessionQueries(
+            manager,
+            pgcatalog,
+            user,
+            parameters,
+            results if results is not None else SharedResults(),
+            self.timeout,
+        )
         self.sql_cursors = SqlCursors()
+        self.block = TransactionBlock(self.sql_cursors.end_transaction)
+
+    @property
+    def backend_pid(self) -> int:
+        """The process id the client was given (BackendKeyData): ``pg_backend_pid()``."""
+        return self.queries.backend_pid
+
+    @backend_pid.setter
+    def backend_pid(self, pid: int) -> None:
+        self.queries.backend_pid = pid
+
+    @property
+    def transaction(self) -> str:
+        """The transaction block's status: I idle, T in a block, E failed block (PostgreSQL's letters)."""
+        return self.block.status
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _stop_waiting(self) -> bool:
@@ -267,104 +118,39 @@ class Session:
         """Stop waiting (AWAIT JOB, the drain of DROP JOB ... WITH SNAPSHOT) or interrupt the
         DuckDB query of the statement in progress; jobs go on."""
         self._cancel.set()
-        cursor = self._cursor
-        if cursor is not None and self._query_open:
-            try:
-                cursor.interrupt()
-            except duckdb.Error:
-                log.debug("interrupt failed", exc_info=True)
+        self.queries.interrupt()
         self.sql_cursors.interrupt()
 
     def close(self) -> None:
         self._cancel.set()
         self.sql_cursors.close(None)
-        self.end_query()
-        if self._cursor is not None:
-            try:
-                self.manager.catalog.disconnect(self._cursor)
-            except duckdb.Error:
-                log.debug("closing a client cursor", exc_info=True)
-            self._cursor = None
+        self.queries.close()
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        if self._cursor is None:
-            self._cursor = self._connect()
-        return self._cursor
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection of the catalog's, set up for this client's queries (the session's
-        own, and each SQL cursor's)."""
-        connection = self.manager.catalog.connect()
-        try:
-            self.pgcatalog.prepare(connection, self.user, self.backend_pid, self.parameters.values)
-            pgsemantics.prepare(connection)
-        except BaseException:
-            self._release(connection)
-            raise
-        return connection
-
-    def _release(self, connection: duckdb.DuckDBPyConnection) -> None:
-        """Close a connection of :meth:`_connect` (its transaction, if any, is rolled back)."""
-        try:
-            self.manager.catalog.disconnect(connection)
-        except duckdb.Error:
-            log.debug("closing a client connection", exc_info=True)
+    def end_query(self) -> None:
+        """End the read-only transaction of the last query (its rows are no longer wanted)."""
+        self.queries.end_query()
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, stmt: Statement, query: str, params: list[Any] | None = None) -> Outcome:
         """Run one statement; WireError on any failure (the transaction block, if any, fails)."""
         self._cancel.clear()
-        if self.transaction == "E" and not (stmt.route == "tx" and stmt.words[0] in ("ROLLBACK", "ABORT")):
-            if not (stmt.route == "tx" and stmt.words[0] in ("COMMIT", "END")):
-                raise WireError(
-                    sqlstate.IN_FAILED_TRANSACTION,
-                    "current transaction is aborted, commands ignored until end of transaction block",
-                )
-        self._start_timer()
+        self.block.refuse_if_failed(stmt)
+        self.timeout.start(self.parameters.values.get("statement_timeout", "0"))
         try:
             outcome = self._ROUTES[stmt.route](self, stmt, query, params or [])
         except (WireError, PitstopError, duckdb.Error) as exc:
-            self._stop_timer()
-            self._fail_block()
+            self.timeout.stop()
+            self.block.fail()
             if isinstance(exc, WireError):
-                raise self._timeout_said(exc) from exc.__cause__
+                raise self.timeout.said(exc) from exc.__cause__
             if isinstance(exc, PitstopError):
                 said = WireError(sqlstate.code_of(exc), exc.message, error_position(exc, stmt, query))
             else:
                 said = sqlstate.from_duckdb(exc)
-            raise self._timeout_said(said) from exc
+            raise self.timeout.said(said) from exc
         if outcome.more is None and outcome.arrow is None:
-            self._stop_timer()  # (a result still to be read keeps it until the query ends)
+            self.timeout.stop()  # (a result still to be read keeps it until the query ends)
         return outcome
-
-    # -- statement_timeout ----------------------------------------------------------------------------
-    def _start_timer(self) -> None:
-        self._stop_timer()
-        self._timed_out = False
-        ms = milliseconds("statement_timeout", self.parameters.values.get("statement_timeout", "0"))
-        if ms > 0:
-            self._timer = threading.Timer(ms / 1000, self._time_out)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _time_out(self) -> None:
-        self._timed_out = True
-        self.cancel()  # as a cancel request: the query is interrupted, a wait stops; jobs go on
-
-    def _stop_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _timeout_said(self, err: WireError) -> WireError:
-        """A statement cancelled by its statement_timeout says so, as PostgreSQL does."""
-        if self._timed_out and err.code == sqlstate.QUERY_CANCELED:
-            return WireError(sqlstate.QUERY_CANCELED, "canceling statement due to statement timeout")
-        return err
-
-    def _fail_block(self) -> None:
-        if self.transaction == "T":
-            self.transaction = "E"
 
     def describe(
         self, stmt: Statement, query: str, declared: list[int]
@@ -379,291 +165,57 @@ class Session:
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
-            declared = paramtypes.from_casts(stmt.text, declared)
-            one_query(self._translate(stmt, stmt.text).sql)
-            cursor = self.cursor()
-            self._detach_open()
-            text, registered = self._state_tables(stmt.text, stmt, query)
-            translation = self._translate(stmt, text)
-            sql = translation.sql
-            try:
-                types = paramtypes.infer(cursor, sql, declared)
-            except duckdb.Error as exc:
-                state.forget(cursor, registered)
-                raise sqlstate.from_duckdb(exc) from exc
-            cursor.execute("BEGIN TRANSACTION READ ONLY")
-            try:
-                nulls = [None] * stmt.param_count
-                try:
-                    rel = cursor.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0", nulls)
-                except duckdb.ParserException:
-                    rel = cursor.execute(sql, nulls)
-                return types, _columns(rel.description, translation)
-            except duckdb.Error as exc:
-                raise sqlstate.from_duckdb(exc) from exc
-            finally:
-                cursor.execute("ROLLBACK")
-                state.forget(cursor, registered)
+            return self.queries.describe(stmt, query, declared)
         if stmt.route == "show":  # SHOW of a parameter changes nothing: its own answer describes it
             return texts, self._show(stmt, query, []).columns
         if stmt.route == "cursor":  # DECLARE: its query's parameters; FETCH: the cursor's rows
             if stmt.words[0] == "DECLARE":
-                inner = self._inner(stmt, cursors.parse_declare(stmt.text).query_start)
+                inner = inner_statement(stmt, cursors.parse_declare(stmt.text).query_start)
                 return (self.describe(inner, query, declared)[0] if inner.route == "query" else texts), None
             if stmt.words[0] == "FETCH":
                 return texts, self.sql_cursors.get(cursors.parse_fetch(stmt.text).name).columns
             return texts, None
         if stmt.route == "pitstop":
             try:
-                parsed = self._parse(stmt, query)
-                if isinstance(parsed.node, READ_ONLY_NODES):
-                    outcome = self._executor_outcome(parsed, self._execute(parsed))
+                parsed = pitstopsql.parse(stmt)
+                if isinstance(parsed.node, pitstopsql.READ_ONLY_NODES):
+                    outcome = pitstopsql.executor_outcome(parsed, self._execute(parsed))
                     return texts, outcome.columns
             except PitstopError as err:
                 raise WireError(sqlstate.code_of(err), err.message, error_position(err, stmt, query)) from err
         return texts, None
 
-    # -- the four ways --------------------------------------------------------------------------------
-    def _checked(self, sql: str) -> duckdb.Statement:
-        """``one_query(sql)``, kept by this session (a dashboard sends the same queries again; the
-        parse is a third of a small query's time). A session's statements run on its one thread."""
-        statement = self._statements.get(sql)
-        if statement is None:
-            statement = one_query(sql)
-            if len(self._statements) >= MAX_PARSED:
-                self._statements.clear()
-            self._statements[sql] = statement
-        return statement
-
-    def _state_tables(
-        self, sql: str, stmt: Statement, query: str, connection: duckdb.DuckDBPyConnection | None = None
-    ) -> tuple[str, list[str]]:
-        """``sql`` with its ``snapshot_state(...)`` calls replaced by tables registered on this
-        session's cursor (or ``connection``), and their names (:mod:`pitstop.snapshots.state`:
-        pitstop reads the snapshot's Parquet, DuckDB, whose file access is off, sees only the Arrow
-        tables)."""
-        if not state.mentions(sql):
-            return sql, []
-        try:
-            sql, tables = state.resolve(sql, self.manager.catalog)
-        except PitstopError as err:
-            raise WireError(sqlstate.code_of(err), err.message, stmt.offset + 1) from err
-        return sql, state.register(connection or self.cursor(), tables)
-
-    def _translate(self, stmt: Statement, text: str) -> pgsemantics.Translation:
-        """``text`` (the statement's, or it with state tables in) as DuckDB SQL with PostgreSQL's
-        semantics, typed by the sink tables' columns (read on the catalog's own connection: this
-        session's may hold a suspended portal's rows)."""
-        schema = pgsemantics.schema_of(self.manager.catalog.cursor(), text)
-        try:
-            return self.pgcatalog.translate_query(text, schema)
-        except pgsemantics.PgError as exc:
-            position = stmt.offset + exc.position if exc.position else None
-            raise WireError(exc.code, exc.message, position) from exc
-
-    def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        if state.mentions(stmt.text):  # before translate, which makes calls in FROM subqueries
-            one_query(self._translate(stmt, stmt.text).sql)  # the client's text is one query
-            self._detach_open()  # ends the last query, whose tables go with it
-            text, self._registered = self._state_tables(stmt.text, stmt, query)
-            translation = self._translate(stmt, text)
-        else:
-            translation = self._translate(stmt, stmt.text)
-        sql = translation.sql
-        statement = one_query(sql) if self._registered else self._checked(sql)
-        # A state table is read when the query runs, not from the catalog: never kept.
-        key = None if self._registered else self.results.key(sql, params, self.user, self.parameters.values)
-        generation = self.manager.catalog.generation  # read before the transaction begins
-        kept = self.results.get(key, generation)
-        if kept is not None:
-            return Outcome("SELECT", kept.columns, iter(kept.rows))
-        cursor = self.cursor()
-        if not self._registered:  # (with state tables, the last query was ended above)
-            self._detach_open()
-        cursor.execute("BEGIN TRANSACTION READ ONLY")
-        self._query_open = True
-        try:
-            rel = cursor.execute(statement, params) if params else cursor.execute(statement)
-            description = rel.description or []
-            columns = _columns(description, translation)
-            head = cursor.fetchmany(FIRST_ROWS) if description else []
-        except BaseException:
-            self.end_query()
-            raise
-        if len(head) < FIRST_ROWS:  # the whole result: its transaction can end now
-            self.end_query()
-            self.results.keep(cursor, key, generation, columns, head)
-            return Outcome("SELECT", columns, iter(head))
-        self._token += 1
-        token = self._token
-        outcome = Outcome(
-            "SELECT",
-            columns,
-            iter(head),
-            more=lambda: self._fetch(cursor, token),
-            arrow=lambda: self._batches(cursor, token),
-            duckdb_types=tuple(str(d[1]) for d in description),
-        )
-        self._open = outcome
-        return outcome
-
-    def _detach_open(self) -> None:
-        """A portal suspended half-way (JDBC's fetch size) still reads from this session's DuckDB
-        cursor: keep its remaining rows in memory before the cursor runs another query."""
-        open_outcome, self._open = self._open, None
-        if open_outcome is not None and self._query_open:
-            if open_outcome.batches is not None:
-                open_outcome.batches = iter(list(open_outcome.batches))
-            elif open_outcome.more is not None:
-                open_outcome.rows = iter(list(open_outcome.rows) + list(open_outcome.more()))
-                open_outcome.more = open_outcome.arrow = None
-        self.end_query()
-
-    def _fetch(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[tuple[Any, ...]]:
-        try:
-            while True:
-                try:
-                    chunk = cursor.fetchmany(FETCH_ROWS)
-                except duckdb.Error as exc:
-                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
-                if not chunk:
-                    return
-                yield from chunk
-        finally:
-            if token == self._token:  # not a later query's transaction (a dropped portal's rows)
-                self._stop_timer()
-                self.end_query()
-
-    def _batches(self, cursor: duckdb.DuckDBPyConnection, token: int) -> Iterator[pa.RecordBatch]:
-        try:
-            try:
-                reader = cursor.to_arrow_reader(ARROW_ROWS)
-            except duckdb.Error as exc:
-                raise sqlstate.from_duckdb(exc) from exc
-            if reader is None:
-                return
-            self._reader = reader
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except duckdb.Error as exc:
-                    raise self._timeout_said(sqlstate.from_duckdb(exc)) from exc
-                except pa.ArrowException as exc:  # DuckDB's error, passed on by Arrow's stream
-                    raise self._timeout_said(sqlstate.from_arrow(exc)) from exc
-                yield batch
-        finally:
-            if token == self._token:
-                self._stop_timer()
-                self.end_query()
-
-    def end_query(self) -> None:
-        """End the read-only transaction of the last query (its rows are no longer wanted).
-
-        An Arrow reader left half-read (a portal closed early, a client gone) holds DuckDB's
-        result open, and DuckDB refuses the ROLLBACK until it is closed: it is closed first."""
-        self._open = None
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            try:
-                reader.close()
-            except (duckdb.Error, pa.ArrowException):
-                log.debug("closing a query's Arrow reader", exc_info=True)
-        if self._query_open and self._cursor is not None:
-            self._query_open = False
-            try:
-                self._cursor.execute("ROLLBACK")
-            except duckdb.Error:
-                log.warning("could not end a read-only query's transaction", exc_info=True)
-        registered, self._registered = self._registered, []
-        if registered and self._cursor is not None:
-            state.forget(self._cursor, registered)
-
-    def _parse(self, stmt: Statement, query: str) -> ParsedStatement:
-        # Padding keeps positions those of the client's query string (psql's caret).
-        padded = "\n" * (stmt.line - 1) + " " * (stmt.col - 1) + stmt.text
-        parsed = _PARSED.get(padded)
-        if parsed is None:
-            [parsed] = parse_script(padded)
-            if isinstance(parsed.node, CACHED_NODES):
-                if len(_PARSED) >= MAX_PARSED:
-                    _PARSED.clear()
-                _PARSED[padded] = parsed
-        return parsed
-
+    # -- the routes ------------------------------------------------------------------------------------
     def _execute(self, parsed: ParsedStatement) -> Result:
         if not self._allowed(self.role, parsed.node):
             raise PermissionDeniedError(
                 f"user '{self.user}' has the role '{self.role}', which may not run "
-                f"{_statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
+                f"{pitstopsql.statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
             )
         try:
             return self.executor.execute(parsed)
         except PitstopError as err:
             raise positioned(err, parsed) from None
 
+    def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        return self.queries.run(stmt, query, params)
+
     def _pitstop(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        parsed = self._parse(stmt, query)
-        outcome = self._executor_outcome(parsed, self._execute(parsed))
-        if self.transaction == "T" and not isinstance(parsed.node, READ_ONLY_NODES):
-            what = _statement_name(parsed)
+        parsed = pitstopsql.parse(stmt)
+        outcome = pitstopsql.executor_outcome(parsed, self._execute(parsed))
+        if self.transaction == "T" and not isinstance(parsed.node, pitstopsql.READ_ONLY_NODES):
+            what = pitstopsql.statement_name(parsed)
             if not isinstance(parsed.node, nodes.SetOption | nodes.AwaitJob):
-                outcome.notices.append(Notice(NOT_TRANSACTIONAL.format(what=what), "WARNING"))
+                outcome.notices.append(Notice(pitstopsql.NOT_TRANSACTIONAL.format(what=what), "WARNING"))
         return outcome
 
-    def _executor_outcome(self, parsed: ParsedStatement, result: Result) -> Outcome:
-        if result.has_rows:
-            columns = tuple(
-                Column(name, pg_type_of_value([row[i] for row in result.rows]))
-                for i, name in enumerate(result.columns)
-            )
-            if isinstance(parsed.node, nodes.Explain | nodes.ExplainAnalyze):
-                notices = [Notice(result.message)]
-            else:  # the rows say the rest; a warning is said (SHOW JOBS: the supervisor's trouble)
-                notices = [Notice(w, "WARNING") for w in result.warnings]
-            return Outcome("SELECT", columns, iter(result.rows), notices)
-        notices = []
-        for line in result.message.split("\n"):
-            text = line.rstrip()  # indentation kept: stage verdicts print under their job
-            if text.strip():
-                severity = "WARNING" if line in result.warnings else "NOTICE"
-                notices.append(Notice(text, severity))
-        return Outcome(_statement_name(parsed), None, iter(()), notices)
-
     def _transaction(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
-        word = stmt.words[0]
-        if word in ("BEGIN", "START"):
-            notices = []
-            if self.transaction != "I":
-                notices.append(
-                    Notice(
-                        "there is already a transaction in progress", "WARNING", sqlstate.ACTIVE_TRANSACTION
-                    )
-                )
-            self.transaction = "T" if self.transaction == "I" else self.transaction
-            return Outcome("BEGIN", notices=notices)
-        if word in ("SAVEPOINT", "RELEASE"):
-            return Outcome(word)
-        if word in ("ROLLBACK", "ABORT") and len(stmt.words) > 1 and stmt.words[1] == "TO":
-            if self.transaction == "E":
-                self.transaction = "T"
-            return Outcome("ROLLBACK")
-        notices = []
-        if self.transaction == "I":
-            notices.append(
-                Notice("there is no transaction in progress", "WARNING", sqlstate.NO_ACTIVE_TRANSACTION)
-            )
-        failed = self.transaction == "E"
-        self.transaction = "I"
-        committed = word in ("COMMIT", "END") and not failed
-        self.sql_cursors.end_transaction(committed)
-        return Outcome("COMMIT" if committed else "ROLLBACK", notices=notices)
+        return self.block.run(stmt)
 
     def _set(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         match = re.match(
             r"\s*(SET|RESET)\s+(?:(?:SESSION|LOCAL)\s+(?!CHARACTERISTICS|AUTHORIZATION))?(.*)$",
-            _strip_comments(stmt.text),
+            strip_comments(stmt.text),
             re.I | re.S,
         )
         assert match is not None
@@ -714,9 +266,7 @@ class Session:
 
     def _sync_parameters(self) -> None:
         """``current_setting()`` and ``pg_settings`` follow SET and RESET."""
-        if self._cursor is not None:
-            self._detach_open()
-            self.pgcatalog.set_parameters(self._cursor, self.parameters.values)
+        self.queries.sync_parameters()
 
     def _show(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         name = _show_name(stmt.text)
@@ -737,7 +287,7 @@ class Session:
         if word == "DEALLOCATE":  # DEALLOCATE [PREPARE] name | ALL, as PostgreSQL does it
             found = re.match(
                 r'\s*DEALLOCATE\s+(?:PREPARE\s+)?(?:"((?:[^"]|"")*)"|([A-Za-z_][\w$]*))\s*;?\s*$',
-                _strip_comments(stmt.text),
+                strip_comments(stmt.text),
                 re.I,
             )
             if found is None:
@@ -773,15 +323,6 @@ class Session:
         cursor = self.sql_cursors.open.get(name)
         return cursor.columns if cursor is not None else None
 
-    def _inner(self, stmt: Statement, start: int, end: int | None = None) -> Statement:
-        """The statement from ``start`` to ``end`` in ``stmt`` (a cursor's query, a COPY's), where
-        it is in the client's string."""
-        text, before = stmt.text[start:end], stmt.text[:start]
-        line = stmt.line + before.count("\n")
-        col = len(before) - before.rfind("\n") if "\n" in before else stmt.col + len(before)
-        words = leading_words(text)
-        return Statement(text, stmt.offset + start, line, col, route_of(words), words)
-
     def _sql_cursor(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
         if word == "DECLARE":
@@ -807,7 +348,7 @@ class Session:
                 hint=f'BEGIN a transaction first, or declare the cursor "{declare.name}" WITH HOLD',
             )
         self.sql_cursors.check_new(declare.name)
-        inner = self._inner(stmt, declare.query_start)
+        inner = inner_statement(stmt, declare.query_start)
         if inner.route != "query":
             what = " ".join(inner.words[:2]) or "nothing"
             raise WireError(
@@ -817,22 +358,22 @@ class Session:
                 inner.offset + 1,
                 hint="run other statements on their own (pitstop's tables are written by jobs)",
             )
-        if state.mentions(inner.text):  # the client's text is one query (see _query)
-            one_query(self._translate(inner, inner.text).sql)
-        connection = self._connect()
+        if state.mentions(inner.text):  # the client's text is one query (see SessionQueries.run)
+            one_query(self.queries.translate(inner, inner.text).sql)
+        connection = self.queries.connect()
         try:
-            text, _ = self._state_tables(inner.text, inner, query, connection)
-            translation = self._translate(inner, text)
+            text, _ = self.queries.state_tables(inner.text, inner, query, connection)
+            translation = self.queries.translate(inner, text)
             statement = one_query(translation.sql)
             connection.execute("BEGIN TRANSACTION READ ONLY")
             with self.sql_cursors.running(connection):
                 rel = connection.execute(statement, params) if params else connection.execute(statement)
-            columns = _columns(rel.description, translation)
+            columns = result_columns(rel.description, translation)
         except BaseException:
-            self._release(connection)
+            self.queries.release(connection)
             raise
         cursor = SqlCursor(
-            declare.name, columns, declare.hold, self.transaction != "I", connection, self._release
+            declare.name, columns, declare.hold, self.transaction != "I", connection, self.queries.release
         )
         self.sql_cursors.add(cursor)
         if self.transaction == "I":  # WITH HOLD outside a block: its own transaction ends now
@@ -846,7 +387,7 @@ class Session:
             words = leading_words(copy.query)
             inner = Statement(copy.query, stmt.offset, stmt.line, stmt.col, "query", words)
         else:
-            inner = self._inner(stmt, copy.query_start, copy.query_start + len(copy.query))
+            inner = inner_statement(stmt, copy.query_start, copy.query_start + len(copy.query))
         if inner.route != "query":
             what = " ".join(inner.words[:2]) or "nothing"
             raise WireError(
@@ -855,7 +396,7 @@ class Session:
                 inner.offset + 1,
                 hint="pitstop's tables are written by jobs" if inner.route == "write" else None,
             )
-        result = self._query(inner, query, params)
+        result = self.queries.run(inner, query, params)
         assert result.columns is not None
         return Outcome("COPY", copy=copyout.Lines(copy, result.columns, result.every_row()))
 
@@ -886,44 +427,8 @@ class Session:
     }
 
 
-def one_query(sql: str) -> duckdb.Statement:
-    """``sql`` as the one SELECT statement DuckDB will run, or a WireError.
-
-    The statement was cut from the client's string by pitstop's splitter; DuckDB's own parser has
-    the last word on where a statement ends (escape strings, dollar quotes and comments are not
-    read quite alike by the two), and a second statement smuggled past the splitter — ``...;
-    COMMIT; DROP TABLE ...`` — would end the read-only transaction and run. So DuckDB parses it
-    here, and only a single SELECT (WITH, VALUES and TABLE are SELECTs to DuckDB) goes on.
-    """
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise sqlstate.from_duckdb(exc) from exc
-    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-        raise WireError(
-            sqlstate.SYNTAX_ERROR,
-            "a query must be a single SELECT (or WITH, VALUES, TABLE); send other statements one at a time",
-        )
-    return statements[0]
-
-
-def _columns(description: Any, translation: pgsemantics.Translation) -> tuple[Column, ...]:
-    """The result columns DuckDB describes, with PostgreSQL's types; a numeric text column
-    (:attr:`pgsemantics.Translation.numeric_columns`) is numeric."""
-    numeric = translation.numeric_columns
-    return tuple(
-        Column(name, NUMERIC if i in numeric and str(kind) == "VARCHAR" else pg_type_of(str(kind)))
-        for i, (name, kind, *_) in enumerate(description or [])
-    )
-
-
-def _strip_comments(text: str) -> str:
-    match = _LEADING.match(text)
-    return text[match.end() if match else 0 :]
-
-
 def _show_name(text: str) -> str:
-    rest = re.sub(r"^\s*SHOW\s+", "", _strip_comments(text), flags=re.I)
+    rest = re.sub(r"^\s*SHOW\s+", "", strip_comments(text), flags=re.I)
     return rest.strip().rstrip(";").strip().strip('"')
 
 
@@ -940,13 +445,3 @@ def _value(text: str) -> str | None:
         else:
             values.append(ident or bare)
     return ", ".join(values)
-
-
-def _statement_name(parsed: ParsedStatement) -> str:
-    """``CREATE JOB``, ``DROP SNAPSHOT``...: the command tag of a pitstop statement."""
-    words = leading_words(parsed.text, 4)
-    if len(words) >= 2 and words[0] == "CREATE" and words[1] == "OR":
-        words = (words[0],) + words[3:]
-    if words and words[0] == "SET":
-        return "SET"
-    return " ".join(words[:2])
