@@ -314,6 +314,10 @@ def test_diffs_older_than_the_trash_s_retention_are_dropped(tmp_path: Path) -> N
         assert diffs.expire(catalog, 7) == ["j_1"]
         assert diffs.names(catalog) == ["j_2"]
         assert diffs.keep(catalog, "J", {"s": rows})[1] == "J_3"  # jobs' names are case-insensitive
+        with catalog.transaction() as tx:  # a table of the schema that is not a diff's: not taken
+            tx.execute('CREATE TABLE diff."j_4_s" AS SELECT 1 AS x')
+        assert diffs.keep(catalog, "j", {"s": rows})[1] == "j_5"
+        assert diffs.names(catalog) == ["j_2", "J_3", "j_5"]
     finally:
         catalog.close()
 

@@ -53,16 +53,24 @@ def keep(catalog: Catalog, job: str, tables: dict[str, pa.Table]) -> tuple[dict[
             int(said.get("n", 0)) for _, said in _tables(tx) if str(said.get("job")).lower() == job.lower()
         ]
         n = max(numbers, default=0) + 1
+        taken = {
+            str(t).lower()
+            for (t,) in tx.execute(
+                "SELECT table_name FROM duckdb_tables() "
+                "WHERE schema_name = ? AND database_name = current_database()",
+                [SCHEMA],
+            ).fetchall()
+        }
+        while any(f"{job}_{n}_{label}".lower() in taken for label in tables):  # a table of another's
+            n += 1
         name = f"{job}_{n}"
         comment = json.dumps({"diff": name, "job": job, "n": n, "created": datetime.now(UTC).isoformat()})
         out: dict[str, str] = {}
         for sink, rows in tables.items():
             table = f"{SCHEMA}.{quote_ident(f'{name}_{sink}')}"
-            tx.register("__pitstop_diff", rows)
-            try:
-                tx.execute(f"CREATE TABLE {table} AS SELECT * FROM __pitstop_diff")
-            finally:
-                tx.unregister("__pitstop_diff")
+            tx.register("__pitstop_diff", rows)  # (a failure rolls the transaction back: no unregister)
+            tx.execute(f"CREATE TABLE {table} AS SELECT * FROM __pitstop_diff")
+            tx.unregister("__pitstop_diff")
             tx.execute(f"COMMENT ON TABLE {table} IS '{comment.replace(chr(39), chr(39) * 2)}'")
             out[sink] = table
     return out, name
