@@ -189,6 +189,7 @@ class Cut:
     appended: dict[str, list[dict[str, Any]]]  # each append sink's rows at the cut
     keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
     gapped: bool = False
+    late: dict[str, int] = field(default_factory=dict)  # the job's late rows per stage at the cut
 
 
 def merge(fn: str, acc: Any, value: Any) -> Any:
@@ -239,6 +240,13 @@ class Model:
         self.keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
         self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
         self.cuts: list[Cut] = []
+        # Rows each stage dropped as late (pitstop.late_rows): the job's runs' and, restored, those
+        # of the job it was restored from up to the snapshot's cut (see :meth:`restore`).
+        self.late: dict[str, int] = {}
+
+    def _dropped(self, stage: str, rows: int = 1) -> None:
+        if rows:
+            self.late[stage] = self.late.get(stage, 0) + rows
 
     def rows(self, sink: str) -> list[dict[str, Any]]:
         if sink in self.keyed:
@@ -288,6 +296,7 @@ class Model:
             kept = []
             for e in events:
                 if st.clock is not None and e.ts < st.clock or any(e.ts < wm for wm in st.firsts_late):
+                    self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
                     st.seen[e.id] = e.ts + DELAY
@@ -310,10 +319,14 @@ class Model:
             if b.running:
                 starts = [0]
             elif any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                self._dropped(b.stage)  # counted once, whatever the new rule says too
                 continue  # the old job would have dropped it: its old window had closed
             else:
-                # Late per window: one whose end the clock had passed before this batch.
-                starts = [w for w in b.windows_of(e.ts) if st.clock is None or w + size > st.clock]
+                # Late per window: one whose end the clock had passed before this batch (a HOP
+                # row is counted once per window it misses).
+                every = b.windows_of(e.ts)
+                starts = [w for w in every if st.clock is None or w + size > st.clock]
+                self._dropped(b.stage, len(every) - len(starts))
             for start in starts:
                 acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
                 for a in b.aggs:
@@ -347,6 +360,7 @@ class Model:
             if first and (
                 st.clock is not None and e.ts < st.clock or any(e.ts < wm for _, wm in st.late_before)
             ):
+                self._dropped(b.stage)  # late before it is a duplicate: Spark drops it as late first
                 continue
             if e.id in st.seen:
                 continue
@@ -372,9 +386,10 @@ class Model:
         st.reseed = False
         new: dict[str, list[tuple[int, int, Acc]]] = {}
         for e in passed:
-            if any(e.ts + g <= wm for g, wm in st.late_before):
-                continue
-            if st.clock is not None and e.ts + gap <= st.clock:
+            if any(e.ts + g <= wm for g, wm in st.late_before) or (
+                st.clock is not None and e.ts + gap <= st.clock
+            ):
+                self._dropped(b.stage)
                 continue
             new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.aggs}))
             keys.add(e.k)
@@ -442,6 +457,7 @@ class Model:
     # statements
     def start(self, job: Job, early: bool = False) -> None:
         self.stages = {b.stage: StageModel(b, None, early=early and b.windowed) for b in job}
+        self.late = {}
         for b in job:
             self._sink_columns(b, early)
         self.state = "running"
@@ -476,6 +492,7 @@ class Model:
             self.read,
             {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
+            late=dict(self.late),
         )
         self.cuts.append(c)
         return c
@@ -558,6 +575,11 @@ class Model:
                     if src is not None and acc[src] is not None:
                         target[a] = merge(a, target[a], acc[src])
             self.stages[b.stage] = st
+        # The restored job's late rows: those of the job the snapshot was taken of, up to its cut
+        # (README "Late rows"; the catalog's lineage): what was counted after the cut is the old
+        # job's alone, whichever snapshot it is and with or without sinkRollback, since the new
+        # job reads that input again and counts it itself, under its own stages' names.
+        self.late = dict(c.late)
         self.read = c.files
         self.state = "running"
         self.batch()

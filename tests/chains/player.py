@@ -363,6 +363,29 @@ class Player:
                     + "".join(f"  unexpected {r}\n" for r in sorted(extra, key=str)[:8]),
                     self.text(),
                 )
+        self.check_late()
+
+    def check_late(self) -> None:
+        """The job's late rows per stage (``pitstop.late_rows``) are the model's, exactly."""
+        if self.model.state == "none":
+            return
+        _, rows = self.query(
+            "SELECT stage, CAST(sum(rows) AS BIGINT) FROM pitstop.late_rows WHERE job = 'c' GROUP BY stage"
+        )
+        got = {str(stage): int(n) for stage, n in rows if n}
+        want = {stage: n for stage, n in self.model.late.items() if n}
+        if got != want:
+            stages = sorted(set(got) | set(want))
+            raise ChainFailure(
+                -1,
+                "late rows (pitstop.late_rows) differ from the model's:\n"
+                + "".join(
+                    f"  stage {s}: {got.get(s, 0)} counted, {want.get(s, 0)} expected\n"
+                    for s in stages
+                    if got.get(s, 0) != want.get(s, 0)
+                ),
+                self.text(),
+            )
 
     def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
         cols = self.model.columns[sink]
