@@ -174,10 +174,14 @@ class Manager:
                 out[name] = m
         return out
 
-    def _start(self, job: str, run: Run) -> ActiveRun:
+    def _start(self, job: str, run: Run, hold: bool = False) -> ActiveRun:
+        """Start (or resume) ``run``'s queries; with ``hold``, reading no further than its
+        checkpoints have planned."""
         plan = JobPlan.from_json(run.plan)
         start, seeds = seeds_from_json(run.restore)
         active = ActiveRun(job, run, plan, self.mappings_of(plan), Path(run.folder), start, seeds)
+        if hold:
+            active.bounds = active.planned_positions()
         sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
         if not self.settings.local:
@@ -299,7 +303,10 @@ class Manager:
         self.spark()  # resumes the job if it was stopped
         with self._lock:
             if job.status == SUSPENDED and job.name.lower() not in self.runs:
-                self._start(job.name, self.catalog.get_run(job.run_id))
+                # Its cut is where it was suspended: what arrived since is the next job's to read.
+                # Fenced before its queries start (a first trigger would list the source before
+                # the drain to the cut fences it).
+                self._start(job.name, self.catalog.get_run(job.run_id), hold=True)
         run = self.runs.get(name.lower())
         if run is None:
             job = self.catalog.get_job(name) or job  # the supervisor may have failed it meanwhile

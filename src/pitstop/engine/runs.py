@@ -125,7 +125,8 @@ class ActiveRun:
     seeds: dict[str, StageSeed] = field(default_factory=dict)
     branches: list[BranchQuery] = field(default_factory=list)
     bounds: dict[str, Any] = field(default_factory=dict)
-    """Sources read no further than these positions (a fence from the start: a replay's span)."""
+    """Sources read no further than these positions (a fence from the start: a replay's span, or
+    where a suspended job stands when it is woken to be stopped with a snapshot)."""
     sinks: Callable[[Branch, Mapping, tuple[str, ...]], Sink] | None = None
     """Where the branches write instead of their sinks' connectors (a replay's capture)."""
     fail_fast: bool = False
@@ -169,6 +170,20 @@ class ActiveRun:
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != KEEP])
             self.branches.append(bq)
             bq.query = self._start_query(df, bq, trigger_ms)
+
+    def planned_positions(self) -> dict[str, Any]:
+        """Per source, the furthest position any branch's checkpoint has planned (where this run
+        started reading it, if none has): where the run stands. Read before the queries start too
+        (a suspended job woken for ``DROP JOB ... WITH SNAPSHOT`` reads no further: :attr:`bounds`)."""
+        fence: dict[str, Any] = {src: self.start_of(src) for src in self.plan.sources}
+        for branch in self.plan.branches:
+            ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
+            planned = checkpoint.latest_planned(ckpt)
+            offsets = checkpoint.read_offsets(ckpt, planned) if planned is not None else None
+            if offsets is not None:
+                for src, pos in offsets.positions.items():
+                    fence[src] = self._positions(src).furthest(fence.get(src, self.start_of(src)), pos)
+        return fence
 
     def start_of(self, source: str) -> Any:
         """Where this run started reading ``source`` (a snapshot's position, else the start)."""
@@ -527,13 +542,7 @@ class ActiveRun:
         3. Read the cut from the checkpoints.
         """
         # Step 1. Fence every source.
-        fence: dict[str, Any] = {src: self.start_of(src) for src in self.plan.sources}
-        for bq in self.branches:
-            planned = checkpoint.latest_planned(bq.checkpoint)
-            offsets = checkpoint.read_offsets(bq.checkpoint, planned) if planned is not None else None
-            if offsets is not None:
-                for src, pos in offsets.positions.items():
-                    fence[src] = self._positions(src).furthest(fence.get(src, self.start_of(src)), pos)
+        fence = self.planned_positions()
         # Step 2. Drain to the fence; raise it if a branch went past it.
         while True:
             for src, pos in fence.items():
