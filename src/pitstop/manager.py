@@ -367,34 +367,35 @@ class Manager:
 
     # -- late rows (pitstop.engine.late, step 4) ---------------------------------------------------
     def collect_late(self, run: ActiveRun) -> None:
-        """Record the late rows ``run``'s queries have reported (and, with 'lateRows'='keep',
-        kept in files) since last time."""
+        """Record the late counts (and, with 'lateRows'='keep', the kept rows) that ``run``'s
+        committed batches left in its folder since last time."""
         with self._late_lock:
-            counts, records, reached = run.late_rows()
+            counts, records, files = run.late_rows()
             try:
                 self.catalog.add_late(run.job, run.run.run_id, counts, records)
             except BaseException:
                 run.late_unrecorded()
                 raise
-            run.late_recorded(reached)
+            run.late_recorded(files)
 
     def collect_all_late(self) -> None:
         for run in list(self.runs.values()):
             self.collect_late(run)
 
-    def _collect_kept(self, job: str, run: Run) -> None:
-        """Kept late rows a run not running here left in its folder (a process killed before it
-        read them), before the folder goes."""
+    def _collect_left(self, job: str, run: Run) -> None:
+        """Late counts and kept late rows of committed batches that a run not running here left in
+        its folder (a process killed before it recorded them), before the folder goes."""
         from pitstop.engine import late
 
         plan = JobPlan.from_json(run.plan)
-        if not plan.keep_late:
-            return
-        records = []
+        counts, records = [], []
         for b in plan.branches:
             committed = latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
-            records += late.collect_kept(run.folder, b.index, committed, set())
-        self.catalog.add_late(job, run.run_id, [], records)
+            reports, _ = late.collect_reports(run.folder, b.index, committed)
+            counts += late.counts(reports, b, job)
+            if plan.keep_late:
+                records += late.collect_kept(run.folder, b.index, committed, set())
+        self.catalog.add_late(job, run.run_id, counts, records)
 
     def drop_job(
         self, name: str, snapshot: str | None, cancelled: Callable[[], bool] | None = None
@@ -412,7 +413,7 @@ class Manager:
             if run is not None:
                 self.collect_late(run)  # so do its late rows
             else:
-                self._collect_kept(job.name, old)
+                self._collect_left(job.name, old)
             with self.catalog.transaction() as tx:
                 self.catalog.end_run(old.run_id, _last_batches(old), tx)
                 self.catalog.delete_job(job.name, tx)
