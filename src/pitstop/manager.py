@@ -365,7 +365,7 @@ class Manager:
         for run in list(self.runs.values()):
             self.collect_rejects(run.job, run.run)
 
-    # -- late rows (pitstop.engine.late, step 4) ---------------------------------------------------
+    # -- late rows (pitstop.engine.late, step 5) ---------------------------------------------------
     def collect_late(self, run: ActiveRun) -> None:
         """Record the late counts (and, with 'lateRows'='keep', the kept rows) that ``run``'s
         committed batches left in its folder since last time."""

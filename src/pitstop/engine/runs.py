@@ -465,7 +465,7 @@ class ActiveRun:
         self.wait(lambda: self.caught_up(targets), timeout_s, "catch up with its input", cancelled)
         return targets
 
-    # -- late rows (pitstop.engine.late, step 4) -------------------------------------------------
+    # -- late rows (pitstop.engine.late, step 5) -------------------------------------------------
     def late_rows(self) -> tuple[list[LateCount], list[LateRecord], list[Path]]:
         """The late counts of the branches' committed batches not recorded yet, the kept rows of
         committed batches not yet read, and the counts files they came from (step 5). A read:
