@@ -581,3 +581,15 @@ def test_a_suspended_job_pit_stopped_leaves_what_arrived_since_to_the_updated_jo
             inputs(4),
         ],
     )
+
+
+FIRST = Branch("d2", "firsts", 0, (), dedup="first")
+
+
+def test_a_row_number_drops_an_event_at_the_watermark_itself(tmp_path: Path) -> None:
+    """Spark's deduplication drops a row whose time is at or below the watermark (checked on
+    pyspark 4.3.0: dropDuplicatesWithinWatermark drops 00:05:00 at a watermark of 00:05:00 and
+    keeps 00:05:01), as pitstop counts it. The third input holds an event (id 51) whose time is the
+    clock exactly; the model kept it (late only below the clock) until the count of late rows
+    differed."""
+    play(tmp_path, [Input(1, 30, 60, 0.0), Start((FIRST,)), Input(78, 30, 5, 0.6)])

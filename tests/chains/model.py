@@ -292,10 +292,10 @@ class Model:
         if b.joined:  # grouped by the static table's g
             events = [replace(e, k=GROUPS[e.k]) for e in events]
         clocked = events  # what sets the clock: the rows the branch's first stage reads
-        if b.firsts:  # the chained ROW_NUMBER first: late below the clock, then each id once
+        if b.firsts:  # the chained ROW_NUMBER first: late at or below the clock, then each id once
             kept = []
             for e in events:
-                if st.clock is not None and e.ts < st.clock or any(e.ts < wm for wm in st.firsts_late):
+                if st.clock is not None and e.ts <= st.clock or any(e.ts < wm for wm in st.firsts_late):
                     self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
@@ -352,13 +352,14 @@ class Model:
     def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
         """Deduplication by ``id``: an event whose id was seen (and, for ROW_NUMBER, has not
         expired: first event + delay at or below the clock) is dropped; ROW_NUMBER also drops
-        an event below the clock (late) or, in the run after a restore, below the snapshot's."""
+        an event at or below the clock (late: Spark's deduplication drops a row whose time is at
+        or below the watermark) or, in the run after a restore, below the snapshot's."""
         b = st.branch
         st.reseed = False
         first = b.dedup == "first"
         for e in passed:
             if first and (
-                st.clock is not None and e.ts < st.clock or any(e.ts < wm for _, wm in st.late_before)
+                st.clock is not None and e.ts <= st.clock or any(e.ts < wm for _, wm in st.late_before)
             ):
                 self._dropped(b.stage)  # late before it is a duplicate: Spark drops it as late first
                 continue
