@@ -593,3 +593,15 @@ def test_a_row_number_drops_an_event_at_the_watermark_itself(tmp_path: Path) -> 
     clock exactly; the model kept it (late only below the clock) until the count of late rows
     differed."""
     play(tmp_path, [Input(1, 30, 60, 0.0), Start((FIRST,)), Input(78, 30, 5, 0.6)])
+
+
+def test_a_row_number_new_at_a_pit_stop_drops_an_event_at_the_jobs_clock(tmp_path: Path) -> None:
+    """A ROW_NUMBER stage new in a restored job starts on the job's clock: an event late for it is
+    dropped, as Spark drops one at or below its watermark. Its query starts with no watermark of
+    its own, so its filter alone decides, and it kept an event at the clock itself (it dropped
+    only a time below). The last input holds an event (id 51) at the job's clock exactly."""
+    window = Branch("w1", "w1_s0", 10, ("n", "total"))
+    play(
+        tmp_path,
+        [Input(1, 30, 60, 0.0), Start((window,)), Update((window, FIRST)), Input(78, 30, 5, 0.6)],
+    )

@@ -295,13 +295,13 @@ class Model:
         if b.firsts:  # the chained ROW_NUMBER first: late at or below the clock, then each id once
             kept = []
             for e in events:
-                if st.clock is not None and e.ts <= st.clock or any(e.ts < wm for wm in st.firsts_late):
+                if st.clock is not None and e.ts <= st.clock or any(e.ts <= wm for wm in st.firsts_late):
                     self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
                     st.seen[e.id] = e.ts + DELAY
                     kept.append(e)
-            clocked = [e for e in events if not any(e.ts < wm for wm in st.firsts_late)]
+            clocked = [e for e in events if not any(e.ts <= wm for wm in st.firsts_late)]
             events = kept
         passed = [e for e in events if b.where is None or e.v >= b.where]
         if not b.firsts:
@@ -353,13 +353,14 @@ class Model:
         """Deduplication by ``id``: an event whose id was seen (and, for ROW_NUMBER, has not
         expired: first event + delay at or below the clock) is dropped; ROW_NUMBER also drops
         an event at or below the clock (late: Spark's deduplication drops a row whose time is at
-        or below the watermark) or, in the run after a restore, below the snapshot's."""
+        or below the watermark) or, in the run after a restore, at or below the snapshot's (what
+        the old job would have dropped; a stage new at the restore: the job's clock)."""
         b = st.branch
         st.reseed = False
         first = b.dedup == "first"
         for e in passed:
             if first and (
-                st.clock is not None and e.ts <= st.clock or any(e.ts < wm for _, wm in st.late_before)
+                st.clock is not None and e.ts <= st.clock or any(e.ts <= wm for _, wm in st.late_before)
             ):
                 self._dropped(b.stage)  # late before it is a duplicate: Spark drops it as late first
                 continue
