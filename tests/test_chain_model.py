@@ -171,7 +171,18 @@ def test_generated_chains_are_valid_and_reproducible() -> None:
         assert valid(chain), seed
         assert chain == generate(seed, 8)
     kinds = {type(s).__name__ for seed in range(200) for s in generate(seed, 8)}
-    assert kinds == {"Input", "Start", "Update", "Snapshot", "Restore", "Suspend", "Resume", "Kill", "Serve"}
+    assert kinds == {
+        "Input",
+        "Start",
+        "Update",
+        "Snapshot",
+        "Restore",
+        "Suspend",
+        "Resume",
+        "Kill",
+        "Serve",
+        "Analyze",
+    }
 
 
 __all__ = ["Cut"]
