@@ -605,3 +605,24 @@ def test_a_row_number_new_at_a_pit_stop_drops_an_event_at_the_jobs_clock(tmp_pat
         tmp_path,
         [Input(1, 30, 60, 0.0), Start((window,)), Update((window, FIRST)), Input(78, 30, 5, 0.6)],
     )
+
+
+def test_a_row_number_put_before_a_restored_window_starts_on_the_jobs_clock(tmp_path: Path) -> None:
+    """A ROW_NUMBER new at a pit stop in front of a window that is restored: the new stage starts
+    on the job's clock (the least of the snapshot's: w1's, behind its filter), the window keeps its
+    own, which is ahead. An event between the two clocks (id 40, 00:51:57, in a window still open
+    at the cut) passes the new ROW_NUMBER and counts in its window; the model had the ROW_NUMBER
+    drop it by the window's clock (its late count was three rows too many, and the window's row,
+    once closed, one event short)."""
+    filtered = Branch("w1", "w1_s0", 10, ("n",), where=40)
+    window = Branch("w2", "w2_s0", 10, ("n",))
+    play(
+        tmp_path,
+        [
+            Input(1, 30, 60, 0.0),
+            Start((filtered, window)),
+            Update((filtered, replace(window, firsts="w2_f0"))),
+            Input(4, 30, 5, 0.6),
+            Input(5, 10, 120, 0.0),
+        ],
+    )

@@ -168,6 +168,10 @@ class StageModel:
     seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
     early: bool = False  # a TUMBLE or HOP with early results: rows replaced as windows change
     firsts_late: list[int] = field(default_factory=list)  # a chained ROW_NUMBER's old clocks, this run
+    # A chained ROW_NUMBER's own clock: its query's watermark, which it passes on to the window.
+    # Where the ROW_NUMBER is new at a restore it starts on the job's clock, and the window's own
+    # (restored) clock may be ahead of it: the new stage is late by the job's clock only.
+    firsts_clock: int | None = None
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -178,6 +182,7 @@ class StageModel:
             self.committed,
             seen=dict(self.seen),
             early=self.early,
+            firsts_clock=self.firsts_clock,
         )
 
 
@@ -295,7 +300,8 @@ class Model:
         if b.firsts:  # the chained ROW_NUMBER first: late at or below the clock, then each id once
             kept = []
             for e in events:
-                if st.clock is not None and e.ts <= st.clock or any(e.ts <= wm for wm in st.firsts_late):
+                late = st.firsts_clock is not None and e.ts <= st.firsts_clock
+                if late or any(e.ts <= wm for wm in st.firsts_late):
                     self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
@@ -345,8 +351,10 @@ class Model:
         if clocked:
             top = max(e.ts for e in clocked) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
-        if b.firsts:
-            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
+            if b.firsts:
+                st.firsts_clock = top if st.firsts_clock is None else max(st.firsts_clock, top)
+        if b.firsts and st.firsts_clock is not None:  # its keys expire by its own clock
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.firsts_clock}
         self._emit(st)
 
     def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
@@ -486,8 +494,14 @@ class Model:
             if st.branch.firsts:
                 first = Branch(st.branch.sink, st.branch.firsts, 0, (), dedup="first")
                 stages[st.branch.firsts] = StageModel(
-                    first, st.clock, seen=dict(st.seen), committed=st.committed
+                    first, st.firsts_clock, seen=dict(st.seen), committed=st.committed
                 )
+                # A snapshot's clock of a stage in a chain: at least the one before it passes on.
+                if st.firsts_clock is not None:
+                    window = stages[st.branch.stage]
+                    window.clock = (
+                        st.firsts_clock if window.clock is None else max(window.clock, st.firsts_clock)
+                    )
         c = Cut(
             name,
             stages,
@@ -597,9 +611,11 @@ class Model:
         if old is not None:
             st.seen = dict(old.seen)
             st.firsts_late = [old.clock] if old.clock is not None else []
+            st.firsts_clock = old.clock
         else:
             st.seen = {}
             st.firsts_late = [job_clock] if job_clock is not None else []
+            st.firsts_clock = job_clock
 
 
 def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
