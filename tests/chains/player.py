@@ -371,9 +371,10 @@ class Player:
 
         - a stage later in a chain (a window after a ROW_NUMBER) is counted as Spark counts
           (late windows and keys, not rows) plus the rows its own restore filter drops (rows).
-          Spark's part is always 0 here: an event the ROW_NUMBER passes is after the watermark,
-          so its window ends after it too; the model counts no such drop, so any figure of
-          Spark's there fails the check;
+          Spark's part is always 0 here: an event the ROW_NUMBER passes is after the query's
+          watermark, so its window ends after it too. What the model counts under such a
+          window is what its restore filter drops (its old window had closed at the cut), row
+          by row, so any figure of Spark's there fails the check;
         - a process killed with SIGKILL (:class:`Kill`): each batch's counts are on disk before
           its rows are written (pitstop.engine.late, step 4), so the next process records those
           of the batches the killed one committed; no slack is allowed after a kill either."""
