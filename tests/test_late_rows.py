@@ -136,13 +136,15 @@ def test_late_rows_are_counted_kept_and_outlive_a_pit_stop_and_a_restart(tmp_pat
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("then", ["resumed", "dropped"])
 def test_late_rows_a_process_never_recorded_are_recorded_by_the_next_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
 ) -> None:
     """A process killed right after a batch's commit has not recorded its late rows (Spark reports
     a batch only once it is committed, and the report goes with the process). The batch's counts
-    are on disk before its rows are written, so the next process to run the job records them. Here
-    the first process records none at all, as if it were killed after every commit."""
+    are on disk before its rows are written, so the next process records them, whether it runs
+    the job on or drops it (no Spark needed then). Here the first process records none at all, as
+    if it were killed after every commit."""
     home, data = tmp_path / "home", tmp_path / "orders"
     write(data, "a.json", [order(i, 10 * i, ("eu", "us")[i % 2]) for i in range(19)])  # to 02:55
     monkeypatch.setattr(Manager, "collect_late", lambda *args, **kwargs: None)
@@ -157,9 +159,15 @@ def test_late_rows_a_process_never_recorded_are_recorded_by_the_next_one(
     monkeypatch.undo()
     again = Manager(settings(home))
     try:
-        run(again, "AWAIT JOB j;")
-        assert job_row(again, "j")["late"] == 3
-        assert late_view(again) == [("j", STAGE, "orders", 3)]
+        if then == "resumed":
+            run(again, "AWAIT JOB j;")
+            assert job_row(again, "j")["late"] == 3
+            assert late_view(again) == [("j", STAGE, "orders", 3)]
+        else:
+            run(again, "DROP JOB j;")
+            assert not again.spark_started
+            _, rows = again.catalog.query("SELECT stage, sum(rows) FROM pitstop.late_counts GROUP BY ALL")
+            assert rows == [(STAGE, 3)]
         assert [r[0] for r in late_records(again)] == [100, 101, 102]
     finally:
         again.close()
