@@ -115,6 +115,9 @@ def test_the_checker_finds_a_missing_and_an_unexpected_row_in_a_real_duckdb_file
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE w1 (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, n BIGINT)")
     con.execute("INSERT INTO w1 VALUES ('2024-01-01 00:00', '2024-01-01 00:10', 'a', 3)")
+    con.execute("CREATE SCHEMA pitstop")  # the view of late rows, as a table of the same columns
+    con.execute("CREATE TABLE pitstop.late_rows (job VARCHAR, stage VARCHAR, source VARCHAR, rows BIGINT)")
+    con.execute("INSERT INTO pitstop.late_rows VALUES ('c', 'w1_s0', 'ev', 2), ('other', 'w1_s0', 'ev', 5)")
 
     def query(sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
         cur = con.execute(sql)
@@ -124,6 +127,7 @@ def test_the_checker_finds_a_missing_and_an_unexpected_row_in_a_real_duckdb_file
     player.query = query  # type: ignore[method-assign]  # the sinks of the real DuckDB file above
     branch = Branch("w1", "w1_s0", 10, ("n",))
     player.model.start((branch,))
+    player.model.late = {"w1_s0": 2}
     row = {"window_start": datetime(2024, 1, 1), "window_end": datetime(2024, 1, 1, 0, 10), "k": "a", "n": 3}
     player.model.sinks["w1"] = [row]
     player.check()  # equal: nothing raised
@@ -132,6 +136,10 @@ def test_the_checker_finds_a_missing_and_an_unexpected_row_in_a_real_duckdb_file
         player.check()
     player.model.sinks["w1"] = [row, row]  # a window written twice is a difference too
     with pytest.raises(ChainFailure, match=r"1 row\(s\) missing, 0 unexpected"):
+        player.check()
+    player.model.sinks["w1"] = [row]
+    player.model.late = {"w1_s0": 3}  # the job's late rows per stage are checked too
+    with pytest.raises(ChainFailure, match="stage w1_s0: 2 counted, 3 expected"):
         player.check()
 
 
@@ -163,7 +171,18 @@ def test_generated_chains_are_valid_and_reproducible() -> None:
         assert valid(chain), seed
         assert chain == generate(seed, 8)
     kinds = {type(s).__name__ for seed in range(200) for s in generate(seed, 8)}
-    assert kinds == {"Input", "Start", "Update", "Snapshot", "Restore", "Suspend", "Resume", "Kill", "Serve"}
+    assert kinds == {
+        "Input",
+        "Start",
+        "Update",
+        "Snapshot",
+        "Restore",
+        "Suspend",
+        "Resume",
+        "Kill",
+        "Serve",
+        "Analyze",
+    }
 
 
 __all__ = ["Cut"]
@@ -251,3 +270,23 @@ def test_a_static_join_groups_a_stage_by_the_tables_column_and_enriches_every_ev
     m.restore(cut, (replace(joined, joined=False), rows), rollback=False)  # by k again, state kept
     feed(m, [("a", 1, at(31))])
     assert m.stages["w1_s0"].windows == {(at(30), "x"): {"n": 1}, (at(30), "a"): {"n": 1}}
+
+
+def test_late_rows_are_counted_per_stage_and_a_restore_counts_from_the_cuts() -> None:
+    """What pitstop.late_rows shows: per stage, each row it dropped behind the clock (a HOP row
+    once per window missed; a ROW_NUMBER's at the clock itself too), and for a restored job the
+    counts at the snapshot's cut (stages dropped since included) plus its own."""
+    hop = Branch("w2", "w2_s0", 20, ("n",), slide=10)
+    first = Branch("d2", "d2_s0", 0, (), dedup="first")
+    m = Model()
+    m.start((TEN, hop, first))
+    feed(m, [("a", 1, at(30))])  # clock 00:25
+    feed(m, [("a", 1, at(3)), ("a", 1, at(15)), ("a", 1, at(25))])
+    # TEN: [00:00, 00:10) and [00:10, 00:20) had closed. HOP: 00:03 missed [23:50, 00:10) and
+    # [00:00, 00:20), 00:15 missed [00:00, 00:20). ROW_NUMBER: all three, 00:25 at the clock.
+    assert m.late == {"w1_s0": 2, "w2_s0": 3, "d2_s0": 3}
+    cut = m.cut("s0")
+    feed(m, [("b", 1, at(1))])
+    assert m.late == {"w1_s0": 3, "w2_s0": 5, "d2_s0": 4}
+    m.restore(cut, (TEN,), rollback=False)  # reads 00:01 again: late for the old job, so for it
+    assert m.late == {"w1_s0": 3, "w2_s0": 3, "d2_s0": 3}

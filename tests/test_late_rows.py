@@ -135,6 +135,44 @@ def test_late_rows_are_counted_kept_and_outlive_a_pit_stop_and_a_restart(tmp_pat
         again.close()
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("then", ["resumed", "dropped"])
+def test_late_rows_a_process_never_recorded_are_recorded_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """A process killed right after a batch's commit has not recorded its late rows (Spark reports
+    a batch only once it is committed, and the report goes with the process). The batch's counts
+    are on disk before its rows are written, so the next process records them, whether it runs
+    the job on or drops it (no Spark needed then). Here the first process records none at all, as
+    if it were killed after every commit."""
+    home, data = tmp_path / "home", tmp_path / "orders"
+    write(data, "a.json", [order(i, 10 * i, ("eu", "us")[i % 2]) for i in range(19)])  # to 02:55
+    monkeypatch.setattr(Manager, "collect_late", lambda *args, **kwargs: None)
+    first = Manager(settings(home))
+    try:
+        run(first, orders_mapping(data) + "CREATE MAPPING revenue TYPE DuckDB;" + JOB + "AWAIT JOB j;")
+        write(data, "b.json", [order(100 + i, 30) for i in range(3)] + [order(200, 170)])
+        run(first, "AWAIT JOB j;")
+        assert job_row(first, "j")["late"] == 0
+    finally:
+        first.close()
+    monkeypatch.undo()
+    again = Manager(settings(home))
+    try:
+        if then == "resumed":
+            run(again, "AWAIT JOB j;")
+            assert job_row(again, "j")["late"] == 3
+            assert late_view(again) == [("j", STAGE, "orders", 3)]
+        else:
+            run(again, "DROP JOB j;")
+            assert not again.spark_started
+            _, rows = again.catalog.query("SELECT stage, sum(rows) FROM pitstop.late_counts GROUP BY ALL")
+            assert rows == [(STAGE, 3)]
+        assert [r[0] for r in late_records(again)] == [100, 101, 102]
+    finally:
+        again.close()
+
+
 # -- without Spark ---------------------------------------------------------------------------------
 def test_late_rows_takes_count_or_keep_and_alter_job_leaves_it_to_a_pit_stop(
     manager: Manager, tmp_path: Path
@@ -200,28 +238,32 @@ def _stage(name: str, window: WindowSpec | None, kind: str | None = None) -> Agg
     )
 
 
-def test_counts_come_from_progress_of_batches_run_and_spark_s_figure_for_a_later_stage() -> None:
+def test_counts_come_from_batch_reports_and_spark_s_figure_for_a_later_stage(tmp_path: Path) -> None:
     first = _stage("firsts", None, "dedup")
     hourly = _stage("hourly", WindowSpec("tumble", "ts", 3_600_000_000))
     branch = Branch(0, "out", "orders", None, hourly, (), "", before=(Step(None, first, ()),))
 
-    def report(batch: int, ours: int, spark: list[int], ran: bool = True) -> dict[str, object]:
-        return {
-            "batchId": batch,
-            "durationMs": {"addBatch": 5, "triggerExecution": 9} if ran else {"triggerExecution": 1},
-            "observedMetrics": {late.metric_name("firsts", "orders"): {"rows": ours}} if ran else {},
-            # Top down, as Spark lists them: the window (operator 0), then the deduplication.
-            "stateOperators": [{"numRowsDroppedByWatermark": n} for n in spark],
-        }
+    def report(batch: int, ours: int, spark: list[int]) -> late.BatchReport:
+        # Top down, as Spark lists its operators: the window (operator 0), then the deduplication.
+        return late.BatchReport(batch, {late.metric_name("firsts", "orders"): ours}, tuple(spark))
 
-    progress = [report(3, 2, [0, 2]), report(4, 0, [4, 0]), report(5, 0, [], ran=False), report(6, 1, [0, 1])]
-    assert late.counts(progress, branch, None, "j") == [
+    reports = [report(3, 2, [0, 2]), report(4, 0, [4, 0]), report(5, 0, [0, 0]), report(6, 1, [0, 1])]
+    assert late.counts(reports, branch, "j") == [
         LateCount(0, 3, "firsts", "orders", 2),
         LateCount(0, 4, "hourly", "orders", 4),  # Spark's own: a stage later in the chain
         LateCount(0, 6, "firsts", "orders", 1),
     ]
-    assert late.counts(progress, branch, 4, "j") == [LateCount(0, 6, "firsts", "orders", 1)]
-    assert late.executed(progress) == 6
+    # On disk: a batch with nothing late writes no file; only committed batches are read.
+    for r in reports:
+        late.write_report(str(tmp_path), 0, r)
+    assert sorted(p.name for p in late.counts_dir(tmp_path, 0).iterdir()) == [
+        "000000000003.json",
+        "000000000004.json",
+        "000000000006.json",
+    ]
+    read, files = late.collect_reports(tmp_path, 0, 4)
+    assert read == reports[:2] and [f.name for f in files] == ["000000000003.json", "000000000004.json"]
+    assert late.collect_reports(tmp_path, 0, None) == ([], [])
 
 
 # -- each kind's rule against Spark's own window assignment ------------------------------------------

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +41,7 @@ from chains import (
 from conftest import DELAY, EPOCH, ROOT, batch_windows, closed, make_orders, run, settings, sink_windows
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pg_helpers import Postgres, postgres  # noqa: F401 - the fixture
+from pitstop.engine.runs import ActiveRun
 from pitstop.errors import JobFailedError
 from pitstop.manager import Manager
 
@@ -545,4 +548,81 @@ def test_a_kafka_sink_through_a_chain_whose_rollback_leaves_the_topic(
             inputs(5),
         ],
         kafka=broker.bootstrap,
+    )
+
+
+def test_a_suspended_job_pit_stopped_leaves_what_arrived_since_to_the_updated_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut of a suspended job is where it was suspended (README): the input that arrived while
+    it was suspended is read by the updated job, under its new filter. Found by the chains' count
+    of late rows (the chain above counted the old job's late rows of that input): DROP JOB ...
+    WITH SNAPSHOT woke the queries unfenced, and a trigger that listed the source before the drain
+    wrote its fence read that input into the old job's cut. Here the drain starts 3 s after the
+    queries (as when a job's many branches start one after another), so the race is always lost."""
+    drain = ActiveRun.drain_to_cut
+
+    def slow_drain(self: ActiveRun, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(3)
+        return drain(self, *args, **kwargs)
+
+    monkeypatch.setattr(ActiveRun, "drain_to_cut", slow_drain)
+    window = Branch("w1", "w1_s0", 10, ("n", "total"))
+    first = Branch("d2", "firsts", 0, (), dedup="first")
+    play(
+        tmp_path,
+        [
+            inputs(1),
+            Start((window, first)),
+            inputs(2),
+            Suspend(),
+            Input(3, 30, 60, 0.3),
+            Update((replace(window, where=25), replace(first, where=25))),
+            inputs(4),
+        ],
+    )
+
+
+FIRST = Branch("d2", "firsts", 0, (), dedup="first")
+
+
+def test_a_row_number_drops_an_event_at_the_watermark_itself(tmp_path: Path) -> None:
+    """Spark's deduplication drops a row whose time is at or below the watermark (checked on
+    pyspark 4.3.0: dropDuplicatesWithinWatermark drops 00:05:00 at a watermark of 00:05:00 and
+    keeps 00:05:01), as pitstop counts it. The third input holds an event (id 51) whose time is the
+    clock exactly; the model kept it (late only below the clock) until the count of late rows
+    differed."""
+    play(tmp_path, [Input(1, 30, 60, 0.0), Start((FIRST,)), Input(78, 30, 5, 0.6)])
+
+
+def test_a_row_number_new_at_a_pit_stop_drops_an_event_at_the_jobs_clock(tmp_path: Path) -> None:
+    """A ROW_NUMBER stage new in a restored job starts on the job's clock: an event late for it is
+    dropped, as Spark drops one at or below its watermark. Its query starts with no watermark of
+    its own, so its filter alone decides, and it kept an event at the clock itself (it dropped
+    only a time below). The last input holds an event (id 51) at the job's clock exactly."""
+    window = Branch("w1", "w1_s0", 10, ("n", "total"))
+    play(
+        tmp_path,
+        [Input(1, 30, 60, 0.0), Start((window,)), Update((window, FIRST)), Input(78, 30, 5, 0.6)],
+    )
+
+
+def test_a_row_number_put_before_a_restored_window_starts_on_the_jobs_clock(tmp_path: Path) -> None:
+    """A ROW_NUMBER new at a pit stop in front of a window that is restored: the new stage starts
+    on the job's clock (the least of the snapshot's: w1's, behind its filter), the window keeps its
+    own, which is ahead. An event between the two clocks (id 40, 00:51:57, in a window still open
+    at the cut) passes the new ROW_NUMBER and counts in its window; the model had the ROW_NUMBER
+    drop it by the window's clock (its late count was three rows too many, and the window's row,
+    once closed, one event short)."""
+    filtered = Branch("w1", "w1_s0", 10, ("n",), where=40)
+    window = Branch("w2", "w2_s0", 10, ("n",))
+    play(
+        tmp_path,
+        [
+            Input(1, 30, 60, 0.0),
+            Start((filtered, window)),
+            Update((filtered, replace(window, firsts="w2_f0"))),
+            Input(4, 30, 5, 0.6),
+            Input(5, 10, 120, 0.0),
+        ],
     )

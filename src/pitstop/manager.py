@@ -174,10 +174,14 @@ class Manager:
                 out[name] = m
         return out
 
-    def _start(self, job: str, run: Run) -> ActiveRun:
+    def _start(self, job: str, run: Run, hold: bool = False) -> ActiveRun:
+        """Start (or resume) ``run``'s queries; with ``hold``, reading no further than its
+        checkpoints have planned."""
         plan = JobPlan.from_json(run.plan)
         start, seeds = seeds_from_json(run.restore)
         active = ActiveRun(job, run, plan, self.mappings_of(plan), Path(run.folder), start, seeds)
+        if hold:
+            active.bounds = active.planned_positions()
         sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
         if not self.settings.local:
@@ -299,7 +303,10 @@ class Manager:
         self.spark()  # resumes the job if it was stopped
         with self._lock:
             if job.status == SUSPENDED and job.name.lower() not in self.runs:
-                self._start(job.name, self.catalog.get_run(job.run_id))
+                # Its cut is where it was suspended: what arrived since is the next job's to read.
+                # Fenced before its queries start (a first trigger would list the source before
+                # the drain to the cut fences it).
+                self._start(job.name, self.catalog.get_run(job.run_id), hold=True)
         run = self.runs.get(name.lower())
         if run is None:
             job = self.catalog.get_job(name) or job  # the supervisor may have failed it meanwhile
@@ -358,36 +365,37 @@ class Manager:
         for run in list(self.runs.values()):
             self.collect_rejects(run.job, run.run)
 
-    # -- late rows (pitstop.engine.late, step 4) ---------------------------------------------------
+    # -- late rows (pitstop.engine.late, step 5) ---------------------------------------------------
     def collect_late(self, run: ActiveRun) -> None:
-        """Record the late rows ``run``'s queries have reported (and, with 'lateRows'='keep',
-        kept in files) since last time."""
+        """Record the late counts (and, with 'lateRows'='keep', the kept rows) that ``run``'s
+        committed batches left in its folder since last time."""
         with self._late_lock:
-            counts, records, reached = run.late_rows()
+            counts, records, files = run.late_rows()
             try:
                 self.catalog.add_late(run.job, run.run.run_id, counts, records)
             except BaseException:
                 run.late_unrecorded()
                 raise
-            run.late_recorded(reached)
+            run.late_recorded(files)
 
     def collect_all_late(self) -> None:
         for run in list(self.runs.values()):
             self.collect_late(run)
 
-    def _collect_kept(self, job: str, run: Run) -> None:
-        """Kept late rows a run not running here left in its folder (a process killed before it
-        read them), before the folder goes."""
+    def _collect_left(self, job: str, run: Run) -> None:
+        """Late counts and kept late rows of committed batches that a run not running here left in
+        its folder (a process killed before it recorded them), before the folder goes."""
         from pitstop.engine import late
 
         plan = JobPlan.from_json(run.plan)
-        if not plan.keep_late:
-            return
-        records = []
+        counts, records = [], []
         for b in plan.branches:
             committed = latest_commit(Path(run.folder) / "branches" / str(b.index) / "checkpoint")
-            records += late.collect_kept(run.folder, b.index, committed, set())
-        self.catalog.add_late(job, run.run_id, [], records)
+            reports, _ = late.collect_reports(run.folder, b.index, committed)
+            counts += late.counts(reports, b, job)
+            if plan.keep_late:
+                records += late.collect_kept(run.folder, b.index, committed, set())
+        self.catalog.add_late(job, run.run_id, counts, records)
 
     def drop_job(
         self, name: str, snapshot: str | None, cancelled: Callable[[], bool] | None = None
@@ -405,7 +413,7 @@ class Manager:
             if run is not None:
                 self.collect_late(run)  # so do its late rows
             else:
-                self._collect_kept(job.name, old)
+                self._collect_left(job.name, old)
             with self.catalog.transaction() as tx:
                 self.catalog.end_run(old.run_id, _last_batches(old), tx)
                 self.catalog.delete_job(job.name, tx)

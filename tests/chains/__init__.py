@@ -25,9 +25,15 @@ The model is the documented rules (README "How it works", DESIGN.md section 4), 
   state (a changed function); the other new calls start empty in windows in flight (NULL until an
   event arrives);
 - a restore reads every file after the snapshot's cut; ``sinkRollback`` first removes every row
-  written after the cut; without it those rows stay and are written again.
+  written after the cut; without it those rows stay and are written again;
+- late rows (README "Late rows"): each event a stage drops by the rules above is counted under the
+  stage's name, once (a HOP event once per window it misses; a ROW_NUMBER's late rule is "at or
+  below the clock", as Spark's deduplication drops); a restored job's counts are the snapshot's
+  job's at its cut (stages dropped since included) plus its own: what the old job counted after
+  the cut is not the new job's, whichever snapshot it is and with or without ``sinkRollback``.
 
-The truth for each sink is computed by DuckDB from the events the model kept per window.
+The truth for each sink is computed by DuckDB from the events the model kept per window; the
+late rows per stage are compared with ``pitstop.late_rows`` as they are.
 """
 
 from __future__ import annotations

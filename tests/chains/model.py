@@ -168,6 +168,10 @@ class StageModel:
     seen: dict[int, int | None] = field(default_factory=dict)  # dedup: key -> expires at (None: never)
     early: bool = False  # a TUMBLE or HOP with early results: rows replaced as windows change
     firsts_late: list[int] = field(default_factory=list)  # a chained ROW_NUMBER's old clocks, this run
+    # A chained ROW_NUMBER's own clock: its query's watermark, which it passes on to the window.
+    # Where the ROW_NUMBER is new at a restore it starts on the job's clock, and the window's own
+    # (restored) clock may be ahead of it: the new stage is late by the job's clock only.
+    firsts_clock: int | None = None
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -178,6 +182,7 @@ class StageModel:
             self.committed,
             seen=dict(self.seen),
             early=self.early,
+            firsts_clock=self.firsts_clock,
         )
 
 
@@ -189,6 +194,7 @@ class Cut:
     appended: dict[str, list[dict[str, Any]]]  # each append sink's rows at the cut
     keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
     gapped: bool = False
+    late: dict[str, int] = field(default_factory=dict)  # the job's late rows per stage at the cut
 
 
 def merge(fn: str, acc: Any, value: Any) -> Any:
@@ -239,6 +245,13 @@ class Model:
         self.keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
         self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
         self.cuts: list[Cut] = []
+        # Rows each stage dropped as late (pitstop.late_rows): the job's runs' and, restored, those
+        # of the job it was restored from up to the snapshot's cut (see :meth:`restore`).
+        self.late: dict[str, int] = {}
+
+    def _dropped(self, stage: str, rows: int = 1) -> None:
+        if rows:
+            self.late[stage] = self.late.get(stage, 0) + rows
 
     def rows(self, sink: str) -> list[dict[str, Any]]:
         if sink in self.keyed:
@@ -284,15 +297,17 @@ class Model:
         if b.joined:  # grouped by the static table's g
             events = [replace(e, k=GROUPS[e.k]) for e in events]
         clocked = events  # what sets the clock: the rows the branch's first stage reads
-        if b.firsts:  # the chained ROW_NUMBER first: late below the clock, then each id once
+        if b.firsts:  # the chained ROW_NUMBER first: late at or below the clock, then each id once
             kept = []
             for e in events:
-                if st.clock is not None and e.ts < st.clock or any(e.ts < wm for wm in st.firsts_late):
+                late = st.firsts_clock is not None and e.ts <= st.firsts_clock
+                if late or any(e.ts <= wm for wm in st.firsts_late):
+                    self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
                     st.seen[e.id] = e.ts + DELAY
                     kept.append(e)
-            clocked = [e for e in events if not any(e.ts < wm for wm in st.firsts_late)]
+            clocked = [e for e in events if not any(e.ts <= wm for wm in st.firsts_late)]
             events = kept
         passed = [e for e in events if b.where is None or e.v >= b.where]
         if not b.firsts:
@@ -310,10 +325,14 @@ class Model:
             if b.running:
                 starts = [0]
             elif any(e.ts - e.ts % s + s <= wm for s, wm in st.late_before):
+                self._dropped(b.stage)  # counted once, whatever the new rule says too
                 continue  # the old job would have dropped it: its old window had closed
             else:
-                # Late per window: one whose end the clock had passed before this batch.
-                starts = [w for w in b.windows_of(e.ts) if st.clock is None or w + size > st.clock]
+                # Late per window: one whose end the clock had passed before this batch (a HOP
+                # row is counted once per window it misses).
+                every = b.windows_of(e.ts)
+                starts = [w for w in every if st.clock is None or w + size > st.clock]
+                self._dropped(b.stage, len(every) - len(starts))
             for start in starts:
                 acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
                 for a in b.aggs:
@@ -332,21 +351,26 @@ class Model:
         if clocked:
             top = max(e.ts for e in clocked) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
-        if b.firsts:
-            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
+            if b.firsts:
+                st.firsts_clock = top if st.firsts_clock is None else max(st.firsts_clock, top)
+        if b.firsts and st.firsts_clock is not None:  # its keys expire by its own clock
+            st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.firsts_clock}
         self._emit(st)
 
     def _dedup_batch(self, st: StageModel, passed: list[Event]) -> None:
         """Deduplication by ``id``: an event whose id was seen (and, for ROW_NUMBER, has not
         expired: first event + delay at or below the clock) is dropped; ROW_NUMBER also drops
-        an event below the clock (late) or, in the run after a restore, below the snapshot's."""
+        an event at or below the clock (late: Spark's deduplication drops a row whose time is at
+        or below the watermark) or, in the run after a restore, at or below the snapshot's (what
+        the old job would have dropped; a stage new at the restore: the job's clock)."""
         b = st.branch
         st.reseed = False
         first = b.dedup == "first"
         for e in passed:
             if first and (
-                st.clock is not None and e.ts < st.clock or any(e.ts < wm for _, wm in st.late_before)
+                st.clock is not None and e.ts <= st.clock or any(e.ts <= wm for _, wm in st.late_before)
             ):
+                self._dropped(b.stage)  # late before it is a duplicate: Spark drops it as late first
                 continue
             if e.id in st.seen:
                 continue
@@ -372,9 +396,10 @@ class Model:
         st.reseed = False
         new: dict[str, list[tuple[int, int, Acc]]] = {}
         for e in passed:
-            if any(e.ts + g <= wm for g, wm in st.late_before):
-                continue
-            if st.clock is not None and e.ts + gap <= st.clock:
+            if any(e.ts + g <= wm for g, wm in st.late_before) or (
+                st.clock is not None and e.ts + gap <= st.clock
+            ):
+                self._dropped(b.stage)
                 continue
             new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.aggs}))
             keys.add(e.k)
@@ -442,6 +467,7 @@ class Model:
     # statements
     def start(self, job: Job, early: bool = False) -> None:
         self.stages = {b.stage: StageModel(b, None, early=early and b.windowed) for b in job}
+        self.late = {}
         for b in job:
             self._sink_columns(b, early)
         self.state = "running"
@@ -468,14 +494,21 @@ class Model:
             if st.branch.firsts:
                 first = Branch(st.branch.sink, st.branch.firsts, 0, (), dedup="first")
                 stages[st.branch.firsts] = StageModel(
-                    first, st.clock, seen=dict(st.seen), committed=st.committed
+                    first, st.firsts_clock, seen=dict(st.seen), committed=st.committed
                 )
+                # A snapshot's clock of a stage in a chain: at least the one before it passes on.
+                if st.firsts_clock is not None:
+                    window = stages[st.branch.stage]
+                    window.clock = (
+                        st.firsts_clock if window.clock is None else max(window.clock, st.firsts_clock)
+                    )
         c = Cut(
             name,
             stages,
             self.read,
             {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
+            late=dict(self.late),
         )
         self.cuts.append(c)
         return c
@@ -558,6 +591,11 @@ class Model:
                     if src is not None and acc[src] is not None:
                         target[a] = merge(a, target[a], acc[src])
             self.stages[b.stage] = st
+        # The restored job's late rows: those of the job the snapshot was taken of, up to its cut
+        # (README "Late rows"; the catalog's lineage): what was counted after the cut is the old
+        # job's alone, whichever snapshot it is and with or without sinkRollback, since the new
+        # job reads that input again and counts it itself, under its own stages' names.
+        self.late = dict(c.late)
         self.read = c.files
         self.state = "running"
         self.batch()
@@ -573,9 +611,11 @@ class Model:
         if old is not None:
             st.seen = dict(old.seen)
             st.firsts_late = [old.clock] if old.clock is not None else []
+            st.firsts_clock = old.clock
         else:
             st.seen = {}
             st.firsts_late = [job_clock] if job_clock is not None else []
+            st.firsts_clock = job_clock
 
 
 def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:

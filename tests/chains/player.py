@@ -1,5 +1,5 @@
 """Plays a chain on a pitstop home (in process, through the server, or a process per statement)
-and checks every sink against the model after every step."""
+and checks every sink, and the job's late rows per stage, against the model after every step."""
 
 from __future__ import annotations
 
@@ -363,6 +363,40 @@ class Player:
                     + "".join(f"  unexpected {r}\n" for r in sorted(extra, key=str)[:8]),
                     self.text(),
                 )
+        self.check_late()
+
+    def check_late(self) -> None:
+        """The job's late rows per stage (``pitstop.late_rows``) are the model's, exactly, after
+        every step. Two places where pitstop documents less than rows, and why exact holds here:
+
+        - a stage later in a chain (a window after a ROW_NUMBER) is counted as Spark counts
+          (late windows and keys, not rows) plus the rows its own restore filter drops (rows).
+          Spark's part is always 0 here: an event the ROW_NUMBER passes is after the query's
+          watermark, so its window ends after it too. What the model counts under such a
+          window is what its restore filter drops (its old window had closed at the cut), row
+          by row, so any figure of Spark's there fails the check;
+        - a process killed with SIGKILL (:class:`Kill`): each batch's counts are on disk before
+          its rows are written (pitstop.engine.late, step 4), so the next process records those
+          of the batches the killed one committed; no slack is allowed after a kill either."""
+        if self.model.state == "none":
+            return
+        _, rows = self.query(
+            "SELECT stage, CAST(sum(rows) AS BIGINT) FROM pitstop.late_rows WHERE job = 'c' GROUP BY stage"
+        )
+        got = {str(stage): int(n) for stage, n in rows if n}
+        want = {stage: n for stage, n in self.model.late.items() if n}
+        if got != want:
+            stages = sorted(set(got) | set(want))
+            raise ChainFailure(
+                -1,
+                "late rows (pitstop.late_rows) differ from the model's:\n"
+                + "".join(
+                    f"  stage {s}: {got.get(s, 0)} counted, {want.get(s, 0)} expected\n"
+                    for s in stages
+                    if got.get(s, 0) != want.get(s, 0)
+                ),
+                self.text(),
+            )
 
     def sink_rows(self, sink: str) -> Counter[tuple[Any, ...]]:
         cols = self.model.columns[sink]

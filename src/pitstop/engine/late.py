@@ -15,7 +15,7 @@ same rule as Spark (checked against it, including the first batch after a restar
    WHERE and a static join to the branch's first stateful stage, and no further.
 2. Before each stateful stage, its kind's :class:`~pitstop.stages.base.Lateness` says, in Spark
    SQL, how many windows drop the row (a HOP row may miss several); an observed metric (Spark's
-   ``Dataset.observe``) sums it per micro-batch, per stage and source, into the query's progress.
+   ``Dataset.observe``) sums it per micro-batch, per stage and source, in the batch's execution.
    Nothing is dropped here: Spark (and a restored stage's own filter) drops the rows as before, so
    the job's results never depend on this count. A stage later in a chain has no such columns:
    only its own restore filter is counted this way, and Spark's ``numRowsDroppedByWatermark`` of
@@ -25,12 +25,19 @@ same rule as Spark (checked against it, including the first batch after a restar
    ``<run>/branches/<i>/late/<batch>-<partition>-<input>.jsonl`` (temp file + rename; a batch run
    again writes the same file). This costs a trip through Python for every row of the stage's
    input, which counting alone does not.
-4. The manager, the only writer of the catalog, reads the counts from each query's progress (a
-   micro-batch's progress is reported once it is committed) and the files of committed batches,
-   every second while the job runs, at ``AWAIT JOB`` and when a run stops, fails, is suspended
-   or dropped, into ``pitstop.late_counts`` and ``pitstop.late_records``, keyed so that reading
-   a batch twice changes nothing. A process killed between a batch's commit and the next look (a
-   second at most) loses that batch's count; its kept rows are read from the files.
+4. The batch's counts are recorded where the batch is: the branch's sink callback, once the
+   batch is computed and before its rows are written, reads them from the query's execution of
+   that batch (the observed metrics and the stateful operators' figures its progress report will
+   show, :func:`batch_report`) and writes them to ``<run>/branches/<i>/late_counts/<batch>.json``
+   (temp file + rename; a batch run again writes the same). Spark commits a batch only after the
+   callback returns, so every committed batch has its counts on disk, whatever becomes of the
+   process: a process killed right after a commit loses none (its progress reports, which
+   Spark posts after the commit, would have gone with it).
+5. The manager, the only writer of the catalog, reads the counts and the kept rows of committed
+   batches from those files every second while the job runs, at ``AWAIT JOB`` and when a run
+   stops, fails, is suspended or dropped (a run left by a process that was killed: when the job
+   resumes, or is dropped), into ``pitstop.late_counts`` and ``pitstop.late_records``, keyed so
+   that reading a batch twice changes nothing; a counts file goes once the catalog has it.
 """
 
 from __future__ import annotations
@@ -64,6 +71,11 @@ LATE = "__pitstop_late"
 METRIC = "pitstop_late "
 """Observed metrics of late rows are named this, then ``[stage, source]`` as JSON."""
 LATE_DIR = "late"
+COUNTS_DIR = "late_counts"
+_WRITER = (  # Spark's stateful operators that write state: what its progress lists, in this order
+    "org.apache.spark.sql.execution.streaming.operators.stateful.StateStoreWriter",  # pyspark 4.1 on
+    "org.apache.spark.sql.execution.streaming.StateStoreWriter",
+)
 
 
 def metric_name(stage: str, source: str) -> str:
@@ -174,31 +186,149 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat()
 
 
-# -- step 4: the manager reads them ----------------------------------------------------------------
-def counts(progress: Sequence[Any], branch: Branch, after: int | None, job: str) -> list[LateCount]:
-    """The late counts in a branch query's progress reports of batches after ``after`` (zero
-    counts left out). A report of a trigger that ran no batch (Spark reports an idle query now and
-    then) has no ``addBatch`` time and is skipped. Spark's own figure is taken for a stage later
-    in a chain (step 2) and, for a first stage, only checked: it can never exceed pitstop's, which
-    counts each row where Spark counts each group."""
+# -- step 4: the sink's callback records a batch's counts ------------------------------------------
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch's progress says of late rows: pitstop's observed counts (metric name ->
+    rows) and each stateful operator's ``numRowsDroppedByWatermark``, in Spark's order (the
+    progress's ``stateOperators``: from the sink back to the source)."""
+
+    batch_id: int
+    observed: dict[str, int]
+    dropped: tuple[int, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"batch": self.batch_id, "observed": self.observed, "dropped": list(self.dropped)})
+
+    @staticmethod
+    def from_json(text: str) -> BatchReport:
+        d = json.loads(text)
+        return BatchReport(
+            int(d["batch"]), {str(k): int(v) for k, v in d["observed"].items()}, tuple(d["dropped"])
+        )
+
+
+def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) -> BatchReport | None:
+    """Read in the sink's callback of batch ``batch_id``, once the batch is computed: its late
+    counts, from the JVM's execution of the batch (``session``: the JVM SparkSession that started
+    the query named ``query_name``), as Spark's progress report of it will give them; with
+    ``operators``, the stateful operators' figures too (a walk of the plan, some hundred JVM calls:
+    only for a branch with a stage later in a chain, whose count is Spark's figure). None if the
+    query or that execution is not found (nothing to record)."""
+    query = next((q for q in session.streams().active() if q.name() == query_name), None)
+    execution = query.streamingQuery().lastExecution() if query is not None else None
+    if execution is None or int(execution.currentBatchId()) != batch_id:
+        return None
+    observed: dict[str, int] = {}
+    metrics = execution.observedMetrics().iterator()
+    while metrics.hasNext():
+        pair = metrics.next()
+        name = str(pair._1())
+        if name.startswith(METRIC):
+            row = pair._2()
+            observed[name] = 0 if row.isNullAt(0) else int(row.getLong(0))
+    writer = _writer_class(session) if operators else None
+    dropped: list[int] = []
+    nodes = [execution.executedPlan()] if writer is not None else []
+    while writer is not None and nodes:  # pre-order, as Spark's plan.collect lists them
+        node = nodes.pop()
+        if writer.isInstance(node):
+            dropped.append(int(node.getProgress().numRowsDroppedByWatermark()))
+        children = node.children()
+        nodes.extend(children.apply(i) for i in reversed(range(children.size())))
+    return BatchReport(batch_id, observed, tuple(dropped))
+
+
+def _writer_class(session: Any) -> Any:
+    """Spark's ``StateStoreWriter`` class (its package moved in pyspark 4.1)."""
+    loader = session.getClass().getClassLoader()
+    for name in _WRITER:
+        try:
+            return loader.loadClass(name)
+        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
+            continue
+    return None
+
+
+def record_batch(
+    session: Any, run_dir: str, branch: int, operators: bool, query_name: str, batch_id: int
+) -> None:
+    """Step 4 in the sink's callback: the batch's counts to disk. A failure to read them from the
+    JVM is logged, not raised: results never depend on the count (a failure to write the file,
+    as a full disk, fails the batch as the sink's own write would)."""
+    try:
+        report = batch_report(session, query_name, batch_id, operators)
+    except Exception:  # noqa: BLE001 - Spark's internals differ: the count is short, the job goes on
+        log.warning(
+            "query '%s', batch %d: its late rows could not be read", query_name, batch_id, exc_info=True
+        )
+        return
+    if report is None:
+        log.warning(
+            "query '%s', batch %d: its execution was not found; late rows not counted", query_name, batch_id
+        )
+        return
+    write_report(run_dir, branch, report)
+
+
+def counts_dir(run_dir: str | os.PathLike[str], branch: int) -> Path:
+    return Path(run_dir) / "branches" / str(branch) / COUNTS_DIR
+
+
+def write_report(run_dir: str, branch: int, report: BatchReport) -> None:
+    """The batch's counts, on disk before its rows are written (nothing when there are none)."""
+    if not any(report.observed.values()) and not any(report.dropped):
+        return
+    folder = counts_dir(run_dir, branch)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{report.batch_id:012d}.json"
+    tmp = folder / f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(report.to_json())
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, folder / name)
+
+
+# -- step 5: the manager reads them ------------------------------------------------------------------
+def collect_reports(
+    run_dir: str | os.PathLike[str], branch: int, committed: int | None
+) -> tuple[list[BatchReport], list[Path]]:
+    """The counts files of a branch's batches up to ``committed`` (a batch not committed may be
+    run again, or never count: it is left for later), and the files read."""
+    if committed is None:
+        return [], []
+    folder = counts_dir(run_dir, branch)
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.is_file() and not e.name.startswith("."))
+    except FileNotFoundError:
+        return [], []
+    reports, files = [], []
+    for name in names:
+        if int(name.removesuffix(".json")) > committed:
+            continue
+        reports.append(BatchReport.from_json((folder / name).read_text(encoding="utf-8")))
+        files.append(folder / name)
+    return reports, files
+
+
+def counts(reports: Sequence[BatchReport], branch: Branch, job: str) -> list[LateCount]:
+    """The late counts of a branch's batch reports (zero counts left out). Spark's own figure is
+    taken for a stage later in a chain (step 2) and, for the first stage of such a branch (the
+    only ones whose reports carry it), only checked: it can never exceed pitstop's, which counts
+    each row where Spark counts each group."""
     out: dict[tuple[int, str, str], int] = {}
     first = branch.stages[0].name if branch.stages else None
     operators = kinds.operator_ids(branch)
-    for report in progress:
-        batch = int(report["batchId"])
-        if (after is not None and batch <= after) or "addBatch" not in (report.get("durationMs") or {}):
-            continue
-        observed = report.get("observedMetrics") or {}
+    for report in reports:
+        batch = report.batch_id
         ours: dict[str, int] = {}
-        for name, row in observed.items():
-            if not str(name).startswith(METRIC):
-                continue
-            stage, source = json.loads(str(name)[len(METRIC) :])
-            rows = int(row["rows"] or 0)
+        for name, rows in report.observed.items():
+            stage, source = json.loads(name[len(METRIC) :])
             ours[stage] = ours.get(stage, 0) + rows
             if rows:
                 out[(batch, stage, source)] = out.get((batch, stage, source), 0) + rows
-        spark = [int(op.get("numRowsDroppedByWatermark") or 0) for op in report.get("stateOperators") or []]
+        spark = report.dropped
         for stage in branch.stages:
             ids = operators.get(stage.name, [])
             if not ids or max(ids) >= len(spark):
@@ -219,12 +349,6 @@ def counts(progress: Sequence[Any], branch: Branch, after: int | None, job: str)
                     ours.get(stage.name, 0),
                 )
     return [LateCount(branch.index, b, stage, source, n) for (b, stage, source), n in sorted(out.items())]
-
-
-def executed(progress: Sequence[Any]) -> int | None:
-    """The last batch a query's progress reports say it ran (None: none)."""
-    ran = [int(p["batchId"]) for p in progress if "addBatch" in (p.get("durationMs") or {})]
-    return max(ran) if ran else None
 
 
 def late_dir(run_dir: str | os.PathLike[str], branch: int) -> Path:

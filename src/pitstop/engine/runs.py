@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05
-REPORT_S = 10.0
 MAX_RESTARTS = 3
 HEALTHY_S = 600.0
 """A branch that failed after running well this long since its last restart, committing a batch,
@@ -100,8 +99,6 @@ class BranchQuery:
     restarted_batch: int | None = None  # the last committed batch when it was last restarted
     last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
     final: bool = False  # it failed for a reason a restart cannot change ('onError'='fail')
-    counted_to: int | None = None  # the last batch whose late rows were recorded (pitstop.engine.late)
-    earlier: list[Any] = field(default_factory=list)  # progress of its queries before a restart
     kept_seen: set[str] = field(default_factory=set)  # files of kept late rows already recorded
 
 
@@ -125,7 +122,8 @@ class ActiveRun:
     seeds: dict[str, StageSeed] = field(default_factory=dict)
     branches: list[BranchQuery] = field(default_factory=list)
     bounds: dict[str, Any] = field(default_factory=dict)
-    """Sources read no further than these positions (a fence from the start: a replay's span)."""
+    """Sources read no further than these positions (a fence from the start: a replay's span, or
+    where a suspended job stands when it is woken to be stopped with a snapshot)."""
     sinks: Callable[[Branch, Mapping, tuple[str, ...]], Sink] | None = None
     """Where the branches write instead of their sinks' connectors (a replay's capture)."""
     fail_fast: bool = False
@@ -169,6 +167,20 @@ class ActiveRun:
             sink.prepare([(f.name, f.dataType.simpleString()) for f in df.schema.fields if f.name != KEEP])
             self.branches.append(bq)
             bq.query = self._start_query(df, bq, trigger_ms)
+
+    def planned_positions(self) -> dict[str, Any]:
+        """Per source, the furthest position any branch's checkpoint has planned (where this run
+        started reading it, if none has): where the run stands. Read before the queries start too
+        (a suspended job woken for ``DROP JOB ... WITH SNAPSHOT`` reads no further: :attr:`bounds`)."""
+        fence: dict[str, Any] = {src: self.start_of(src) for src in self.plan.sources}
+        for branch in self.plan.branches:
+            ckpt = self.folder / "branches" / str(branch.index) / "checkpoint"
+            planned = checkpoint.latest_planned(ckpt)
+            offsets = checkpoint.read_offsets(ckpt, planned) if planned is not None else None
+            if offsets is not None:
+                for src, pos in offsets.positions.items():
+                    fence[src] = self._positions(src).furthest(fence.get(src, self.start_of(src)), pos)
+        return fence
 
     def start_of(self, source: str) -> Any:
         """Where this run started reading ``source`` (a snapshot's position, else the start)."""
@@ -230,18 +242,37 @@ class ActiveRun:
         # its JVM with its last plan, broadcast tables included (measured: ~30 MB per update chain
         # with a static join, until the heap ran out after some 80 chains).
         gate, sink, restored = bq.gate, bq.sink, self.run.restore is not None
+        name = f"{self.job}#{bq.branch.index}@{self.run.run_id}"
+        # Its late counts, recorded before its rows (pitstop.engine.late, step 4): the JVM session
+        # that starts the query finds it by name (the callback's own session is the query's clone).
+        stages = len(bq.branch.stages)
+        record = (
+            partial(
+                late.record_batch,
+                self._spark._jsparkSession,
+                str(self.folder),
+                bq.branch.index,
+                stages > 1,
+                name,
+            )
+            if stages
+            else None
+        )
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             if restored:
                 crash_point("restore.batch")
             gate.enter(batch_id)
             try:
-                sink.write(batch.toArrow(), batch_id)
+                rows = batch.toArrow()
+                if record is not None:
+                    record(batch_id)
+                sink.write(rows, batch_id)
             finally:
                 gate.leave()
 
         return (
-            df.writeStream.queryName(f"{self.job}#{bq.branch.index}@{self.run.run_id}")
+            df.writeStream.queryName(name)
             .foreachBatch(write_batch)
             .option("checkpointLocation", str(bq.checkpoint))
             .outputMode(output_mode(bq.branch))
@@ -305,8 +336,6 @@ class ActiveRun:
                     bq.restarts,
                     MAX_RESTARTS,
                 )
-                if bq.query is not None:  # its late counts are read from its progress later
-                    bq.earlier.extend(bq.query.recentProgress)
                 try:
                     bq.query = self._start_query(self._frame(bq.branch), bq, self._trigger_ms)
                 except Exception as again:  # noqa: BLE001 - any failure to restart is reported
@@ -434,61 +463,31 @@ class ActiveRun:
     def await_input(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         targets = self.available()
         self.wait(lambda: self.caught_up(targets), timeout_s, "catch up with its input", cancelled)
-        # Spark reports a batch (its late rows' count) right after committing it: wait for that
-        # too, briefly (the supervisor records a report that comes later).
-        deadline = time.monotonic() + REPORT_S
-        while not self.reported() and time.monotonic() < deadline:
-            time.sleep(POLL_S)
         return targets
 
-    def reported(self) -> bool:
-        """Whether every branch's query has reported the progress of its last committed batch (its
-        late rows' count: :mod:`pitstop.engine.late`). Spark commits a batch, then reports it."""
-        for bq in self.branches:
-            committed = checkpoint.latest_commit(bq.checkpoint)
-            q = bq.query
-            if committed is None or q is None or not bq.branch.stages:
-                continue
-            last = q.lastProgress
-            if last is None:
-                return False
-            batch = int(last["batchId"])
-            if batch < committed or (batch == committed and "addBatch" not in (last.get("durationMs") or {})):
-                return False
-        return True
-
-    # -- late rows (pitstop.engine.late, step 4) -------------------------------------------------
-    def late_rows(self) -> tuple[list[LateCount], list[LateRecord], dict[int, int]]:
-        """What the branches' queries have reported of late rows since :meth:`late_recorded`
-        was last told, the kept rows of committed batches not yet read, and per branch the last
-        batch the counts cover. A read: nothing is marked recorded until the catalog has them."""
+    # -- late rows (pitstop.engine.late, step 5) -------------------------------------------------
+    def late_rows(self) -> tuple[list[LateCount], list[LateRecord], list[Path]]:
+        """The late counts of the branches' committed batches not recorded yet, the kept rows of
+        committed batches not yet read, and the counts files they came from (step 5). A read:
+        nothing is marked recorded until the catalog has them (:meth:`late_recorded`)."""
         found: list[LateCount] = []
         records: list[LateRecord] = []
-        reached: dict[int, int] = {}
+        files: list[Path] = []
         for bq in list(self.branches):
             if not bq.branch.stages:
                 continue
-            q = bq.query
-            progress = list(bq.earlier)
-            last = q.lastProgress if q is not None else None
-            if q is not None and last is not None and _new(last, bq.counted_to):
-                # Only the last report is new (the usual case, a look a second): no need for all.
-                progress += [last] if _only_new(last, bq.counted_to) else list(q.recentProgress)
-            ran = late.executed(progress)
-            if ran is not None and (bq.counted_to is None or ran > bq.counted_to):
-                found += late.counts(progress, bq.branch, bq.counted_to, self.job)
-                reached[bq.branch.index] = ran
+            committed = checkpoint.latest_commit(bq.checkpoint)
+            reports, read = late.collect_reports(self.folder, bq.branch.index, committed)
+            found += late.counts(reports, bq.branch, self.job)
+            files += read
             if self.plan.keep_late:
-                committed = checkpoint.latest_commit(bq.checkpoint)
                 records += late.collect_kept(self.folder, bq.branch.index, committed, bq.kept_seen)
-        return found, records, reached
+        return found, records, files
 
-    def late_recorded(self, reached: dict[int, int]) -> None:
-        """The catalog holds what :meth:`late_rows` returned."""
-        for bq in self.branches:
-            if bq.branch.index in reached:
-                bq.counted_to = reached[bq.branch.index]
-                bq.earlier.clear()
+    def late_recorded(self, files: list[Path]) -> None:
+        """The catalog holds what :meth:`late_rows` returned: its counts files go."""
+        for path in files:
+            path.unlink(missing_ok=True)
 
     def late_unrecorded(self) -> None:
         """The catalog could not take what :meth:`late_rows` returned: the kept rows' files are
@@ -527,13 +526,7 @@ class ActiveRun:
         3. Read the cut from the checkpoints.
         """
         # Step 1. Fence every source.
-        fence: dict[str, Any] = {src: self.start_of(src) for src in self.plan.sources}
-        for bq in self.branches:
-            planned = checkpoint.latest_planned(bq.checkpoint)
-            offsets = checkpoint.read_offsets(bq.checkpoint, planned) if planned is not None else None
-            if offsets is not None:
-                for src, pos in offsets.positions.items():
-                    fence[src] = self._positions(src).furthest(fence.get(src, self.start_of(src)), pos)
+        fence = self.planned_positions()
         # Step 2. Drain to the fence; raise it if a branch went past it.
         while True:
             for src, pos in fence.items():
@@ -632,16 +625,6 @@ class ActiveRun:
                 f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond {what} "
                 f"{batch}; no snapshot was written"
             )
-
-
-def _new(last: Any, counted_to: int | None) -> bool:
-    """Whether a query's last progress report is about a batch after ``counted_to``."""
-    return counted_to is None or int(last["batchId"]) > counted_to
-
-
-def _only_new(last: Any, counted_to: int | None) -> bool:
-    """Whether a query's last progress report is the only one after ``counted_to``."""
-    return counted_to is not None and int(last["batchId"]) == counted_to + 1
 
 
 def output_mode(branch: Branch) -> str:

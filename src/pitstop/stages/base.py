@@ -88,16 +88,16 @@ def no_windows() -> str:
     return "array(named_struct('start', CAST(NULL AS TIMESTAMP), 'end', CAST(NULL AS TIMESTAMP)))"
 
 
-def behind(time_sql: str, watermark_ms: str, seed: StageSeed | None, inclusive_old: bool) -> Lateness:
+def behind(time_sql: str, watermark_ms: str, seed: StageSeed | None) -> Lateness:
     """The :class:`Lateness` of a stage without windows that drops a row whose event time is at
-    or below the watermark (Spark's deduplication and stream-stream join), and, restored, one
-    below (``inclusive_old`` False) or at or below the old job's watermark (its own filter)."""
+    or below the watermark (Spark's deduplication and stream-stream join), and, restored, one at
+    or below the old job's watermark (its own filter: what the old job would have dropped)."""
     t = f"unix_micros({time_sql})"
     late = f"{t} <= ({watermark_ms}) * 1000"
     wm = watermark_ms
     if seed is not None and seed.old_watermark_ms > 0:
         old = seed.old_watermark_ms * 1000
-        late = f"({late}) OR {t} {'<=' if inclusive_old else '<'} {old}"
+        late = f"({late}) OR {t} <= {old}"
         wm = f"greatest({watermark_ms}, {seed.old_watermark_ms})"
     return Lateness(f"CASE WHEN {late} THEN 1 ELSE 0 END", no_windows(), time_sql, wm)
 

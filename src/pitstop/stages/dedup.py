@@ -24,8 +24,9 @@ would have; seeds are never emitted), and every live row whose key is among them
 time is before its ``expires_at`` is dropped on the way in (a left anti join with the snapshot's
 rows), so that a duplicate of an event seen before the cut is dropped after it whatever order
 Spark reads the first batch in. A live row the old job would have dropped as late (event time
-below the snapshot's watermark) is dropped too, and so is it by a ``ROW_NUMBER`` stage new in a
-restored job (one clock per job); ``DISTINCT`` has no watermark, so nothing is late for it.
+at or below the snapshot's watermark, as Spark drops it) is dropped too, and so is it by a
+``ROW_NUMBER`` stage new in a restored job (one clock per job); ``DISTINCT`` has no watermark, so
+nothing is late for it.
 
 Compatibility: the keys must stay (the state is the keys seen); the form (DISTINCT or
 ROW_NUMBER) must stay; the watermark delay may change (keys keep their old expiry). The columns a
@@ -215,10 +216,10 @@ class Dedup(StageKind):
 
     def lateness(self, stage: AggregateStage, seed: StageSeed | None, watermark_ms: str) -> Lateness | None:
         """ROW_NUMBER: Spark drops a row whose time is at or below the watermark (restored,
-        :meth:`frame` one below the old watermark); DISTINCT keeps no watermark."""
+        :meth:`frame` one at or below the old watermark); DISTINCT keeps no watermark."""
         if stage.time_column is None:
             return None
-        return behind(f"`{stage.time_column}`", watermark_ms, seed, inclusive_old=False)
+        return behind(f"`{stage.time_column}`", watermark_ms, seed)
 
     def frame(
         self,
@@ -241,8 +242,8 @@ class Dedup(StageKind):
             rows = live
         if seed is not None and ts is not None:
             wm_us = seed.old_watermark_ms * 1000
-            if wm_us > 0:  # late for the old job: late for this one (one clock per job)
-                rows = rows.filter(F.unix_micros(F.col(f"`{ts}`")) >= F.lit(wm_us))
+            if wm_us > 0:  # late for the old job (at or below its watermark): late for this one
+                rows = rows.filter(F.unix_micros(F.col(f"`{ts}`")) > F.lit(wm_us))  # (one clock per job)
         if seed is not None and not seed.clock_only:
             schema = self.state_schema(stage)
             seen = spark.read.schema(schema).parquet(seed.path).withColumnRenamed("expires_at", "__expires")

@@ -215,8 +215,8 @@ class IntervalJoin(StageKind):
         lt = stage.time_column
         assert lt is not None
         return (
-            behind(f"`{lt}`", watermark_ms, seed, inclusive_old=True),
-            behind(f"`{spec(stage).right_time}`", watermark_ms, seed, inclusive_old=True),
+            behind(f"`{lt}`", watermark_ms, seed),
+            behind(f"`{spec(stage).right_time}`", watermark_ms, seed),
         )
 
     def join_frame(
