@@ -407,3 +407,17 @@ def test_group_by_without_both_window_bounds_is_refused() -> None:
 def test_a_window_without_aggregation_is_refused() -> None:
     message = refusal(f"INSERT INTO daily_revenue SELECT window_start, region {TUMBLE_1H}")
     assert "a window function needs GROUP BY window_start, window_end" in message
+
+
+def test_only_branches_with_a_watermark_read_their_late_counts() -> None:
+    """Reading a batch's late counts costs JVM calls in every batch: a branch whose stages have no
+    watermark (a running aggregate, DISTINCT, no stage) drops nothing as late and skips it."""
+    from pitstop.engine.runs import late_possible
+
+    assert late_possible(plan(windowed("SUM(amount) AS revenue")).branches[0])
+    running = plan("INSERT INTO hourly SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region")
+    assert not late_possible(running.branches[0])
+    distinct = plan("INSERT INTO hourly SELECT DISTINCT region FROM orders")
+    assert not late_possible(distinct.branches[0])
+    stateless = plan("INSERT INTO hourly SELECT order_id, amount FROM orders WHERE amount > 10")
+    assert not late_possible(stateless.branches[0])

@@ -34,6 +34,7 @@ from pitstop.errors import (
 )
 from pitstop.faults import crash_point
 from pitstop.plan.model import Branch, JobPlan, end_column
+from pitstop.stages import registry as kinds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -245,7 +246,9 @@ class ActiveRun:
         name = f"{self.job}#{bq.branch.index}@{self.run.run_id}"
         # Its late counts, recorded before its rows (pitstop.engine.late, step 4): the JVM session
         # that starts the query finds it by name (the callback's own session is the query's clone).
-        stages = len(bq.branch.stages)
+        # A branch none of whose stages has a watermark drops nothing as late: no read (it costs a
+        # few JVM calls per batch).
+        stages = len(bq.branch.stages) if late_possible(bq.branch) else 0
         record = (
             partial(
                 late.record_batch,
@@ -625,6 +628,15 @@ class ActiveRun:
                 f"job '{self.job}': sink '{bq.branch.sink}' holds batch {written}, beyond {what} "
                 f"{batch}; no snapshot was written"
             )
+
+
+def late_possible(branch: Branch) -> bool:
+    """Whether a stage of the branch can drop a row as late (one with a watermark)."""
+    for stage in branch.stages:
+        kind = kinds.kind_of(stage)
+        if kind.lateness(stage, None, "0") is not None or kind.join_lateness(stage, None, "0") is not None:
+            return True
+    return False
 
 
 def output_mode(branch: Branch) -> str:
