@@ -26,21 +26,26 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _tables(tx: Any) -> list[tuple[str, dict[str, Any]]]:
-    """``(table, what its comment says)`` of every table of schema diff that pitstop made."""
+def _all(tx: Any) -> list[tuple[str, str | None]]:
+    """``(table, comment)`` of every table of schema diff."""
     rows = tx.execute(
         "SELECT table_name, comment FROM duckdb_tables() "
         "WHERE schema_name = ? AND database_name = current_database()",
         [SCHEMA],
     ).fetchall()
+    return [(str(t), c) for t, c in rows]
+
+
+def _tables(tx: Any, rows: list[tuple[str, str | None]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """``(table, what its comment says)`` of every table of schema diff that pitstop made."""
     out = []
-    for table, comment in rows:
+    for table, comment in _all(tx) if rows is None else rows:
         try:
             said = json.loads(comment or "")
         except ValueError:
             continue  # not one of pitstop's
         if isinstance(said, dict) and "diff" in said:
-            out.append((str(table), said))
+            out.append((table, said))
     return out
 
 
@@ -49,18 +54,14 @@ def keep(catalog: Catalog, job: str, tables: dict[str, pa.Table]) -> tuple[dict[
     transaction. Returns each sink's table and the diff's name."""
     with catalog.transaction() as tx:
         tx.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        rows = _all(tx)
         numbers = [
-            int(said.get("n", 0)) for _, said in _tables(tx) if str(said.get("job")).lower() == job.lower()
+            int(said.get("n", 0))
+            for _, said in _tables(tx, rows)
+            if str(said.get("job")).lower() == job.lower()
         ]
         n = max(numbers, default=0) + 1
-        taken = {
-            str(t).lower()
-            for (t,) in tx.execute(
-                "SELECT table_name FROM duckdb_tables() "
-                "WHERE schema_name = ? AND database_name = current_database()",
-                [SCHEMA],
-            ).fetchall()
-        }
+        taken = {t.lower() for t, _ in rows}
         while any(f"{job}_{n}_{label}".lower() in taken for label in tables):  # a table of another's
             n += 1
         name = f"{job}_{n}"
