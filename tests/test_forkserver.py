@@ -158,3 +158,51 @@ def test_a_jobs_source_starts_from_the_fork_server_and_ends_with_the_job(manager
     assert len(children_of(pid)) == 1  # the job's one query's source runner, forked warm
     run(manager, "DROP JOB fk;")
     until(lambda: children_of(pid) == [], "the runner ended with its query")
+
+
+# -- the JVM's class archive (engine/jvm.py, `pitstop prepare`) ----------------------------------
+def test_the_class_archive_is_named_after_the_java_and_the_jars_it_was_made_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pitstop.engine import jvm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(jvm.ENV, raising=False)
+    path = jvm.archive_path()
+    assert path is not None and path.parent == tmp_path / "cache" / "pitstop" / "jvm"
+    assert jvm.options() == "" and jvm.submit_opts() is None  # not made yet: Spark starts as before
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"made")
+    assert jvm.submit_opts() == f"-XX:SharedArchiveFile={path}"
+    monkeypatch.setenv(jvm.ENV, "-Dx=1")  # the user's own options are kept
+    assert jvm.submit_opts() == f"-Dx=1 -XX:SharedArchiveFile={path}"
+    monkeypatch.setenv(jvm.ENV, f"-XX:ArchiveClassesAtExit={tmp_path}/new.jsa")  # being made: not mapped
+    assert jvm.submit_opts() is None
+    java = tmp_path / "jdk" / "bin" / "java"  # another Java: another archive
+    java.parent.mkdir(parents=True)
+    java.write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    other = jvm.archive_path()
+    assert other is not None and other != path
+
+
+def test_prepare_without_java_says_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pitstop.prepare import prepare
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(RuntimeError, match=r"no `java` found \(JAVA_HOME or the PATH\): Spark needs Java 17"):
+        prepare()
+
+
+@pytest.mark.spark
+def test_spark_s_jvm_maps_the_class_archive_when_one_was_made(manager: Manager) -> None:
+    """`make test` runs `pitstop prepare` before the suite: this process's JVM maps its archive.
+    (Run without it, no archive exists and the JVM must map none.)"""
+    from pitstop.engine import jvm
+
+    path = jvm.archive_path()
+    made = path is not None and path.is_file()
+    spark = manager.spark()
+    pid = spark.sparkContext._gateway.proc.pid  # noqa: SLF001 - the JVM spark-submit exec'd
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert (str(path) in maps) == made, (path, made)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -419,6 +420,24 @@ def test_job(
     click.echo(result.message)
     differs = any(row[7] in ("differs", "state differs") for row in result.rows)
     sys.exit(0 if differs == (expect == "changes") else 1)
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="record the archive again even if it exists")
+def prepare(force: bool = False) -> None:
+    """Record Spark's JVM classes once, so that every later start of Spark on this machine takes
+    about a third less CPU (a class-data archive in the user's cache folder, ~40 s to make;
+    `make` runs it). Nothing else changes: without it, Spark starts as before."""
+    from pitstop import prepare as preparing
+
+    click.echo("recording the classes Spark's JVM loads (a job and a pit stop in a scratch home)...")
+    try:
+        path, made = preparing.prepare(force)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+        click.echo(f"ERROR: no class archive made: {err}", err=True)
+        sys.exit(1)
+    size = path.stat().st_size / 2**20
+    click.echo(f"{'made' if made else 'already made'}: {path} ({size:.0f} MB)")
 
 
 from pitstop.cli_users import users  # noqa: E402 - the group above must exist first

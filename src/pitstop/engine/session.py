@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pitstop.engine import forkserver
+from pitstop.engine import forkserver, jvm
 from pitstop.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,6 +79,9 @@ def spark_session(settings: Settings) -> SparkSession:
                     _forkserver.stop()
                 _forkserver = forkserver.start(handle)
                 os.environ[forkserver.ENV] = _forkserver.path
+            opts = jvm.submit_opts()  # the class archive `pitstop prepare` made, if there is one
+            if opts is not None:
+                os.environ[jvm.ENV] = opts
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
         SparkContext(conf=conf, gateway=gateway)
         # The builder adopts the running context and registers the session as the JVM's default
