@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from command_helpers import pitstop
-from conftest import run, settings
+from conftest import settings
 from pitstop.catalog.rows import MetricSample
 from pitstop.catalog.store import Catalog
 from pitstop.errors import PitstopError
@@ -146,8 +146,7 @@ def test_metrics_settings_take_whole_numbers(
     assert (Settings.resolve(tmp_path).metrics_s, Settings.resolve(tmp_path).metrics_keep) == (2, 7)
 
 
-def test_the_endpoint_answers_metrics_only_and_lists_jobs_without_spark(manager: Manager) -> None:
-    run(manager, f"{CLICKS}; CREATE MAPPING wins TYPE DuckDB;")
+def test_the_endpoint_answers_at_metrics_only_and_starts_no_spark(manager: Manager) -> None:
     endpoint = MetricsEndpoint(manager, "127.0.0.1", 0)
     url = endpoint.listen()
     try:

@@ -39,7 +39,7 @@ from pitstop.catalog.rows import (
 from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
 from pitstop.connectors.rollback import SinkRollback
-from pitstop.engine import cluster
+from pitstop.engine import cluster, metrics
 from pitstop.engine.checkpoint import latest_commit
 from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
@@ -89,7 +89,7 @@ class Manager:
         self._rejects_lock = threading.Lock()
         self._late_lock = threading.Lock()
         self._sampled_at: float | None = None  # time.monotonic() of the last metrics sample
-        self.metrics: tuple[MetricSample, ...] = ()
+        self.last_sample: tuple[MetricSample, ...] = ()
         """The last metrics sample of the jobs running here (the metrics endpoint serves it)."""
         # A process killed mid-protocol leaves folders the catalog does not list, and jobs marked
         # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
@@ -170,16 +170,14 @@ class Manager:
         """Sample the jobs running here into ``pitstop.metrics`` (:mod:`pitstop.engine.metrics`),
         every ``metrics_s`` seconds (the supervisor calls this every round; ``force``: now), and
         keep the sample for the metrics endpoint. Returns the last sample."""
-        from pitstop.engine import metrics
-
         clock = time.monotonic()
         if not force and self._sampled_at is not None and clock - self._sampled_at < self.settings.metrics_s:
-            return self.metrics
+            return self.last_sample
         self._sampled_at = clock
         sampled = now()
         late = self.catalog.late_by_stage()
         rows = tuple(row for run in list(self.runs.values()) for row in metrics.sample(run, sampled, late))
-        self.metrics = rows
+        self.last_sample = rows
         if rows:  # a round with no job running writes nothing (and leaves the history as it is)
             self.catalog.add_metrics(list(rows), self.settings.metrics_keep)
         return rows

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import socket
+import socketserver
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING
 
 from pitstop.catalog.rows import RUNNING, MetricSample
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PATH = "/metrics"
+REQUEST_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def exposition(manager: Manager) -> str:
     """The metrics page: the last sample of the jobs still running here (a job dropped or
     suspended since is left out), each job's state and its rejected records."""
     running = {key: run.run.run_id for key, run in list(manager.runs.items())}
-    rows = [s for s in manager.metrics if running.get(s.job.lower()) == s.run_id]
+    rows = [s for s in manager.last_sample if running.get(s.job.lower()) == s.run_id]
     lines: list[str] = []
     branches = list({(s.job, s.branch): s for s in rows}.values())  # branch figures repeat per stage
     stages = [s for s in rows if s.stage is not None]
@@ -195,19 +197,21 @@ def _escape_label(text: str) -> str:
 
 
 class MetricsEndpoint:
-    """An HTTP listener answering ``GET /metrics`` from its own threads; anything else is 404."""
+    """An HTTP listener answering ``GET /metrics`` from a thread of its own; anything else is 404."""
 
     def __init__(self, manager: Manager, host: str, port: int) -> None:
         self.manager = manager
         self.host = host
         self.port = port
-        self._http: ThreadingHTTPServer | None = None
+        self._http: HTTPServer | None = None
 
     def listen(self) -> str:
         """Bind and serve on a background thread (port 0 picks a free one); returns the URL."""
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S  # a client that stops sending holds up the next scrape no longer
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if self.path.split("?", 1)[0] != PATH:
                     self.send_error(404, f"pitstop serves its metrics at {PATH}")
@@ -227,9 +231,17 @@ class MetricsEndpoint:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
                 log.debug("metrics endpoint: %s", format % args)
 
-        class Listener(ThreadingHTTPServer):
+        class Listener(HTTPServer):
+            # One thread answers every scrape, one after the other: the page is small, and the
+            # catalog gives each thread a cursor of its own for as long as it is open (a thread
+            # per request would leave one behind per scrape).
             address_family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-            daemon_threads = True
+
+            def server_bind(self) -> None:
+                # http.server's own asks the resolver for the host's full name (socket.getfqdn),
+                # which can wait seconds for a DNS server; the name is used for nothing here.
+                socketserver.TCPServer.server_bind(self)
+                self.server_name, self.server_port = endpoint.host, self.server_address[1]
 
         try:
             http = Listener((self.host, self.port), Handler)
