@@ -231,6 +231,7 @@ def test_a_running_windowed_job_is_sampled_into_pitstop_metrics_and_the_endpoint
         where = (r["job"], r["branch"], r["sink"], r["stage"], r["restarts"])
         assert where == (JOB_NAME, 0, "wins", "per_minute", 0)
         assert r["state_rows"] is None  # Spark does not count them as pitstop runs RocksDB
+        assert r["state_bytes"] > 0  # what RocksDB's state store holds in memory
         assert r["late_rows"] == 0 and r["lag"] is None and r["lag_records"] is None
         assert r["batch_id"] is not None and r["batch_ms"] is not None
     assert any(r["input_rows"] > 0 for r in rows)

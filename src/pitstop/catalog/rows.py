@@ -222,7 +222,7 @@ class MetricSample:
     input_rows_per_s: float | None  # Spark's inputRowsPerSecond of that batch
     processed_rows_per_s: float | None  # Spark's processedRowsPerSecond of that batch
     batch_ms: int | None  # how long that batch took (Spark's durationMs.triggerExecution)
-    watermark: datetime | None  # the branch's event-time watermark; None: it has none
+    watermark: datetime | None  # the branch's event-time watermark; None: it has none (yet)
     state_rows: int | None  # rows in the stage's state; None: Spark does not count them
     state_bytes: int | None  # memory the stage's state store uses (Spark's memoryUsedBytes)
     late_rows: int | None  # rows the stage dropped as late, as SHOW JOBS counts them

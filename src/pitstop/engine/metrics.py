@@ -37,6 +37,7 @@ from pitstop.engine.session import STATE_ROWS_COUNTED
 from pitstop.stages import registry as kinds
 
 log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1)
 
 
 def sample(run: ActiveRun, sampled: datetime, late: dict[tuple[str, str], int]) -> list[MetricSample]:
@@ -64,7 +65,7 @@ def sample(run: ActiveRun, sampled: datetime, late: dict[tuple[str, str], int]) 
             "input_rows_per_s": _float(progress.get("inputRowsPerSecond")),
             "processed_rows_per_s": _float(progress.get("processedRowsPerSecond")),
             "batch_ms": _int(durations.get("triggerExecution")),
-            "watermark": _time((progress.get("eventTime") or {}).get("watermark")),
+            "watermark": _watermark((progress.get("eventTime") or {}).get("watermark")),
             "lag_records": None if lag is None else sum(sum(p.values()) for p in lag.values()),
             "lag": lag,
             "restarts": bq.failures,
@@ -121,8 +122,11 @@ def _float(value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _time(text: str | None) -> datetime | None:
-    """Spark's ``2026-11-27T08:00:00.000Z`` as the catalog keeps times: naive UTC."""
+def _watermark(text: str | None) -> datetime | None:
+    """Spark's ``2026-11-27T08:00:00.000Z`` as the catalog keeps times (naive UTC); None for a
+    query without a watermark, and for Spark's 1970-01-01 of one that has none yet (its first
+    batches): a dashboard would draw it as a fall of 56 years."""
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).replace(tzinfo=None)
+    at = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).replace(tzinfo=None)
+    return None if at == _EPOCH else at
