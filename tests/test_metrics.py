@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -180,6 +182,28 @@ def test_a_metrics_port_in_use_is_refused_naming_it(tmp_path: Path) -> None:
     assert done.returncode == 1
     said = f"ERROR: cannot serve metrics on 127.0.0.1:{port}: Address already in use; choose another port"
     assert said in done.stderr
+
+
+def test_serve_with_a_metrics_port_says_where_and_serves_until_it_stops(tmp_path: Path) -> None:
+    from command_helpers import start
+
+    proc = start(
+        "serve", "--port", "0", "--metrics-port", "0", home=tmp_path / "home", stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("pitstop serve: listening on postgresql://127.0.0.1:"), line
+        url = re.search(r"; metrics on (http://127\.0\.0\.1:\d+/metrics)$", line.strip())
+        assert url, line
+        assert "pitstop_job_running" in parse_exposition(scrape(url[1])[1])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with pytest.raises(urllib.error.URLError):  # the endpoint stopped with the server
+        scrape(url[1])
 
 
 # -- a running job -------------------------------------------------------------------------------
