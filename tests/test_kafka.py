@@ -327,6 +327,8 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
         described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
         assert described["lag of orders"].startswith("broker does not answer since ")
         assert described["lag of orders"].endswith("the job waits for it")
+        # pitstop.metrics does not know the lag while the broker is down: NULL, not 0.
+        assert [(s.lag_records, s.lag) for s in manager.sample_metrics(force=True)] == [(None, None)]
     finally:
         broker.resume()
     # Back: the job learns the end offsets now, and reads from there.
@@ -336,6 +338,8 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
     expected = closed(batch_windows(orders(300, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
     assert sink_windows(manager, "revenue") == expected
     assert _lag_of(manager) == "orders: 0 records behind (3 partitions)"
+    [sample] = manager.sample_metrics(force=True)  # per partition in pitstop.metrics
+    assert (sample.lag_records, sample.lag) == (0, {"orders": {"0": 0, "1": 0, "2": 0}})
     run(manager, "DROP JOB j;")
 
 

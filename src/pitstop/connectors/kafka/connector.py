@@ -60,6 +60,11 @@ def broker_status(state_dir: Any) -> dict[str, Any] | None:
     return status
 
 
+def _behind(ends: dict[str, int], have: dict[str, int]) -> dict[str, int]:
+    """Records behind each partition's end (0 for a position past it), in partition order."""
+    return {p: max(0, end - have.get(p, 0)) for p, end in sorted(ends.items(), key=lambda e: int(e[0]))}
+
+
 def run_start(state_dir: Any) -> dict[str, int]:
     """The offsets a run started from (its ``initial.json``), or {}."""
     try:
@@ -282,7 +287,7 @@ class KafkaConnector(Connector):
             )
         have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
         ends = KAFKA_POSITIONS._of(status.get("ends"))
-        behind = sum(max(0, end - have.get(p, 0)) for p, end in ends.items())
+        behind = sum(_behind(ends, have).values())
         text = f"{behind:,} records behind ({len(ends)} partitions)"
         past = [str(p) for p, end in sorted(ends.items()) if have.get(p, 0) > end]
         if past:  # the source fails the job on it, or reads on ('onDataLoss')
@@ -290,6 +295,15 @@ class KafkaConnector(Connector):
         if time.time() - checked.timestamp() > STALE_S:
             text += f" as of {checked:%Y-%m-%d %H:%M:%S} UTC"
         return text
+
+    def lag_records(self, source_dir: Path, mapping: Mapping, position: Any) -> dict[str, int] | None:
+        """Per partition, the end offset the run's driver last learnt minus ``position`` (what
+        :meth:`lag` sums); None while the ends are not known or the broker does not answer."""
+        status = broker_status(source_dir)
+        if status is None or "down_since" in status:
+            return None
+        have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
+        return {str(p): n for p, n in _behind(KAFKA_POSITIONS._of(status.get("ends")), have).items()}
 
     def save_position(
         self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
