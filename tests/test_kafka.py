@@ -55,6 +55,35 @@ def revenue(size: str, more: str = "") -> str:
 
 
 # -- options (no Spark) ---------------------------------------------------------------------------
+def test_checking_a_kafka_mapping_s_client_properties_neither_connects_nor_prints(tmp_path: Path) -> None:
+    """`pitstop check` (and CREATE MAPPING) ask librdkafka whether it knows each passed-through
+    property: a client built only for that connected to the broker in the background and
+    librdkafka wrote its own log lines (`%3|...|FAIL|rdkafka#producer-1| ... Connection refused`)
+    over the command's output. A real process (librdkafka writes to its file descriptor 2) and a
+    real listening socket as the broker, which must see no connection."""
+    import socket
+
+    from command_helpers import pitstop
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    sql = tmp_path / "kafka.sql"
+    sql.write_text(
+        "CREATE MAPPING clicks (user_id BIGINT) TYPE Kafka OPTIONS ("
+        f"'bootstrap.servers'='127.0.0.1:{port}', 'topic'='clicks', 'security.protocol'='PLAINTEXT',"
+        " 'client.id'='checked');\n"
+    )
+    try:
+        done = pitstop("check", str(sql), home=tmp_path / "home", process=True)
+        assert done.returncode == 0, done.stderr
+        assert "rdkafka" not in done.stderr + done.stdout, done.stderr
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+
+
 def test_kafka_mapping_checks_options_and_passes_client_properties_through(manager: Manager) -> None:
     good = """CREATE MAPPING clicks (user_id BIGINT, __key VARCHAR, __partition INT, __offset BIGINT,
         __timestamp TIMESTAMP) TYPE Kafka OPTIONS ('bootstrap.servers'='127.0.0.1:1', 'topic'='clicks',

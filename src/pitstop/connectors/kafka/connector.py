@@ -338,8 +338,9 @@ def client_properties(
         for name, value in passed.items():
             if name in ("bootstrap.servers", "auto.offset.reset"):
                 continue
-            try:
-                AdminClient({"bootstrap.servers": options["bootstrap.servers"], name: value})
+            try:  # no broker and no log: a client built only to check would connect in the
+                # background and librdkafka would write its own lines over the command's output
+                AdminClient({"log_level": 0, name: value})
             except (KafkaException, ValueError, TypeError) as exc:
                 said = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
                 raise PlanError(
