@@ -511,6 +511,37 @@ def test_a_checkpoint_moved_from_the_cut_fails_the_drop_and_the_job_goes_on(
     )
 
 
+def test_a_full_disk_at_the_fence_fails_the_statements_and_the_job_goes_on(
+    manager: Manager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: with no space left, writing a source's fence raised a bare OSError out of DROP
+    JOB ... WITH SNAPSHOT and CREATE SNAPSHOT (a traceback in `pitstop run`, "internal error" from
+    the server). Now each fails with a sentence naming the path, no fence is left, the job reads
+    on, and once there is space again the same statements work."""
+    from pitstop import faults
+
+    data = tmp_path / "orders"
+    _running_daily(manager, data)
+    monkeypatch.setattr(faults, "_hits", {})
+    monkeypatch.setenv(faults.FAULT_ENV, "drain.fenced:1:ENOSPC,drain.fenced:2:ENOSPC")  # both statements
+    said = r"job 'revenue' could not hold its sources at a cut: \[Errno 28\] No space left on device: '.*'\. "
+    said += r"Nothing is lost: the job reads on; free space in .* \(or make it writable\) and try again"
+    with pytest.raises(PitstopError, match=said):
+        run(manager, "CREATE SNAPSHOT v0 FOR JOB revenue;")
+    with pytest.raises(PitstopError, match=said):
+        run(manager, "DROP JOB revenue WITH SNAPSHOT v1;")
+    assert not list(tmp_path.rglob("fence*")), "a fence was left: the job would read no more"
+    monkeypatch.delenv(faults.FAULT_ENV)
+    make_orders.write_orders(data, 1500, 2500, files=2)
+    run(manager, "AWAIT JOB revenue;")
+    assert run(manager, "SHOW SNAPSHOTS;")[0].rows == ()
+    assert sink_windows(manager, "daily_revenue") == closed(
+        batch_windows(orders(0, 2500), DAY), DAY, last_watermark(2500)
+    )
+    run(manager, "DROP JOB revenue WITH SNAPSHOT v1;")
+    assert "v1" in run(manager, "SHOW SNAPSHOTS;")[0].rows[0]
+
+
 def test_a_dropped_job_s_queries_are_freed(manager: Manager, tmp_path: Path) -> None:
     """Once a job is dropped nothing in the process holds its queries. Each query's foreachBatch
     callback is kept by Py4J until the JVM's query is collected; the callback held its run, the run

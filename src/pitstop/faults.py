@@ -28,7 +28,7 @@ Micro-batches (DuckDB sink, :mod:`pitstop.connectors.duckdb.sink` and its upsert
                                  (``restore.batch:2``: the run's first batch is committed)
 
 Stop at a cut (``DROP JOB ... WITH SNAPSHOT``, ``CREATE SNAPSHOT``; :mod:`pitstop.engine.runs`)
-    ``drain.fenced``             the sources' fences are written; the branches drain to them
+    ``drain.fenced``             a source's fence is written (each in turn); the branches drain to them
 
 Export (:mod:`pitstop.snapshots.export`)
     ``export.stage_written``     the first stateful stage's Parquet files are in the temp folder

@@ -532,9 +532,16 @@ class ActiveRun:
         fence = self.planned_positions()
         # Step 2. Drain to the fence; raise it if a branch went past it.
         while True:
-            for src, pos in fence.items():
-                positions.write_fence(positions.source_dir(self.folder, src), pos)
-            crash_point("drain.fenced")
+            try:
+                for src, pos in fence.items():
+                    positions.write_fence(positions.source_dir(self.folder, src), pos)
+                    crash_point("drain.fenced", positions.source_dir(self.folder, src))
+            except OSError as exc:  # a full disk, most often: no cut, and nothing lost
+                self.release()
+                raise PitstopError(
+                    f"job '{self.job}' could not hold its sources at a cut: {exc}. Nothing is lost: "
+                    f"the job reads on; free space in {self.folder} (or make it writable) and try again"
+                ) from exc
             try:
                 self.wait(partial(self.caught_up, dict(fence)), timeout_s, "reach a clean cut", cancelled)
             except PitstopError:
