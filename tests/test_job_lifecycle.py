@@ -126,3 +126,38 @@ def test_suspend_resume_and_restart_keep_the_job_exact(manager: Manager, tmp_pat
         ("orders", "goes on after the 3 files read up to the snapshot")
     ]
     assert run(manager, "SHOW JOBS;")[0].rows == ()
+
+
+def test_a_failed_snapshot_of_a_suspended_job_leaves_it_suspended(
+    manager: Manager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DROP JOB ... WITH SNAPSHOT wakes a suspended job's queries to reach its cut. When the
+    export failed (a full disk), the job was resumed as if it had been running: its queries read
+    the input that arrived while it was suspended, while the catalog still said SUSPENDED. Now it
+    stays suspended, reads nothing, and ALTER JOB ... RESUME goes on exactly from where it was."""
+    from pitstop import faults
+    from pitstop.errors import PitstopError
+
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 1000, files=1)
+    run(
+        manager,
+        orders_mapping(data)
+        + f"""CREATE MAPPING daily_revenue TYPE DuckDB; CREATE JOB revenue AS {daily("daily_revenue")};
+        AWAIT JOB revenue; ALTER JOB revenue SUSPEND;""",
+    )
+    make_orders.write_orders(data, 1000, 2000, files=1)  # arrives while it is suspended
+    monkeypatch.setattr(faults, "_hits", {})
+    monkeypatch.setenv(faults.FAULT_ENV, "export.stage_written:ENOSPC")
+    with pytest.raises(
+        PitstopError, match=r"No space left on device.*Job 'revenue' was not dropped; it stays suspended"
+    ):
+        run(manager, "DROP JOB revenue WITH SNAPSHOT s;")
+    monkeypatch.delenv(faults.FAULT_ENV)
+    assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("revenue", "SUSPENDED")]
+    assert "revenue" not in manager.runs  # no query of it runs
+    assert not [q for q in manager.spark().streams.active if (q.name or "").startswith("revenue#")]
+    run(manager, "ALTER JOB revenue RESUME; AWAIT JOB revenue;")
+    everything = [make_orders.order(i) for i in range(2000)]
+    last = make_orders.EPOCH + timedelta(seconds=1999 * 90) - timedelta(minutes=5)
+    assert sink_windows(manager, "daily_revenue") == closed(batch_windows(everything, DAY), DAY, last)

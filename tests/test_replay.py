@@ -50,10 +50,11 @@ def closed_between(
 
 
 def dump(manager: Manager) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table of the catalog database but the diffs, whole and sorted."""
+    """Every table of the catalog database but the diffs and ``pitstop.metrics`` (the live job's
+    samples, taken every few seconds whatever a replay does), whole and sorted."""
     _, tables = manager.catalog.query(
         "SELECT table_schema, table_name FROM information_schema.tables "
-        "WHERE table_schema <> 'diff' ORDER BY ALL"
+        "WHERE table_schema <> 'diff' AND (table_schema, table_name) <> ('pitstop', 'metrics') ORDER BY ALL"
     )
     out = {}
     for schema, table in tables:

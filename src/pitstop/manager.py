@@ -454,6 +454,9 @@ class Manager:
                 f"snapshot '{snapshot}' already exists; choose another name or DROP SNAPSHOT {snapshot} "
                 f"first. Job '{job.name}' is still running."
             )
+        # A suspended job's queries are woken to reach its cut; whatever fails, it stays suspended
+        # (its queries stopped again), as the catalog says, and reads nothing meanwhile.
+        suspended = job.status == SUSPENDED
         run = self.active(job.name, wake=True)
         try:
             cut = run.stop_at_cut(STOP_TIMEOUT_S, cancelled)
@@ -461,6 +464,11 @@ class Manager:
             self._fail(run, str(exc))
             raise
         except PitstopError as exc:
+            if suspended:
+                with self._lock:
+                    self.runs.pop(job.name.lower(), None)
+                run.stop()
+                raise PitstopError(f"{exc}. Job '{job.name}' was not dropped; it stays suspended") from exc
             if not run.stopped:
                 raise  # it did not reach a cut and reads on
             # Nothing is lost: the job resumes from its checkpoints.
@@ -482,12 +490,15 @@ class Manager:
             crash_point("drop.recorded")
             shutil.rmtree(run.folder, ignore_errors=True)  # the snapshot holds all that is kept
         except BaseException as exc:
-            # Nothing is lost: the job resumes from its checkpoints, which hold the cut.
-            log.exception("snapshot '%s' of job '%s' failed; resuming the job", snapshot, job.name)
-            self._start(job.name, run.run)
+            # Nothing is lost: the job resumes from its checkpoints, which hold the cut (a
+            # suspended one stays suspended: its queries are stopped, as they were before).
+            log.exception("snapshot '%s' of job '%s' failed; the job goes on as it was", snapshot, job.name)
+            if not suspended:
+                self._start(job.name, run.run)
             if isinstance(exc, PitstopError | OSError):  # say so: the statement failed, the job did not
+                goes_on = "it stays suspended" if suspended else "it goes on"
                 raise PitstopError(
-                    f"{_said(exc, snapshot, job.name)}. Job '{job.name}' was not dropped; it goes on"
+                    f"{_said(exc, snapshot, job.name)}. Job '{job.name}' was not dropped; {goes_on}"
                 ) from exc
             raise
         return snap
