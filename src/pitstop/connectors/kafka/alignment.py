@@ -64,6 +64,7 @@ PROBE_CONSUMER = {
     "fetch.queue.backoff.ms": 0,
     "queued.max.messages.kbytes": 1024,
     "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",  # a record asked for that retention deleted: the next one
 }
 
 
