@@ -515,7 +515,9 @@ def _timestamp(stamp: tuple[int, int]) -> datetime | None:
 
 class KafkaSource(DataSource):
     """``spark.readStream.format("pitstop_kafka")``: options source, run_dir, topic, client
-    (the consumer's properties, JSON), key_format, reset, on_error, start (a position, JSON)."""
+    (the consumer's properties, JSON), key_format, reset, on_error, on_data_loss, start (a
+    position, JSON), event_time (the WATERMARK column), max_drift_us (watermark alignment's
+    drift; empty: off) and idle_timeout_us."""
 
     @classmethod
     def name(cls) -> str:
