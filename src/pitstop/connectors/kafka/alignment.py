@@ -59,8 +59,10 @@ from pitstop.connectors.kafka.names import TIMESTAMP
 LOOK = 16  # records a probe reads at most per partition, looking for one that has an event time
 PROBE_TIMEOUT_S = 30.0  # a probe the broker does not answer in this long: the broker is down
 PROBE_CONSUMER = {
-    # One record per partition is wanted: no backoff between fetches (librdkafka waits up to 1 s
-    # by default), and no more than a few records queued ahead of what is asked.
+    # A record or a few per partition is wanted: no backoff between fetches (librdkafka's default
+    # waits up to 1 s), and 1 MB queued ahead at most (its default: 64 MB). Smaller fetches
+    # (max.partition.fetch.bytes, queued.min.messages) made Tansu answer nothing within seconds at
+    # offsets past the first few thousand of a partition (checked with confluent-kafka 2.16).
     "fetch.queue.backoff.ms": 0,
     "queued.max.messages.kbytes": 1024,
     "enable.partition.eof": True,
