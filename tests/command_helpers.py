@@ -152,15 +152,18 @@ def _process(
 @contextmanager
 def _process_state_kept() -> Iterator[None]:
     """What the command changes for the whole process, put back after it: its log handlers (the
-    terminal's, bound to CliRunner's stderr, and a file per home) and its SIGTERM handler."""
+    terminal's, bound to CliRunner's stderr, and a file per home) and its SIGTERM and SIGINT
+    handlers (``pitstop serve`` sets both)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     terminal, files = logs._terminal, dict(logs._files)
-    sigterm = signal.getsignal(signal.SIGTERM)
+    sigterm, sigint = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, sigterm)
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
         for handler in root.handlers[:]:
             if handler not in handlers:
                 root.removeHandler(handler)

@@ -55,6 +55,35 @@ def revenue(size: str, more: str = "") -> str:
 
 
 # -- options (no Spark) ---------------------------------------------------------------------------
+def test_checking_a_kafka_mapping_s_client_properties_neither_connects_nor_prints(tmp_path: Path) -> None:
+    """`pitstop check` (and CREATE MAPPING) ask librdkafka whether it knows each passed-through
+    property: a client built only for that connected to the broker in the background and
+    librdkafka wrote its own log lines (`%3|...|FAIL|rdkafka#producer-1| ... Connection refused`)
+    over the command's output. A real process (librdkafka writes to its file descriptor 2) and a
+    real listening socket as the broker, which must see no connection."""
+    import socket
+
+    from command_helpers import pitstop
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    sql = tmp_path / "kafka.sql"
+    sql.write_text(
+        "CREATE MAPPING clicks (user_id BIGINT) TYPE Kafka OPTIONS ("
+        f"'bootstrap.servers'='127.0.0.1:{port}', 'topic'='clicks', 'security.protocol'='PLAINTEXT',"
+        " 'client.id'='checked');\n"
+    )
+    try:
+        done = pitstop("check", str(sql), home=tmp_path / "home", process=True)
+        assert done.returncode == 0, done.stderr
+        assert "rdkafka" not in done.stderr + done.stdout, done.stderr
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+
+
 def test_kafka_mapping_checks_options_and_passes_client_properties_through(manager: Manager) -> None:
     good = """CREATE MAPPING clicks (user_id BIGINT, __key VARCHAR, __partition INT, __offset BIGINT,
         __timestamp TIMESTAMP) TYPE Kafka OPTIONS ('bootstrap.servers'='127.0.0.1:1', 'topic'='clicks',
@@ -327,6 +356,8 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
         described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
         assert described["lag of orders"].startswith("broker does not answer since ")
         assert described["lag of orders"].endswith("the job waits for it")
+        # pitstop.metrics does not know the lag while the broker is down: NULL, not 0.
+        assert [(s.lag_records, s.lag) for s in manager.sample_metrics(force=True)] == [(None, None)]
     finally:
         broker.resume()
     # Back: the job learns the end offsets now, and reads from there.
@@ -336,6 +367,8 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
     expected = closed(batch_windows(orders(300, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
     assert sink_windows(manager, "revenue") == expected
     assert _lag_of(manager) == "orders: 0 records behind (3 partitions)"
+    [sample] = manager.sample_metrics(force=True)  # per partition in pitstop.metrics
+    assert (sample.lag_records, sample.lag) == (0, {"orders": {"0": 0, "1": 0, "2": 0}})
     run(manager, "DROP JOB j;")
 
 

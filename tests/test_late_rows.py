@@ -16,7 +16,7 @@ import pytest
 
 from conftest import batch_windows, closed, orders_mapping, revenue_select, run, settings, sink_windows
 from pitstop.catalog.rows import Job, LateCount, Run
-from pitstop.catalog.store import _MIGRATIONS, Catalog
+from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
 from pitstop.engine import late
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
@@ -197,7 +197,7 @@ def test_an_older_home_gains_the_late_tables_and_view(tmp_path: Path) -> None:
     db.close()
     catalog = Catalog(path)
     try:
-        assert catalog.schema_version() == 6
+        assert catalog.schema_version() == SCHEMA_VERSION
         assert catalog.late_counts() == {}
         assert catalog.query("SELECT * FROM pitstop.late_rows")[1] == []
     finally:

@@ -31,7 +31,8 @@ from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
 from pitstop import dsn, faults
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import now
-from pitstop.connectors.postgres.sink import BOOKKEEPING, PostgresSink
+from pitstop.connectors.postgres.sink import PostgresSink
+from pitstop.connectors.postgres.table import BOOKKEEPING
 from pitstop.errors import PitstopError, PlanError
 from pitstop.manager import Manager
 

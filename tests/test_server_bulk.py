@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from pitstop.server.bulk import RowEncoder
-from pitstop.server.connection import _data_row
 from pitstop.server.pgtypes import encode, pg_type_of
+from pitstop.server.replies import data_row
 
 COLUMNS = {
     "b": "BOOLEAN",
@@ -74,7 +74,7 @@ def _value_by_value(db: duckdb.DuckDBPyConnection, sql: str, binary: bool) -> tu
     types = [pg_type_of(t) for t in duckdb_types]
     rows = rel.fetchall()
     return duckdb_types, b"".join(
-        _data_row([encode(v, t, binary) for v, t in zip(row, types, strict=True)]) for row in rows
+        data_row([encode(v, t, binary) for v, t in zip(row, types, strict=True)]) for row in rows
     )
 
 

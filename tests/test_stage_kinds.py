@@ -40,6 +40,53 @@ def test_each_window_function_plans_a_stage_of_its_own_kind(body: str, kind: str
     assert registry.manifest_entry(stage) == {"kind": kind, "format_version": 1}
 
 
+RUNNING = "INSERT INTO hourly SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region"
+DISTINCT = "INSERT INTO hourly SELECT DISTINCT country, region FROM orders"
+STATELESS = "INSERT INTO hourly SELECT country, region FROM orders WHERE amount > 1"
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [(branch(), "tumble"), (HOP, "hop"), (SESSION, "session"), (RUNNING, "running"), (DISTINCT, "dedup")],
+)
+def test_exactly_one_kind_recognises_each_stateful_select(body: str, kind: str) -> None:
+    """Issue 24: a kind recognises its own SELECT (StageKind.recognize); the planner asks the
+    registry, and no kind claims a stateless SELECT."""
+    from pitstop.sql.parser import parse_statement
+
+    def core(sql: str):  # the INSERT's SELECT and its FROM's window function
+        select = parse_statement(f"CREATE JOB j AS {sql}").args["body"][0].expression
+        from_ = select.args["from_"].this
+        return select, (from_ if type(from_).__name__ == "WindowTvf" else None)
+
+    select, tvf = core(body)
+    assert [k.name for k in registry.KINDS if k.recognize(select, tvf)] == [kind]
+    assert registry.recognize(select, tvf) is registry.kind_named(kind)
+    assert only(plan(body)).kind == kind
+    assert registry.recognize(*core(STATELESS)) is None
+
+
+def test_a_kind_added_to_the_registry_is_planned_without_touching_the_planner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adding a kind is one module and one row of KINDS: a TUMBLE kind of its own (here in place
+    of pitstop's) plans every TUMBLE aggregation, names its stages, and is found by name."""
+    from pitstop.stages.tumble import Tumble
+
+    class Tumble2(Tumble):
+        name = "tumble2"
+        suffix = "agg2"
+
+    mine = Tumble2()
+    kinds = tuple(mine if k.name == "tumble" else k for k in registry.KINDS)
+    monkeypatch.setattr(registry, "KINDS", kinds)
+    monkeypatch.setattr(registry, "_BY_NAME", {k.name: k for k in kinds})
+    body = branch().replace("/*+ STAGE(daily) */ ", "")
+    stage = only(plan(body))
+    assert (stage.kind, stage.name) == ("tumble2", "daily_revenue.agg2")
+    assert registry.kind_of(stage) is mine
+
+
 @pytest.mark.parametrize("kind", registry.KINDS, ids=lambda k: k.name)
 def test_every_kind_writes_its_state_contract_in_its_module_docstring(kind: StageKind) -> None:
     module = importlib.import_module(type(kind).__module__)

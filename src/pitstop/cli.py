@@ -289,6 +289,20 @@ def shell(
     help="Spark master URL, e.g. spark://host:7077 (same as pitstop --master; default local[*]); "
     "on a cluster the server connects and checks it before it listens",
 )
+@click.option(
+    "--metrics-port",
+    envvar="PITSTOP_METRICS_PORT",
+    type=click.IntRange(0, 65535),
+    help="serve the jobs' metrics for Prometheus at http://HOST:PORT/metrics (off unless given; "
+    "0 picks a free port)",
+)
+@click.option(
+    "--metrics-host",
+    envvar="PITSTOP_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="address the metrics endpoint listens on",
+)
 @click.pass_obj
 def serve(
     settings: Settings,
@@ -298,6 +312,8 @@ def serve(
     tls_key: str | None,
     require_tls: bool = False,
     master: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Run the manager as a server: jobs run until it stops; BI tools, psql and
     `pitstop --connect` reach it over the PostgreSQL protocol. SIGTERM or Ctrl-C stops every job at
@@ -311,7 +327,15 @@ def serve(
 
     try:
         code = run_server(
-            settings, host, port, tls_cert, tls_key, announce=click.echo, require_tls=require_tls
+            settings,
+            host,
+            port,
+            tls_cert,
+            tls_key,
+            announce=click.echo,
+            require_tls=require_tls,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
     except PitstopError as err:
         click.echo(f"ERROR: {err}", err=True)

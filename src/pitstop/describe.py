@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from pitstop.catalog.rows import Job, LateSummary, Mapping, RejectSummary, Run, Snapshot
+from pitstop.catalog.rows import Job, LateSummary, RejectSummary, Run, Snapshot
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine.cluster import Placement
@@ -230,48 +229,6 @@ def unwritten_rows(old_plan: dict[str, Any] | None, plan: JobPlan) -> tuple[tupl
         _sink_row(sink, "warning", unwritten_text(sink, cols))
         for sink, cols in unwritten_columns(old_plan, plan)
     )
-
-
-def tells_lag(mapping_type: str) -> bool:
-    """Whether mappings of this type report a consumer lag (their connector defines ``lag``)."""
-    from pitstop.connectors.base import Connector
-
-    found = registry.find(mapping_type)
-    return found is not None and type(found).lag is not Connector.lag
-
-
-def source_lags(run: Run, plan: JobPlan, mappings: dict[str, Mapping]) -> list[tuple[str, str]]:
-    """``(source, lag in words)`` for each source whose type tells (Kafka: records behind the end
-    offsets, or that the broker does not answer). The job's position in a source is the least
-    that any branch reading it has committed; read from the run's folder, nothing is asked of a
-    broker."""
-    from pitstop.connectors import positions
-    from pitstop.engine import checkpoint
-
-    folder = Path(run.folder)
-    start = dict((run.restore or {}).get("start_positions", {}))
-    out = []
-    for src in plan.sources:
-        mapping = mappings.get(src)
-        if mapping is None or not tells_lag(mapping.type):
-            continue
-        connector = registry.connector(mapping.type)
-        at: Any = None
-        for b in plan.branches:
-            if src not in b.sources:
-                continue
-            ckpt = folder / "branches" / str(b.index) / "checkpoint"
-            try:
-                pos = checkpoint.progress(ckpt, start).positions.get(
-                    src, start.get(src, connector.positions.zero)
-                )
-            except (OSError, ValueError):
-                pos = start.get(src, connector.positions.zero)
-            at = pos if at is None else connector.positions.least(at, pos)
-        text = connector.lag(positions.source_dir(folder, src), mapping, at)
-        if text is not None:
-            out.append((src, text))
-    return out
 
 
 def lag_text(lags: list[tuple[str, str]]) -> str | None:

@@ -18,6 +18,7 @@ from pitstop.catalog.rows import RUNNING, ColumnDef, Job, Mapping, Snapshot, Vie
 from pitstop.catalog.store import now
 from pitstop.connectors import registry
 from pitstop.connectors.rollback import SinkRollback
+from pitstop.engine import lag
 from pitstop.errors import (
     BadNameError,
     CatalogError,
@@ -589,7 +590,7 @@ class Executor:
         lates = self.catalog.late_counts() if self.catalog is not None else {}
         # A run's lag is read from its folder; only when some mapping's type tells one (SHOW JOBS
         # over a hundred jobs stays a few milliseconds without Kafka).
-        lags = self.catalog is not None and any(describe.tells_lag(m.type) for m in self.catalog.mappings())
+        lags = self.catalog is not None and any(lag.tells_lag(m.type) for m in self.catalog.mappings())
         jobs = self.catalog.jobs() if self.catalog is not None else []
         waiting = self.manager.sinks_waiting() if self.manager is not None else {}
         # Where jobs run: asked of Spark (on a cluster, its monitoring API) only when one runs here.
@@ -635,7 +636,7 @@ class Executor:
             run = self.catalog.get_run(job.run_id)
             plan = JobPlan.from_json(run.plan)
             mappings = {m.name: m for m in (self.catalog.get_mapping(src) for src in plan.sources) if m}
-            return describe.source_lags(run, plan, mappings)
+            return lag.source_lags(run, plan, mappings)
         except Exception:  # noqa: BLE001 - a listing shows what it can
             log.warning("job '%s': cannot tell its sources' lag", job.name, exc_info=True)
             return []

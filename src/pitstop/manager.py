@@ -25,11 +25,21 @@ import duckdb
 from pyspark.errors import PySparkException
 
 from pitstop.catalog import diffs
-from pitstop.catalog.rows import FAILED, RUNNING, STOPPED, SUSPENDED, Job, Mapping, Run, Snapshot
+from pitstop.catalog.rows import (
+    FAILED,
+    RUNNING,
+    STOPPED,
+    SUSPENDED,
+    Job,
+    Mapping,
+    MetricSample,
+    Run,
+    Snapshot,
+)
 from pitstop.catalog.store import Catalog, now
 from pitstop.connectors import registry, rejects
 from pitstop.connectors.rollback import SinkRollback
-from pitstop.engine import cluster
+from pitstop.engine import cluster, metrics
 from pitstop.engine.checkpoint import latest_commit
 from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
@@ -78,6 +88,9 @@ class Manager:
         self._rejects_seen: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
         self._rejects_lock = threading.Lock()
         self._late_lock = threading.Lock()
+        self._sampled_at: float | None = None  # time.monotonic() of the last metrics sample
+        self.last_sample: tuple[MetricSample, ...] = ()
+        """The last metrics sample of the jobs running here (the metrics endpoint serves it)."""
         # A process killed mid-protocol leaves folders the catalog does not list, and jobs marked
         # RUNNING that no process runs (crash matrix, issue 10): put the home right before use.
         try:
@@ -141,6 +154,7 @@ class Manager:
                 self.refresh_failures()
                 self.collect_all_rejects()
                 self.collect_all_late()
+                self.sample_metrics()
                 self.supervisor_problem = None
             except Exception as exc:
                 if self._closed.is_set():
@@ -151,6 +165,22 @@ class Manager:
                     "the job supervisor's round failed; it tries again in %g s", SUPERVISE_S, exc_info=True
                 )
                 self.supervisor_problem = f"the job supervisor's last round failed: {exc}"
+
+    def sample_metrics(self, force: bool = False) -> tuple[MetricSample, ...]:
+        """Sample the jobs running here into ``pitstop.metrics`` (:mod:`pitstop.engine.metrics`),
+        every ``metrics_s`` seconds (the supervisor calls this every round; ``force``: now), and
+        keep the sample for the metrics endpoint. Returns the last sample."""
+        clock = time.monotonic()
+        if not force and self._sampled_at is not None and clock - self._sampled_at < self.settings.metrics_s:
+            return self.last_sample
+        self._sampled_at = clock
+        sampled = now()
+        late = self.catalog.late_by_stage()
+        rows = tuple(row for run in list(self.runs.values()) for row in metrics.sample(run, sampled, late))
+        self.last_sample = rows
+        if rows:  # a round with no job running writes nothing (and leaves the history as it is)
+            self.catalog.add_metrics(list(rows), self.settings.metrics_keep)
+        return rows
 
     def _resume_jobs(self) -> None:
         for job in self.catalog.jobs():

@@ -135,6 +135,20 @@ SETTINGS: tuple[Setting, ...] = (
         whole,
     ),
     Setting(
+        "metrics_s",
+        "PITSTOP_METRICS_S",
+        "10",
+        "how often, in seconds, the running jobs are sampled into pitstop.metrics (and the metrics endpoint)",
+        whole,
+    ),
+    Setting(
+        "metrics_keep",
+        "PITSTOP_METRICS_KEEP",
+        "360",
+        "how many samples pitstop.metrics keeps; older ones are removed (360 at 10 s: the last hour)",
+        whole,
+    ),
+    Setting(
         "trash_days",
         "PITSTOP_TRASH_DAYS",
         "7",
@@ -157,6 +171,8 @@ class Settings:
     driver_memory: str = "2g"
     executor_wait_s: float = 120.0
     spark_ui: bool | None = None  # None: on for a cluster, off in local mode
+    metrics_s: int = 10
+    metrics_keep: int = 360
 
     @property
     def ui(self) -> bool:

@@ -202,3 +202,30 @@ class LateSummary:
     rows: int
     first_seen: datetime
     last_seen: datetime
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One row of ``pitstop.metrics``: what one branch of a running job, and one of its stateful
+    stages, looked like at one sampling round (:mod:`pitstop.engine.metrics`). The branch's own
+    figures (batch, rates, watermark, lag, restarts) repeat on each of its stages' rows; a branch
+    without a stateful stage has one row whose ``stage`` and state figures are None."""
+
+    sampled: datetime  # the round's time (naive UTC), the same for every row of the round
+    job: str
+    run_id: str
+    branch: int
+    sink: str
+    stage: str | None
+    batch_id: int | None  # the last micro-batch Spark reported on; None: none yet
+    input_rows: int | None  # rows that batch read
+    input_rows_per_s: float | None  # Spark's inputRowsPerSecond of that batch
+    processed_rows_per_s: float | None  # Spark's processedRowsPerSecond of that batch
+    batch_ms: int | None  # how long that batch took (Spark's durationMs.triggerExecution)
+    watermark: datetime | None  # the branch's event-time watermark; None: it has none (yet)
+    state_rows: int | None  # rows in the stage's state; None: Spark does not count them
+    state_bytes: int | None  # memory the stage's state store uses (Spark's memoryUsedBytes)
+    late_rows: int | None  # rows the stage dropped as late, as SHOW JOBS counts them
+    lag_records: int | None  # records behind the end of the branch's sources; None: no source tells
+    lag: dict[str, dict[str, int]] | None  # per source, per partition: records behind
+    restarts: int  # times the branch was restarted from its checkpoint in this process

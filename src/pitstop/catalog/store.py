@@ -25,6 +25,7 @@ from pitstop.catalog.rows import (
     LateRecord,
     LateSummary,
     Mapping,
+    MetricSample,
     Reject,
     RejectSummary,
     Run,
@@ -36,7 +37,7 @@ from pitstop.errors import CatalogError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _LATE_LINEAGE = """WITH RECURSIVE lineage(job, run_id, cut, depth) AS (
         SELECT lower(name), run_id, CAST(NULL AS JSON), 0 FROM pitstop.jobs
@@ -174,6 +175,35 @@ _MIGRATIONS: dict[int, list[str]] = {
         f"CREATE OR REPLACE VIEW pitstop.late_rows AS {_late_rows()}",
         "COMMENT ON VIEW pitstop.late_rows IS 'per existing job, stage and source: the rows dropped "
         "as late by the job and the runs it was restored from (as SHOW JOBS counts them)'",
+    ],
+    7: [
+        # What the manager samples of its running jobs every metrics_s seconds
+        # (pitstop.engine.metrics): one row per job, branch and stateful stage and round; only the
+        # last metrics_keep rounds are kept (Catalog.add_metrics).
+        """CREATE TABLE IF NOT EXISTS pitstop.metrics (
+            sampled TIMESTAMP NOT NULL, job VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+            branch INTEGER NOT NULL, sink VARCHAR NOT NULL, stage VARCHAR, batch_id BIGINT,
+            input_rows BIGINT, input_rows_per_s DOUBLE, processed_rows_per_s DOUBLE, batch_ms BIGINT,
+            watermark TIMESTAMP, state_rows BIGINT, state_bytes BIGINT, late_rows BIGINT,
+            lag_records BIGINT, lag JSON, restarts INTEGER NOT NULL)""",
+        "COMMENT ON TABLE pitstop.metrics IS 'running jobs sampled every PITSTOP_METRICS_S seconds: one "
+        "row per job, branch, stateful stage and sample; the last PITSTOP_METRICS_KEEP samples are kept'",
+        "COMMENT ON COLUMN pitstop.metrics.sampled IS 'when the sample was taken (UTC)'",
+        "COMMENT ON COLUMN pitstop.metrics.stage IS 'the stateful stage; NULL for a branch without one'",
+        "COMMENT ON COLUMN pitstop.metrics.batch_id IS 'the last micro-batch Spark reported on'",
+        "COMMENT ON COLUMN pitstop.metrics.input_rows IS 'rows that micro-batch read'",
+        "COMMENT ON COLUMN pitstop.metrics.batch_ms IS 'how long that micro-batch took, in ms'",
+        "COMMENT ON COLUMN pitstop.metrics.watermark IS 'the branch''s event-time watermark'",
+        "COMMENT ON COLUMN pitstop.metrics.state_rows IS 'rows in the stage''s state; NULL where Spark "
+        "does not count them (its RocksDB state store, as pitstop runs it)'",
+        "COMMENT ON COLUMN pitstop.metrics.state_bytes IS 'memory the stage''s state store uses, in bytes'",
+        "COMMENT ON COLUMN pitstop.metrics.late_rows IS 'rows the stage dropped as late (as SHOW JOBS "
+        "counts them)'",
+        "COMMENT ON COLUMN pitstop.metrics.lag_records IS 'records behind the end of the branch''s "
+        "sources (Kafka); NULL where no source tells'",
+        "COMMENT ON COLUMN pitstop.metrics.lag IS 'records behind, per source and partition (JSON)'",
+        "COMMENT ON COLUMN pitstop.metrics.restarts IS 'restarts of the branch from its checkpoint "
+        "since this pitstop process started'",
     ],
 }
 
@@ -806,6 +836,58 @@ class Catalog:
             .fetchall()
         )
         return [LateSummary(stage, source, int(n), first, last) for stage, source, n, first, last in rows]
+
+    def late_by_stage(self) -> dict[tuple[str, str], int]:
+        """Late rows per existing job (lower-case name) and stage, counted as :meth:`late_counts`
+        does (what ``pitstop.metrics`` and the metrics endpoint show)."""
+        return dict(self._cached("late_by_stage", self._read_late_by_stage))
+
+    def _read_late_by_stage(self) -> dict[tuple[str, str], int]:
+        rows = (
+            self.cursor()
+            .execute(f"{_LATE_LINEAGE} SELECT job, stage, sum(rows) FROM owned GROUP BY ALL")
+            .fetchall()
+        )
+        return {(str(job), str(stage)): int(n or 0) for job, stage, n in rows}
+
+    # -- metrics -------------------------------------------------------------------------------
+    def add_metrics(self, samples: list[MetricSample], keep: int) -> None:
+        """Record one sampling round and forget all but the last ``keep`` rounds, in one
+        transaction: the table stays bounded however long jobs run (or jobs come and go)."""
+        with self.transaction() as tx:
+            if samples:
+                tx.executemany(
+                    f"INSERT INTO pitstop.metrics VALUES ({', '.join('?' * 18)})",
+                    [
+                        [
+                            s.sampled,
+                            s.job,
+                            s.run_id,
+                            s.branch,
+                            s.sink,
+                            s.stage,
+                            s.batch_id,
+                            s.input_rows,
+                            s.input_rows_per_s,
+                            s.processed_rows_per_s,
+                            s.batch_ms,
+                            s.watermark,
+                            s.state_rows,
+                            s.state_bytes,
+                            s.late_rows,
+                            s.lag_records,
+                            None if s.lag is None else dumps(s.lag),
+                            s.restarts,
+                        ]
+                        for s in samples
+                    ],
+                )
+            tx.execute(
+                """DELETE FROM pitstop.metrics WHERE sampled < (
+                    SELECT min(sampled) FROM (
+                        SELECT DISTINCT sampled FROM pitstop.metrics ORDER BY sampled DESC LIMIT ?))""",
+                [keep],
+            )
 
     def query(
         self, sql: str, tables: dict[str, Any] | None = None

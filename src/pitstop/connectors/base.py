@@ -289,6 +289,12 @@ class Connector:
         a request to an outside system. None: this type does not tell."""
         return None
 
+    def lag_records(self, source_dir: Path, mapping: Mapping, position: Any) -> dict[str, int] | None:
+        """What :meth:`lag` says in words, in numbers: records behind the end, per partition
+        (``pitstop.metrics``, the metrics endpoint). None: this type does not tell, or does not
+        know now (a broker that does not answer)."""
+        return None
+
     # -- a sink --------------------------------------------------------------------------------------
     def make_sink(
         self,

@@ -1,7 +1,7 @@
 """What the upsert sinks (DuckDB's and PostgreSQL's) share: the keep column, the history table of
 before-images that a rollback reads, the rows of windows with early results, and the keys a
 window branch's final rows replace early ones by. The sinks: :mod:`pitstop.connectors.duckdb.upsert`,
-:mod:`pitstop.connectors.postgres.sink`.
+:mod:`pitstop.connectors.postgres.writes`.
 """
 
 from __future__ import annotations

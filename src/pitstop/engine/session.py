@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+STATE_ROWS_COUNTED = False
+"""RocksDB otherwise reads every key before writing it, only to count the state's rows for a metric
+(``numRowsTotal``); without that read, a restore seeds 1M keys ~1/3 faster (bench/RESULTS.md).
+So Spark's progress says 0 state rows, and ``pitstop.metrics`` says it does not know (NULL)."""
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _forkserver: forkserver.Server | None = None
@@ -52,10 +56,11 @@ def spark_session(settings: Settings) -> SparkSession:
                     "spark.sql.streaming.stateStore.providerClass",
                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
                 ),
-                # RocksDB otherwise reads every key before writing it, only to count the state's
-                # rows for a metric; without that read, a restore seeds 1M keys ~1/3 faster
-                # (bench/RESULTS.md).
-                ("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false"),
+                # See STATE_ROWS_COUNTED.
+                (
+                    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows",
+                    str(STATE_ROWS_COUNTED).lower(),
+                ),
                 ("spark.ui.enabled", "true" if settings.ui else "false"),
                 ("spark.ui.showConsoleProgress", "false"),
                 ("spark.sql.streaming.metricsEnabled", "false"),

@@ -28,8 +28,9 @@ from pitstop.planner import joins
 from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.nodes import ImposeOrder, WindowTvf
 from pitstop.sql.parser import stage_hint
-from pitstop.stages import dedup
+from pitstop.stages import dedup, interval_join
 from pitstop.stages import registry as kinds
+from pitstop.stages.base import aggregates
 
 MappingLookup = Callable[[str], Mapping | None]
 ViewLookup = Callable[[str], exp.Query | None]
@@ -165,8 +166,9 @@ def _plan_query(
             )
     joined: joins.PlannedJoin | None = None
     if core.args.get("joins"):
+        suffix = interval_join.KIND.suffix
         joined = joins.plan_join(
-            core, mappings, sink_name, lambda: _stage_name(core, core_cte, sink.name, "join")
+            core, mappings, sink_name, lambda: _stage_name(core, core_cte, sink.name, suffix)
         )
         core = joined.select
     from_node = _from_of(core, sink_name, dedup_ok=True)
@@ -196,7 +198,7 @@ def _plan_query(
         src = _resolve_input(tvf.this if tvf is not None else from_node, plain_ctes, lookup, sink_name, set())
     source, src_layer = src.source, src.layer
     where_sql = _where(core, src_layer)
-    has_aggregates = _aggregates_in(core) or core.args.get("group") is not None
+    has_aggregates = aggregates(core)
     stage: AggregateStage | None = None
     if joined is not None and joined.stage is not None:
         if core.args.get("distinct") or has_aggregates:
@@ -210,17 +212,13 @@ def _plan_query(
         # The WHERE holds on the joined rows: it goes after the join, with the projection.
         first, layer = _projection(core, src_layer, where=where_sql)
         return _planned(sink, src, None, joined.stage, [first], layer, outer, joined.join)
-    if core.args.get("distinct"):
-        if has_aggregates or tvf is not None:
-            raise NotSupportedError(
-                f"INSERT INTO {sink_name}: SELECT DISTINCT with GROUP BY or a window function is not "
-                "supported; GROUP BY the columns instead (each group is one row)"
-            )
-        stage, layer, first = dedup.KIND.plan(
-            core, None, src, _stage_name(core, core_cte, sink.name, "dedup")
+    if core.args.get("distinct") and (has_aggregates or tvf is not None):
+        raise NotSupportedError(
+            f"INSERT INTO {sink_name}: SELECT DISTINCT with GROUP BY or a window function is not "
+            "supported; GROUP BY the columns instead (each group is one row)"
         )
-    elif has_aggregates:
-        kind = kinds.for_tvf(None if tvf is None else str(tvf.args["kind"]))
+    kind = kinds.recognize(core, tvf)
+    if kind is not None:
         if kind.updates and not registry.connector(sink.type).upserts:
             raise PlanError(
                 f"INSERT INTO {sink_name}: GROUP BY on a stream without a window is a running "
@@ -231,8 +229,7 @@ def _plan_query(
                 f"FROM TABLE(TUMBLE(TABLE {source.name}, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
                 "... GROUP BY window_start, window_end, ..."
             )
-        stage_name = _stage_name(core, core_cte, sink.name)
-        stage, layer, first = kind.plan(core, tvf, src, stage_name)
+        stage, layer, first = kind.plan(core, tvf, src, _stage_name(core, core_cte, sink.name, kind.suffix))
     else:
         if tvf is not None:
             raise PlanError(
@@ -258,7 +255,7 @@ def _planned(
     stateless SELECT over a chain (``src.chain``) ends with the chain's last stage."""
     sink_name = sink.name
     for select in outer:
-        if _aggregates_in(select) or select.args.get("group") is not None:
+        if aggregates(select):
             raise PlanError("only one aggregation per INSERT is supported; aggregate in one SELECT")
         projection, layer = _projection(select, layer, where=_where(select, layer))
         layers.append(projection)
@@ -324,7 +321,7 @@ def _plan_numbered(
     hint_from = numbered if stage_hint(numbered) is not None else core
     cte = core_cte if numbered is core else None
     stage, layer, first = dedup.KIND.plan(
-        numbered, None, src, _stage_name(hint_from, cte, sink.name, "dedup")
+        numbered, None, src, _stage_name(hint_from, cte, sink.name, dedup.KIND.suffix)
     )
     filtered = above.copy()
     filtered.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
@@ -424,7 +421,7 @@ def _resolve_input(
 def _input_of_select(
     select: exp.Select, what: str, ctes: dict[str, exp.Select], lookup: _Lookups, sink: str, seen: set[str]
 ) -> Input:
-    if _aggregates_in(select) or select.args.get("group") is not None:
+    if aggregates(select):
         raise PlanError(f"{what} aggregates; a job reads only stateless views and CTEs below its window")
     inner = _resolve_input(_from_of(select, sink), ctes, lookup, sink, seen)
     where = _where(select, inner.layer)
@@ -455,14 +452,20 @@ def _kept(watermark: WatermarkDef | None, projection: Projection) -> WatermarkDe
 
 
 def _own_stateful(select: exp.Select) -> bool:
-    """Whether ``select`` itself runs a stateful stage (or the numbering of a deduplication)."""
+    """Whether ``select`` itself runs a stateful stage, or is part of one: a JOIN (an interval
+    join's, or a static join whose SELECT is walked into), the numbering of a deduplication, or
+    an aggregation (whatever its FROM: one without a stage kind is refused where it is planned)."""
     return bool(
-        _aggregates_in(select)
-        or select.args.get("group") is not None
-        or select.args.get("distinct")
-        or select.args.get("joins")
+        select.args.get("joins")
         or dedup.row_number_of(select) is not None
+        or aggregates(select)
+        or kinds.recognize(select, _tvf_of(select)) is not None
     )
+
+
+def _tvf_of(select: exp.Select) -> exp.Expression | None:
+    from_ = select.args.get("from_")
+    return from_.this if from_ is not None and isinstance(from_.this, WindowTvf) else None
 
 
 def _stateful(select: exp.Select, ctes: dict[str, exp.Select], lookup: _Lookups, seen: set[str]) -> bool:
@@ -543,11 +546,6 @@ def _mapping(name: str, mappings: MappingLookup, role: str) -> Mapping:
             f"CREATE MAPPING {name} (...) TYPE ... OPTIONS (...)"
         )
     return mapping
-
-
-def _aggregates_in(select: exp.Select) -> bool:
-    """Whether ``select`` itself aggregates (calls in its WITH clause belong to the CTEs)."""
-    return any(call.find_ancestor(exp.Select) is select for call in select.find_all(exp.AggFunc))
 
 
 def _from_of(select: exp.Select, sink: str, dedup_ok: bool = False, joins_ok: bool = False) -> exp.Expression:

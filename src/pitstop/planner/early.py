@@ -77,15 +77,18 @@ def with_early_results(plan: JobPlan, millis: int, lookup: Callable[[str], Mappi
     windows = 0
     for b in plan.branches:
         stage = b.stage
-        if stage is None or kinds.kind_of(stage).family != "window":
+        kind = None if stage is None else kinds.kind_of(stage)
+        if stage is None or kind is None or kind.family != "window":
             branches.append(b)
             continue
         windows += 1
-        if stage.kind == "session":
+        if not kind.early_results:
+            early = " and ".join(k.title for k in kinds.KINDS if k.early_results)
             raise PlanError(
-                f"INSERT INTO {b.sink}: '{OPTION}' gives early results for TUMBLE and HOP windows; "
-                "a SESSION window's bounds move as it grows (and Spark's update mode refuses session "
-                "windows), so its rows cannot be replaced early: drop the option, or use TUMBLE or HOP"
+                f"INSERT INTO {b.sink}: '{OPTION}' gives early results for {early} windows; "
+                f"a {kind.title} window's bounds move as it grows (and Spark's update mode refuses "
+                f"{kind.name} windows), so its rows cannot be replaced early: drop the option, or use "
+                f"{early.replace(' and ', ' or ')}"
             )
         mapping = lookup(b.sink)
         if mapping is not None and not registry.connector(mapping.type).upserts:

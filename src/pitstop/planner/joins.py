@@ -37,8 +37,8 @@ from pitstop.plan.model import (
 )
 from pitstop.plan.scope import Input, Layer
 from pitstop.plan.types import SPARK, spark_type
-
-INTERVAL_KIND = "interval_join"
+from pitstop.stages import interval_join
+from pitstop.stages import registry as kinds
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def plan_join(
         accumulators=(),
         functions=(),
         watermark_delay_micros=left.watermark.delay_micros,
-        stage_kind=INTERVAL_KIND,
+        stage_kind=interval_join.KIND.name,
         time_column=lt,
         interval=IntervalSpec(
             right=right.name,
@@ -231,7 +231,7 @@ def _stage_reads(stage: AggregateStage, needed: set[str]) -> set[str]:
     for time in (stage.window.time_column if stage.window else None, stage.time_column):
         if time is not None:
             read.add(time.lower())
-    if stage.kind == "dedup" and stage.time_column is not None:
+    if kinds.kind_of(stage).passes_input(stage):
         read |= needed  # ROW_NUMBER ... = 1 passes its input rows on
     return read
 

@@ -102,6 +102,16 @@ def behind(time_sql: str, watermark_ms: str, seed: StageSeed | None) -> Lateness
     return Lateness(f"CASE WHEN {late} THEN 1 ELSE 0 END", no_windows(), time_sql, wm)
 
 
+def aggregates(select: exp.Select) -> bool:
+    """Whether ``select`` itself aggregates: an aggregate call of its own (those in its WITH
+    clause belong to the CTEs) or a GROUP BY."""
+    from sqlglot import exp
+
+    if select.args.get("group") is not None:
+        return True
+    return any(call.find_ancestor(exp.Select) is select for call in select.find_all(exp.AggFunc))
+
+
 @dataclass(frozen=True)
 class Change:
     """A kind's verdict on one stage from a snapshot to a new job: restored (with warnings) or
@@ -139,8 +149,24 @@ class StageKind(ABC):
     format_version: ClassVar[int] = 1  # of the rows and manifest entry this pitstop writes
     reads_formats: ClassVar[frozenset[int]] = frozenset({1})  # every version it can restore
     operators: ClassVar[int] = 1  # Spark stateful operators the stage runs as
+    suffix: ClassVar[str] = "aggregate"  # a stage's name without a CTE alias or hint: <sink>.<suffix>
+    early_results: ClassVar[bool] = False
+    """A row of it can be written before it is final and replaced as it changes (TUMBLE, HOP:
+    a window's bounds are fixed; 'earlyResultsMillis')."""
 
     # -- planning --------------------------------------------------------------------------------
+    def recognize(self, select: exp.Select, tvf: exp.Expression | None) -> bool:
+        """Whether ``select`` (``tvf``: the window function of its FROM, if any) runs a stage of
+        this kind: the planner plans the one kind of the registry that recognises a SELECT
+        (:func:`pitstop.stages.registry.recognize`). A kind planned otherwise (an interval join,
+        from a JOIN's ON) recognises none."""
+        return False
+
+    def passes_input(self, stage: AggregateStage) -> bool:
+        """Whether the stage's output rows are its input rows, every column passed on (a
+        ROW_NUMBER deduplication): what comes after it may read any input column."""
+        return False
+
     @abstractmethod
     def plan(
         self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str

@@ -78,8 +78,17 @@ class Dedup(StageKind):
     title: ClassVar[str] = "deduplication"
     family: ClassVar[str] = "deduplication"
     tvf: ClassVar[str | None] = None
+    suffix: ClassVar[str] = "dedup"
 
     # -- planning --------------------------------------------------------------------------------
+    def recognize(self, select: exp.Select, tvf: exp.Expression | None) -> bool:
+        """SELECT DISTINCT. (Flink's ROW_NUMBER pattern spans two SELECTs, the numbered one and
+        the one that keeps ``rn = 1``: the planner finds it with :func:`row_number_of`.)"""
+        return bool(select.args.get("distinct"))
+
+    def passes_input(self, stage: AggregateStage) -> bool:
+        return stage.time_column is not None  # ROW_NUMBER: the first row of each key, as it came
+
     def plan(
         self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
     ) -> tuple[AggregateStage, Layer, Projection]:

@@ -35,6 +35,7 @@ class Hop(WindowKind):
     name: ClassVar[str] = "hop"
     title: ClassVar[str] = "HOP"
     tvf: ClassVar[str | None] = "HOP"
+    early_results: ClassVar[bool] = True
 
     def window_spec(self, tvf: exp.Expression, column: str, input_: Input) -> WindowSpec:
         size, slide = interval_micros(tvf.args["size"]), interval_micros(tvf.args["slide"])

@@ -102,6 +102,7 @@ class IntervalJoin(StageKind):
     title: ClassVar[str] = "interval join"
     family: ClassVar[str] = "join"
     tvf: ClassVar[str | None] = None  # planned from FROM a JOIN b ON ... a time bound (pitstop.planner.joins)
+    suffix: ClassVar[str] = "join"
 
     # -- planning --------------------------------------------------------------------------------
     def plan(

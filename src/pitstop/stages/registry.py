@@ -4,12 +4,15 @@ declares)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pitstop.errors import CompatibilityError, PlanError
 from pitstop.plan.model import AggregateStage, Branch, stage_from_json
 from pitstop.stages import dedup, hop, interval_join, running, session, tumble
 from pitstop.stages.base import StageKind
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 KINDS: tuple[StageKind, ...] = (
     tumble.KIND,
@@ -20,10 +23,6 @@ KINDS: tuple[StageKind, ...] = (
     interval_join.KIND,
 )
 _BY_NAME = {k.name: k for k in KINDS}
-# The kinds an aggregation plans, by the FROM's table-valued function (None: no window function);
-# deduplication is planned from DISTINCT and ROW_NUMBER() (pitstop.planner.build), an interval
-# join from a JOIN's ON (pitstop.planner.joins).
-_BY_TVF = {k.tvf: k for k in (tumble.KIND, hop.KIND, session.KIND, running.KIND)}
 
 
 def kind_named(name: str) -> StageKind:
@@ -42,14 +41,14 @@ def kind_of(stage: AggregateStage) -> StageKind:
     return kind_named(stage.kind)
 
 
-def for_tvf(function: str | None) -> StageKind:
-    """The kind an aggregation plans: the one its FROM's table-valued function names (``TUMBLE``,
-    ``HOP``, ``SESSION``), or with no such function (None) a running aggregate."""
-    found = _BY_TVF.get(None if function is None else function.upper())
-    if found is None:
-        known = ", ".join(str(k) for k in _BY_TVF if k is not None)
-        raise PlanError(f"{str(function).upper()}(...) plans no stage; known: {known}")
-    return found
+def recognize(select: exp.Select, tvf: exp.Expression | None) -> StageKind | None:
+    """The kind whose stage ``select`` runs (``tvf``: the window function of its FROM, if any),
+    each kind asked in turn (:meth:`StageKind.recognize`); None for a stateless SELECT. Flink's
+    ROW_NUMBER deduplication and interval joins span more than one SELECT or a JOIN: the planner
+    finds them itself (:mod:`pitstop.planner.build`, :mod:`pitstop.planner.joins`)."""
+    found = [k for k in KINDS if k.recognize(select, tvf)]
+    assert len(found) <= 1, f"kinds {[k.name for k in found]} all recognise one SELECT"
+    return found[0] if found else None
 
 
 # -- snapshot manifests ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from pitstop.plan.model import AggregateStage, Projection
 from pitstop.plan.scope import Input, Layer
 from pitstop.plan.types import named
 from pitstop.stages.accumulators import evolve, plan_aggregate
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText
+from pitstop.stages.base import Change, StageKind, StageSeed, StageText, aggregates
 from pitstop.stages.buffers import (
     expected_buffer,
     live_inputs,
@@ -69,6 +69,9 @@ class Running(StageKind):
     updates: ClassVar[bool] = True
 
     # -- planning --------------------------------------------------------------------------------
+    def recognize(self, select: exp.Select, tvf: exp.Expression | None) -> bool:
+        return tvf is None and aggregates(select)
+
     def plan(
         self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
     ) -> tuple[AggregateStage, Layer, Projection]:

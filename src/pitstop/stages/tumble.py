@@ -34,6 +34,7 @@ class Tumble(WindowKind):
     name: ClassVar[str] = "tumble"
     title: ClassVar[str] = "TUMBLE"
     tvf: ClassVar[str | None] = "TUMBLE"
+    early_results: ClassVar[bool] = True
 
     def window_spec(self, tvf: exp.Expression, column: str, input_: Input) -> WindowSpec:
         return WindowSpec(self.name, column, interval_micros(tvf.args["size"]))

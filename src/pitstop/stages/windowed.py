@@ -47,7 +47,15 @@ from pitstop.plan.model import AggregateStage, KeyColumn, Projection, WindowSpec
 from pitstop.plan.scope import Input, Layer
 from pitstop.plan.types import named
 from pitstop.stages.accumulators import Evolution, comparator_changes, evolve, plan_aggregate
-from pitstop.stages.base import Change, StageKind, StageSeed, StageText, load_state, state_arrow
+from pitstop.stages.base import (
+    Change,
+    StageKind,
+    StageSeed,
+    StageText,
+    aggregates,
+    load_state,
+    state_arrow,
+)
 from pitstop.stages.buffers import (
     decode_sets,
     expected_buffer,
@@ -70,6 +78,9 @@ class WindowKind(StageKind):
     family: ClassVar[str] = "window"
 
     # -- planning --------------------------------------------------------------------------------
+    def recognize(self, select: exp.Select, tvf: exp.Expression | None) -> bool:
+        return tvf is not None and str(tvf.args["kind"]).upper() == self.tvf and aggregates(select)
+
     def plan(
         self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
     ) -> tuple[AggregateStage, Layer, Projection]:

@@ -62,6 +62,11 @@ def broker_status(state_dir: Any) -> dict[str, Any] | None:
     return status
 
 
+def _behind(ends: dict[str, int], have: dict[str, int]) -> dict[str, int]:
+    """Records behind each partition's end (0 for a position past it), in partition order."""
+    return {p: max(0, end - have.get(p, 0)) for p, end in sorted(ends.items(), key=lambda e: int(e[0]))}
+
+
 def run_start(state_dir: Any) -> dict[str, int]:
     """The offsets a run started from (its ``initial.json``), or {}."""
     try:
@@ -305,7 +310,7 @@ class KafkaConnector(Connector):
             )
         have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
         ends = KAFKA_POSITIONS._of(status.get("ends"))
-        behind = sum(max(0, end - have.get(p, 0)) for p, end in ends.items())
+        behind = sum(_behind(ends, have).values())
         text = f"{behind:,} records behind ({len(ends)} partitions)"
         held = KAFKA_POSITIONS._of(status.get("held"))
         if held and behind:  # held back on purpose: not lost, read once the slowest moves on
@@ -320,6 +325,15 @@ class KafkaConnector(Connector):
         if time.time() - checked.timestamp() > STALE_S:
             text += f" as of {checked:%Y-%m-%d %H:%M:%S} UTC"
         return text
+
+    def lag_records(self, source_dir: Path, mapping: Mapping, position: Any) -> dict[str, int] | None:
+        """Per partition, the end offset the run's driver last learnt minus ``position`` (what
+        :meth:`lag` sums); None while the ends are not known or the broker does not answer."""
+        status = broker_status(source_dir)
+        if status is None or "down_since" in status:
+            return None
+        have = {**run_start(source_dir), **KAFKA_POSITIONS._of(position)}
+        return {str(p): n for p, n in _behind(KAFKA_POSITIONS._of(status.get("ends")), have).items()}
 
     def save_position(
         self, run_dir: Path, mapping: Mapping, position: Any, snapshot_dir: Path
@@ -365,8 +379,9 @@ def client_properties(
         for name, value in passed.items():
             if name in ("bootstrap.servers", "auto.offset.reset"):
                 continue
-            try:
-                AdminClient({"bootstrap.servers": options["bootstrap.servers"], name: value})
+            try:  # no broker and no log: a client built only to check would connect in the
+                # background and librdkafka would write its own lines over the command's output
+                AdminClient({"log_level": 0, name: value})
             except (KafkaException, ValueError, TypeError) as exc:
                 said = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
                 raise PlanError(

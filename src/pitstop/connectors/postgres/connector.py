@@ -65,7 +65,7 @@ class PostgresConnector(Connector):
             return None
 
     def check_mapping(self, mapping: str, columns: tuple[ColumnDef, ...], options: dict[str, str]) -> None:
-        from pitstop.connectors.postgres.sink import parse_dsn, table_ref
+        from pitstop.connectors.postgres.options import parse_dsn, table_ref
 
         parse_dsn(mapping, options["dsn"])
         table_ref(mapping, options.get("table", mapping))
