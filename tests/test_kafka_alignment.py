@@ -9,8 +9,10 @@ in lists: a second implementation of its ``Times`` protocol, not a stand-in for 
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +125,30 @@ def test_alignment_options_are_checked_by_name(manager: Manager) -> None:
         PlanError, match=r"unknown option 'alignmentMaxDrfit' \(did you mean 'alignmentMaxDrift'\?\)"
     ):
         create("'alignmentMaxDrfit'='1 minute'")
+
+
+def test_the_lag_says_which_partitions_alignment_holds_back_not_that_they_are_lost(tmp_path: Path) -> None:
+    """Without Spark: what a running source keeps in its folder (its start, the broker's ends, and
+    the partitions its last plan held back)."""
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.kafka.connector import CONNECTOR
+    from pitstop.connectors.kafka.names import BROKER, INITIAL
+
+    mapping = Mapping("orders", "kafka", (), None, {"bootstrap.servers": "127.0.0.1:1", "topic": "t"})
+    (tmp_path / INITIAL).write_text(json.dumps({"0": 0, "1": 0, "2": 0}))
+    status = {"ends": {"0": 200, "1": 100, "2": 200}, "checked": time.time()}
+    held = {"held": {"0": 101, "2": 100}, "behind": [1], "drift_us": 5 * MINUTE}
+    (tmp_path / BROKER).write_text(json.dumps({**status, **held}))
+    position = {"0": 101, "1": 100, "2": 100}
+    assert CONNECTOR.lag(tmp_path, mapping, position) == (
+        "199 records behind (3 partitions); partition(s) 0, 2 held back by watermark alignment, "
+        "more than 5 minutes ahead of partition(s) 1"
+    )
+    # Caught up since: the last plan held nothing back.
+    (tmp_path / BROKER).write_text(json.dumps(status))
+    assert (
+        CONNECTOR.lag(tmp_path, mapping, {"0": 200, "1": 100, "2": 200}) == "0 records behind (3 partitions)"
+    )
 
 
 # -- the paused partition, on a real broker and real Spark -----------------------------------------
