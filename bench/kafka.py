@@ -18,12 +18,19 @@ sets the size against one.
    executor, Spark's session already up (one untimed warm-up job first).
 3. **pitstop, Kafka -> Kafka**: the same job writing its windows to a Kafka topic (one
    transaction per batch, read back by the ledger only after a crash).
+4. **pitstop, Kafka -> DuckDB without watermark alignment**: case 2 with the source mapping's
+   ``'alignmentMaxDrift'='off'``; case 2 runs with alignment on, pitstop's default (the drift is
+   the WATERMARK's 1 minute): the difference is what alignment costs on this data, whose
+   partitions stay within a second of each other (so nothing is held back: the cost is reading
+   the record before each partition's end on every trigger with new records).
 
 The events are bench/data.py's throughput events (``{"k": ..., "v": ..., "ts": ...}``, one day of
 event time), event ``i`` in partition ``i % partitions``, produced one record per produce batch (Tansu's
 high watermark is exact only then; see tests/kafka_helpers.py). Each pitstop run's rows are
 checked against the count of windows the input closes. The last line is a summary for scripts:
-``kafka_alone_eps=X kafka_json_eps=X pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X``.
+``kafka_alone_eps=X kafka_json_eps=X pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X
+pitstop_duckdb_unaligned_eps=X alignment_cost=X`` (``--cases`` runs some of the cases only; the
+summary then names those).
 """
 
 from __future__ import annotations
@@ -51,6 +58,20 @@ KEYS = 10_000
 HOURS = 24
 PARTITIONS = 3  # --partitions
 DELAY = timedelta(minutes=1)
+CASES = {  # --cases: key -> label
+    "alone": "confluent-kafka alone, raw",
+    "json": "confluent-kafka alone + json.loads",
+    "duckdb": "pitstop: Kafka -> 1 h TUMBLE -> DuckDB (watermark alignment on: the default)",
+    "unaligned": "pitstop: Kafka -> 1 h TUMBLE -> DuckDB, 'alignmentMaxDrift'='off'",
+    "kafka": "pitstop: Kafka -> 1 h TUMBLE -> Kafka (transactions)",
+}
+SUMMARY = {
+    "alone": "kafka_alone_eps",
+    "json": "kafka_json_eps",
+    "duckdb": "pitstop_duckdb_eps",
+    "unaligned": "pitstop_duckdb_unaligned_eps",
+    "kafka": "pitstop_kafka_eps",
+}
 
 
 def event(i: int, n: int) -> bytes:
@@ -133,8 +154,9 @@ class Pitstop:
     def run(self, sql: str) -> list[Any]:
         return [r for _, r in self.executor.run_script(sql)]
 
-    def job(self, topic: str, sink: str) -> tuple[float, int]:
-        """Seconds from CREATE JOB to AWAIT JOB's return, and the rows the sink got."""
+    def job(self, topic: str, sink: str, source_options: str = "") -> tuple[float, int]:
+        """Seconds from CREATE JOB to AWAIT JOB's return, and the rows the sink got;
+        ``source_options``: more of the source mapping's options (``, 'a'='b'``)."""
         self.count += 1
         name = f"k{self.count}"
         target = f"out{self.count}"
@@ -149,7 +171,7 @@ class Pitstop:
         self.run(
             f"CREATE MAPPING src{self.count} (k BIGINT, v BIGINT, ts TIMESTAMP, "
             "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE) TYPE Kafka OPTIONS "
-            f"('bootstrap.servers'='{self.broker.bootstrap}', 'topic'='{topic}');" + sink_sql
+            f"('bootstrap.servers'='{self.broker.bootstrap}', 'topic'='{topic}'{source_options});" + sink_sql
         )
         began = time.monotonic()
         self.run(
@@ -205,7 +227,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, help="events in the topic (default 500k; --quick 200k)")
     parser.add_argument("--reps", type=int, help="runs per case (default 3; --quick 2)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"the cases to run, of {', '.join(CASES)} (default: all)",
+    )
     args = parser.parse_args()
+    cases = [c for c in CASES if c in args.cases.split(",")]
     global PARTITIONS
     PARTITIONS = args.partitions
     n = args.events or (200_000 if args.quick else 500_000)
@@ -223,36 +251,31 @@ def main() -> None:
         pitstop = Pitstop(scratch / "home", broker)
         warm = pitstop.job("events", "duckdb")  # untimed: Spark's first job compiles and caches
         assert warm[1] == expected, f"warm-up: {warm[1]} rows, expected {expected}"
-        times: dict[str, list[float]] = {"alone": [], "json": [], "duckdb": [], "kafka": []}
+        times: dict[str, list[float]] = {c: [] for c in cases}
         for rep in range(reps):
-            times["alone"].append(consume_alone(broker, "events", n, parse=False))
-            times["json"].append(consume_alone(broker, "events", n, parse=True))
-            for sink in ("duckdb", "kafka"):
-                seconds, rows = pitstop.job("events", sink)
-                assert rows == expected, f"{sink}: {rows} rows, expected {expected}"
-                times[sink].append(seconds)
-            print(
-                f"run {rep + 1}: alone {times['alone'][-1]:.2f} s, +json {times['json'][-1]:.2f} s, "
-                f"pitstop->duckdb {times['duckdb'][-1]:.2f} s, pitstop->kafka {times['kafka'][-1]:.2f} s"
-            )
+            for case in cases:
+                if case in ("alone", "json"):
+                    times[case].append(consume_alone(broker, "events", n, parse=case == "json"))
+                    continue
+                sink = "kafka" if case == "kafka" else "duckdb"
+                options = ", 'alignmentMaxDrift'='off'" if case == "unaligned" else ""
+                seconds, rows = pitstop.job("events", sink, options)
+                assert rows == expected, f"{case}: {rows} rows, expected {expected}"
+                times[case].append(seconds)
+            print(f"run {rep + 1}: " + ", ".join(f"{c} {times[c][-1]:.2f} s" for c in cases), flush=True)
         eps = {k: n / statistics.median(v) for k, v in times.items()}
         print()
         print("| case | time (median, min-max) | events/s |")
         print("|---|---|---|")
-        labels = {
-            "alone": "confluent-kafka alone, raw",
-            "json": "confluent-kafka alone + json.loads",
-            "duckdb": "pitstop: Kafka -> 1 h TUMBLE -> DuckDB",
-            "kafka": "pitstop: Kafka -> 1 h TUMBLE -> Kafka (transactions)",
-        }
-        for key, label in labels.items():
-            print(f"| {label} | {median(times[key])} | {eps[key]:,.0f} |")
+        for case in cases:
+            print(f"| {CASES[case]} | {median(times[case])} | {eps[case]:,.0f} |")
         print(f"\nwindows emitted per pitstop run: {expected:,} (checked every run)")
-        print(
-            f"kafka_alone_eps={eps['alone']:.0f} kafka_json_eps={eps['json']:.0f} "
-            f"pitstop_duckdb_eps={eps['duckdb']:.0f} pitstop_kafka_eps={eps['kafka']:.0f} "
-            f"ratio={eps['duckdb'] / eps['alone']:.3f}"
-        )
+        summary = {SUMMARY[c]: f"{eps[c]:.0f}" for c in cases}
+        if "duckdb" in eps and "alone" in eps:
+            summary["ratio"] = f"{eps['duckdb'] / eps['alone']:.3f}"
+        if "duckdb" in eps and "unaligned" in eps:  # > 1: alignment costs time
+            summary["alignment_cost"] = f"{eps['unaligned'] / eps['duckdb']:.3f}"
+        print(" ".join(f"{k}={v}" for k, v in summary.items()))
     finally:
         if pitstop is not None:
             pitstop.close()

@@ -94,3 +94,34 @@ def _span_micros(value: str, unit: str, node: exp.Expr) -> int:
     if micros != micros.to_integral_value():
         raise SqlError(f"interval {node.sql()} is finer than a microsecond")
     return int(micros)
+
+
+def text_micros(text: str) -> int | None:
+    """Microseconds of an interval written as an option's value (``'5 minutes'``, ``'30 seconds'``,
+    ``'1 hour 30 minutes'``, ``'0.5 seconds'``; units as in ``INTERVAL '...'``); None unless it is
+    such a text, positive and exact to the microsecond."""
+    spans = list(_SPAN.finditer(text))
+    if not spans or "".join(span.group(0) for span in spans) != text:
+        return None
+    total = 0
+    for span in spans:
+        size = unit_micros(span.group(2))
+        if size is None:
+            return None
+        try:
+            amount = Decimal(span.group(1)) * size
+        except InvalidOperation:
+            return None
+        if not amount.is_finite() or amount != amount.to_integral_value():
+            return None
+        total += int(amount)
+    return total if total > 0 else None
+
+
+def interval_words(micros: int) -> str:
+    """A positive interval in words, in its largest exact unit: ``5 minutes``, ``1 second``."""
+    for unit, size in _UNITS_LARGEST_FIRST:
+        if micros % size == 0:
+            n = micros // size
+            return f"{n:,} {unit.lower()}{'' if n == 1 else 's'}"
+    raise AssertionError("unreachable: MICROSECOND divides every integer")

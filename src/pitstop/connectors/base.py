@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from pitstop import dsn
 from pitstop.errors import PlanError, UnknownOptionError
+from pitstop.intervals import text_micros
 from pitstop.spelling import close_name, closest
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from pitstop.catalog.store import Catalog
     from pitstop.connectors.rollback import SinkRollback, Span
 
-OPTION_KINDS = ("text", "path", "choice", "boolean", "positive", "count", "timestamp")
+OPTION_KINDS = ("text", "path", "choice", "boolean", "positive", "count", "timestamp", "interval")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class Option:
 
     Kinds: ``text`` (any string), ``path`` (a folder; stored absolute), ``choice`` (one of
     ``choices``, any case; stored as declared), ``boolean`` (true/false), ``positive`` (a number
-    > 0), ``count`` (a whole number > 0), ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, UTC)."""
+    > 0), ``count`` (a whole number > 0), ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, UTC),
+    ``interval`` (a length of time as ``INTERVAL '...'`` writes it: ``'5 minutes'``, ``'30
+    seconds'``; ``choices`` are words it takes besides, e.g. ``off``)."""
 
     name: str
     help: str
@@ -61,7 +64,8 @@ class Option:
 
     def __post_init__(self) -> None:
         assert self.kind in OPTION_KINDS, self.kind
-        assert (self.kind == "choice") == bool(self.choices), self.name
+        assert self.kind != "choice" or self.choices, self.name
+        assert not self.choices or self.kind in ("choice", "interval"), self.name
 
     def accepts(self) -> str:
         """What the option takes, in words (for errors, ``\\help`` and the README)."""
@@ -73,6 +77,7 @@ class Option:
             "positive": "a number > 0",
             "count": "a whole number > 0",
             "timestamp": "a time 'YYYY-MM-DD HH:MM:SS' (UTC)",
+            "interval": " | ".join(("an interval ('30 seconds', '5 minutes')", *self.choices)),
         }[self.kind]
 
     def normalize(self, where: str, value: str) -> str:
@@ -98,6 +103,13 @@ class Option:
             except ValueError:
                 raise wrong from None
             if not number > 0:
+                raise wrong
+            return text
+        if self.kind == "interval":
+            for choice in self.choices:
+                if choice.lower() == text.lower():
+                    return choice
+            if text_micros(text) is None:
                 raise wrong
             return text
         if self.kind == "timestamp":

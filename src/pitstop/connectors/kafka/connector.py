@@ -8,8 +8,9 @@ names that read the record's metadata: ``__key`` (VARCHAR: the key as UTF-8, or 
 BIGINT), ``__offset`` (BIGINT) and ``__timestamp`` (TIMESTAMP: the record's timestamp).
 
 Options: ``bootstrap.servers`` and ``topic`` (required), ``valueFormat``, ``keyFormat``,
-``auto.offset.reset`` and ``onError`` (reading), ``keyColumn`` and ``transactions`` (writing) are
-declared; any other dotted name (``security.protocol``,
+``auto.offset.reset``, ``onError``, ``onDataLoss``, ``alignmentMaxDrift`` and ``idleTimeout``
+(reading; the last two: :mod:`pitstop.connectors.kafka.alignment`), ``keyColumn`` and
+``transactions`` (writing) are declared; any other dotted name (``security.protocol``,
 ``sasl.username``, ...) is a Kafka client property handed to the consumer as it is (librdkafka
 checks its name at ``CREATE MAPPING``).
 
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pitstop.connectors.base import Connector, Option, Positions
 from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, METADATA_TYPES
 from pitstop.errors import PitstopError, PlanError
+from pitstop.intervals import interval_words, text_micros
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -159,6 +161,25 @@ class KafkaConnector(Connector):
             "fail",
             ("fail", "continue"),
         ),
+        Option(
+            "alignmentMaxDrift",
+            "reading: watermark alignment (Flink's scan.watermark.alignment.max-drift): a partition whose "
+            "event time runs further ahead of the slowest active partition's waits, so that a paused or "
+            "slow partition's rows do not fall behind the watermark and get dropped as late; default: the "
+            "WATERMARK's delay (no row is then late for it); off: each partition is read to its end. No "
+            "effect without a WATERMARK",
+            "interval",
+            None,
+            ("off",),
+        ),
+        Option(
+            "idleTimeout",
+            "reading, with alignment: a partition that gets no new record for this long is idle and holds "
+            "no other back until it gets one (Flink's scan.watermark.idle-timeout); its rows that come "
+            "later may be late",
+            "interval",
+            "30 seconds",
+        ),
         Option("keyColumn", "writing: the column whose value is each record's key (default: no key)"),
         Option(
             "transactions",
@@ -250,6 +271,8 @@ class KafkaConnector(Connector):
             "reset": self.option(mapping, "auto.offset.reset") or "earliest",
             "on_error": self.option(mapping, "onError") or "keep",
             "on_data_loss": self.option(mapping, "onDataLoss") or "fail",
+            "max_drift_us": "" if (drift := max_drift_us(mapping)) is None else str(drift),
+            "idle_timeout_us": str(text_micros(self.option(mapping, "idleTimeout") or "30 seconds")),
             "start": json.dumps(KAFKA_POSITIONS._of(start)),
             "client": json.dumps(self.client(mapping)),
         }
@@ -289,6 +312,13 @@ class KafkaConnector(Connector):
         ends = KAFKA_POSITIONS._of(status.get("ends"))
         behind = sum(_behind(ends, have).values())
         text = f"{behind:,} records behind ({len(ends)} partitions)"
+        held = KAFKA_POSITIONS._of(status.get("held"))
+        if held and behind:  # held back on purpose: not lost, read once the slowest moves on
+            slowest = ", ".join(str(p) for p in status.get("behind", []))
+            text += (
+                f"; partition(s) {', '.join(sorted(held, key=int))} held back by watermark alignment, "
+                f"more than {interval_words(int(status.get('drift_us', 1)))} ahead of partition(s) {slowest}"
+            )
         past = [str(p) for p, end in sorted(ends.items()) if have.get(p, 0) > end]
         if past:  # the source fails the job on it, or reads on ('onDataLoss')
             text += f"; partition(s) {', '.join(past)} end before the job's position"
@@ -322,6 +352,17 @@ class KafkaConnector(Connector):
             )
         shown = self.positions.text(entry["pos"], self.position_unit)
         return entry, f"goes on from the snapshot's offsets ({shown}); new partitions from their start"
+
+
+def max_drift_us(mapping: Mapping) -> int | None:
+    """The mapping's ``'alignmentMaxDrift'`` in microseconds: as given, else its WATERMARK's
+    delay; None when alignment is off (``'off'``, or no WATERMARK: then nothing is late)."""
+    if mapping.watermark is None:
+        return None
+    given = mapping.options.get("alignmentMaxDrift")
+    if given is None:
+        return mapping.watermark.delay_micros
+    return None if given == "off" else text_micros(given)
 
 
 def client_properties(

@@ -22,6 +22,12 @@ the job with a sentence naming them (``'onDataLoss'='fail'``, the default, as Sp
 ``read_committed`` an open transaction may show an end below the position (Tansu answers 0): such a
 partition's end is asked again, uncommitted records counted, before anything is called lost.
 
+Watermark alignment (``'alignmentMaxDrift'``, on by default for a mapping with a WATERMARK):
+``latestOffset`` holds back a partition whose event time runs ahead of the slowest active
+partition's by more than the drift, so that a paused or slow partition's rows are not left behind
+Spark's one watermark (:mod:`pitstop.connectors.kafka.alignment` says how, and why it holds). The
+partitions held back, and behind which, are kept in ``broker.json`` too: the lag says so.
+
 A broker that does not answer does not fail the job: ``latestOffset`` logs a warning and offers
 no new data, and the job reads on once the broker is back. What the driver last learnt of the
 broker (each partition's end offset, or since when it does not answer) is kept in the source's
@@ -47,6 +53,7 @@ from pyspark.sql.types import StructType
 
 from pitstop.catalog.rows import Reject
 from pitstop.connectors import positions, rejects
+from pitstop.connectors.kafka import alignment
 from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, OFFSET, PARTITION, TIMESTAMP
 from pitstop.errors import DataLossError
 from pitstop.plan.types import arrow_schema
@@ -105,6 +112,11 @@ def _as_json(pos: dict[int, int]) -> dict[str, int]:
     return {str(p): o for p, o in sorted(pos.items())}
 
 
+def _ends(marks: dict[int, tuple[int, int]]) -> dict[str, Any]:
+    """What ``broker.json`` says of the broker's answer: each partition's end offset."""
+    return {"ends": _as_json({p: high for p, (_low, high) in marks.items()})}
+
+
 class KafkaPartition(InputPartition):
     def __init__(self, partition: int, start: int, end: int) -> None:
         self.partition = partition
@@ -135,13 +147,27 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._start_known: dict[int, int] | None = None
         self._reported: dict[str, Any] = {}
         self._reported_at = 0.0
+        # Watermark alignment: the drift (None: off) and the idle timeout, in microseconds.
+        drift = options.get("max_drift_us") or ""
+        fields = {f.name: f for f in arrow_schema(schema)}
+        # No WATERMARK column: nothing is late, nothing to align.
+        self.max_drift_us = int(drift) if drift and self.event_time in fields else None
+        self._event_time = (
+            alignment.EventTime(str(self.event_time), fields[str(self.event_time)])
+            if self.max_drift_us is not None
+            else None
+        )
+        self.idle = alignment.IdleClock(int(options.get("idle_timeout_us") or 30_000_000) / 1e6)
+        self._times: alignment.BrokerTimes | None = None
+        self._said_held: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
     # -- the driver --------------------------------------------------------------------------------
-    def _broker(self) -> dict[int, tuple[int, int]]:
+    def _broker(self, report: bool = True) -> dict[int, tuple[int, int]]:
         if self._driver_consumer is None:
             self._driver_consumer = _consumer(self.client, self.source)
         marks = _watermarks(self._driver_consumer, self.topic)
-        self._report({"ends": _as_json({p: high for p, (_low, high) in marks.items()})})
+        if report:
+            self._report(_ends(marks))
         return marks
 
     def _unavailable(self, exc: BrokerUnavailable) -> None:
@@ -211,7 +237,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             at = {**known, **at}
         floor = self._floor()
         try:
-            marks = self._broker()
+            marks = self._broker(report=False)
         except BrokerUnavailable as exc:
             self._unavailable(exc)
             return positions.offset(self.source, _as_json(at))
@@ -222,10 +248,17 @@ class KafkaStreamReader(DataSourceStreamReader):
                 time.monotonic() - self._down_since,
             )
             self._down_since = None
-        lost = self._lost(at, marks)
+            self.idle.broker_back()
+        self.idle.saw({p: high for p, (_low, high) in marks.items()})
+        try:
+            lost = self._lost(at, marks)
+        except DataLossError:
+            self._report(_ends(marks))
+            raise
         fence = positions.read_fence(self.state_dir)
         held = _of(fence) if fence is not None else None
         end = dict(at)
+        parts: dict[int, alignment.Partition] = {}
         for p, (_low, high) in marks.items():
             here = at.get(p, floor.get(p, 0))  # a partition new since the start: from its start
             reach = high
@@ -234,10 +267,48 @@ class KafkaStreamReader(DataSourceStreamReader):
             if held is not None:
                 reach = min(reach, held.get(p, here))
             end[p] = max(here, reach)
+            parts[p] = alignment.Partition(here, end[p], end[p] < high, self.idle.idle(p, here))
+        status = _ends(marks)
+        if self.max_drift_us is not None and not lost:
+            try:
+                end.update(self._align(parts, status))
+            except BrokerUnavailable as exc:  # between two requests: as if it had not answered
+                self._unavailable(exc)
+                return positions.offset(self.source, _as_json(at))
         for p, (low, high) in lost.items():  # 'continue': on from what the broker holds
             # Past its end: an end below the start, which partitions() reads from the start.
             end[p] = high if at[p] > high else max(end[p], low)
+        if lost and self._times is not None:
+            self._times.forget()  # the topic is not what it was: its records' times neither
+        self._report(status)
         return positions.offset(self.source, _as_json(end))
+
+    def _align(self, parts: dict[int, alignment.Partition], status: dict[str, Any]) -> dict[int, int]:
+        """Watermark alignment: the batch's end offsets (:func:`alignment.align`); the partitions
+        held back, behind which, go into ``status`` (``broker.json``: the lag says so)."""
+        if self._times is None:
+            assert self._event_time is not None
+            consumer = _consumer(self.client, self.source, **alignment.PROBE_CONSUMER)
+            self._times = alignment.BrokerTimes(consumer, self.topic, self._event_time, BrokerUnavailable)
+        self._times.drop_below({p: x.here for p, x in parts.items()})
+        assert self.max_drift_us is not None
+        aligned = alignment.align(parts, self.max_drift_us, self._times)
+        if aligned.held:
+            status.update(
+                held=_as_json(aligned.held), behind=list(aligned.slowest), drift_us=self.max_drift_us
+            )
+        said = (tuple(sorted(aligned.held)), aligned.slowest if aligned.held else ())
+        if said != self._said_held:
+            log.info(
+                "mapping '%s': partition(s) %s held back by watermark alignment: more than %g s ahead "
+                "of partition(s) %s",
+                self.source,
+                ", ".join(map(str, said[0])) or "none now",
+                self.max_drift_us / 1e6,
+                ", ".join(map(str, said[1])) or "-",
+            )
+            self._said_held = said
+        return aligned.ends
 
     def _lost(self, at: dict[int, int], marks: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """The partitions whose position ``at`` lies outside what the broker holds, with their
@@ -309,10 +380,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         """Nothing to release: offsets live in Spark's checkpoint, not in a consumer group."""
 
     def stop(self) -> None:
-        for consumer in (self._driver_consumer, self._uncommitted_consumer):
+        probe = self._times.consumer if self._times is not None else None
+        for consumer in (self._driver_consumer, self._uncommitted_consumer, probe):
             if consumer is not None:
                 consumer.close()
         self._driver_consumer = self._uncommitted_consumer = None
+        self._times = None
 
     # -- the workers ------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -442,7 +515,9 @@ def _timestamp(stamp: tuple[int, int]) -> datetime | None:
 
 class KafkaSource(DataSource):
     """``spark.readStream.format("pitstop_kafka")``: options source, run_dir, topic, client
-    (the consumer's properties, JSON), key_format, reset, on_error, start (a position, JSON)."""
+    (the consumer's properties, JSON), key_format, reset, on_error, on_data_loss, start (a
+    position, JSON), event_time (the WATERMARK column), max_drift_us (watermark alignment's
+    drift; empty: off) and idle_timeout_us."""
 
     @classmethod
     def name(cls) -> str:
