@@ -6,13 +6,11 @@ file (class-data sharing, ``-XX:ArchiveClassesAtExit`` then ``-XX:SharedArchiveF
 and later); every later JVM maps it. Measured here (a ``pitstop run`` of a windowed job over two
 files, every process of it counted, 2 cores): ~17.5 CPU-s without, ~12 with (bench/RESULTS.md).
 
-``pitstop prepare`` records it (:mod:`pitstop.prepare`; ``make`` runs it): a child process runs a small
-job and a pit stop in a scratch home, with the JVM told to write the classes it loaded when it
-exits; the archive is moved into place only once that JVM has exited well. It lives in the
-user's cache folder, named after what it was made from (the Java binary, pyspark's version and
-jars), so an upgrade of either makes a new one. A JVM that finds an archive it cannot use (made
-by another JDK build, or jars changed in place) says so in ``<home>/logs/spark.log`` and starts
-as it would without one: the archive only ever saves time.
+``pitstop prepare`` records it (:mod:`pitstop.prepare`; ``make`` runs it) in the user's cache
+folder, named after what it was made from (the Java binary; pyspark's version, jars and where they
+are), so an upgrade of either, or another virtual environment, makes a new one. A JVM that finds
+an archive it cannot use (made by another JDK build, or jars changed in place) says so in
+``<home>/logs/spark.log`` and starts as it would without one: the archive only ever saves time.
 """
 
 from __future__ import annotations
@@ -48,7 +46,8 @@ def archive_path() -> Path | None:
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     key = hashlib.sha256()
     stat = java.stat()
-    key.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0{pyspark.__version__}\0".encode())
+    # The JVM checks the archive's class path against its own: the jars' folder is part of the name.
+    key.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0{pyspark.__version__}\0{jars}\0".encode())
     for jar in sorted(jars.glob("*.jar")):
         key.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
     return cache_folder() / f"spark-{pyspark.__version__}-{key.hexdigest()[:16]}.jsa"
