@@ -448,3 +448,33 @@ def test_a_topic_made_again_with_less_data_fails_the_job_or_is_read_from_its_sta
 
     assert _until("the new partition's records, from its start", copied) == (60, 60)
     assert {r[0]: r[1] for r in run(manager, "SHOW JOBS;")[0].rows}["lenient"] == "RUNNING"
+
+
+def test_the_kafka_sink_s_client_logs_to_the_log_file_not_over_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """librdkafka wrote its own lines to file descriptor 2 when the sink's broker went away
+    (`%3|...|FAIL|rdkafka#producer-85| ... Connect to ipv4#127.0.0.1:35429 failed: Connection
+    refused`), over `pitstop run`'s output; they go to pitstop's log now, for the file only. A
+    real producer against a real loopback port nobody listens on."""
+    import logging
+    import socket
+
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.kafka.sink import KafkaSink
+
+    closed_port = socket.create_server(("127.0.0.1", 0))
+    port = closed_port.getsockname()[1]
+    closed_port.close()
+    client = {"bootstrap.servers": f"127.0.0.1:{port}"}
+    mapping = Mapping("out", "kafka", (), None, {**client, "topic": "t"})
+    sink = KafkaSink(mapping, client, "j", "r", tmp_path, 0, None, "json", False)
+    caplog.set_level(logging.INFO, logger="pitstop.kafka.client")
+    producer = sink._open()
+    deadline = time.monotonic() + 30
+    while not any(r.name == "pitstop.kafka.client" for r in caplog.records):
+        assert time.monotonic() < deadline, "librdkafka logged nothing about the refused connection"
+        producer.poll(0.2)
+    assert "rdkafka" not in capfd.readouterr().err
+    record = next(r for r in caplog.records if r.name == "pitstop.kafka.client")
+    assert "Connection refused" in record.getMessage() and getattr(record, "file_only", False)

@@ -61,6 +61,7 @@ from typing import Any
 import pyarrow as pa
 
 from pitstop.catalog.rows import Mapping
+from pitstop.connectors.kafka import clientlog
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.retry import Backoff, retry
@@ -293,7 +294,7 @@ class KafkaSink:
             return self._producer
         from confluent_kafka import Producer
 
-        conf: dict[str, Any] = {"log_level": 3, "linger.ms": 5}
+        conf: dict[str, Any] = {"log_level": 3, "linger.ms": 5, "logger": clientlog.LOGGER}
         conf.update({k: v for k, v in self.client.items() if k not in CONSUMER_ONLY})
         conf.update({"enable.idempotence": True, "acks": "all"})
         if self.transactions:
