@@ -9,11 +9,11 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
@@ -131,6 +131,18 @@ def sink_windows(manager: Manager, table: str) -> dict[Window, tuple[Decimal, in
 
 def closed(windows: dict[Window, tuple[Decimal, int]], size: timedelta, watermark: datetime) -> dict:
     return {k: v for k, v in windows.items() if k[0] + size <= watermark}
+
+
+def until(what: str, check: Callable[[], Any], timeout_s: float = 120.0) -> Any:
+    """Poll ``check()`` every 0.2 s until it returns something true, and return that (an
+    observable condition, not a sleep standing in for an event); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(0.2)
 
 
 def process_group(pgid: int) -> list[int]:

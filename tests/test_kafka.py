@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows
+from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows, until
 from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
 from pitstop.connectors.kafka.connector import KAFKA_POSITIONS
 from pitstop.errors import PitstopError, PlanError
@@ -293,7 +293,7 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
         """,
     )
     broker.stop()
-    _until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
+    until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
     assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
     with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
         run(manager, "AWAIT JOB j;")
@@ -307,7 +307,7 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
             [row] = shown.rows
             return str(row[shown.columns.index("detail")]) if row[1] == "FAILED" else None
 
-        detail = _until("the job fails on the lost records", failed)
+        detail = until("the job fails on the lost records", failed)
         # (The job may see a partition while it is being written: at an end below 100.)
         assert re.search(
             r"partition 0 ends at offset \d+, before offset 200 that the job had read to", detail
@@ -321,17 +321,6 @@ def _lag_of(manager: Manager) -> str | None:
     shown = run(manager, "SHOW JOBS;")[0]
     (row,) = shown.rows
     return row[shown.columns.index("lag")]
-
-
-def _until(what: str, check, timeout_s: float = 90.0):  # noqa: ANN001, ANN202 - a predicate and its value
-    """Poll ``check`` (every 0.2 s) until it returns something true; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
-        time.sleep(0.2)
 
 
 @pytest.mark.spark
@@ -351,7 +340,7 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
             CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
             """,
         )
-        _until("the lag says the broker is down", lambda: "does not answer" in (_lag_of(manager) or ""))
+        until("the lag says the broker is down", lambda: "does not answer" in (_lag_of(manager) or ""))
         assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
         described = dict(run(manager, "DESCRIBE JOB j;")[0].rows)
         assert described["lag of orders"].startswith("broker does not answer since ")
@@ -361,7 +350,7 @@ def test_latest_job_started_while_the_broker_is_down_waits_then_reads_from_the_e
     finally:
         broker.resume()
     # Back: the job learns the end offsets now, and reads from there.
-    _until("the job learns its start", lambda: _lag_of(manager) == "orders: 0 records behind (3 partitions)")
+    until("the job learns its start", lambda: _lag_of(manager) == "orders: 0 records behind (3 partitions)")
     broker.produce("orders", spread(300, 900))
     run(manager, "AWAIT JOB j;")
     expected = closed(batch_windows(orders(300, 900), SIX_HOURS), SIX_HOURS, watermark_after(900))
@@ -435,7 +424,7 @@ def test_a_topic_made_again_with_less_data_fails_the_job_or_is_read_from_its_sta
         row = {r[0]: r for r in shown.rows}["strict"]
         return str(row[shown.columns.index("detail")]) if row[1] == "FAILED" else None
 
-    detail = _until("job 'strict' failed", failed)
+    detail = until("job 'strict' failed", failed)
     assert said in detail and "'onDataLoss'='continue'" in detail
     with pytest.raises(PitstopError, match="topic 'strict' does not hold what the job expects"):
         run(manager, "AWAIT JOB strict;")
@@ -446,7 +435,7 @@ def test_a_topic_made_again_with_less_data_fails_the_job_or_is_read_from_its_sta
         )[1]
         return (n, distinct) if n >= 60 else None
 
-    assert _until("the new partition's records, from its start", copied) == (60, 60)
+    assert until("the new partition's records, from its start", copied) == (60, 60)
     assert {r[0]: r[1] for r in run(manager, "SHOW JOBS;")[0].rows}["lenient"] == "RUNNING"
 
 

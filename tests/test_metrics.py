@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from command_helpers import pitstop
-from conftest import settings
+from conftest import settings, until
 from pitstop.catalog.rows import MetricSample
 from pitstop.catalog.store import Catalog
 from pitstop.errors import PitstopError
@@ -207,18 +207,6 @@ def test_serve_with_a_metrics_port_says_where_and_serves_until_it_stops(tmp_path
 
 
 # -- a running job -------------------------------------------------------------------------------
-def _until(what: str, check: Any, timeout_s: float = 120.0) -> Any:
-    """Poll ``check()`` until it returns something truthy (an observable condition, no sleep
-    standing in for an event); the test fails after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {timeout_s:g} s: {what}"
-        time.sleep(0.2)
-
-
 @pytest.mark.spark
 def test_a_running_windowed_job_is_sampled_into_pitstop_metrics_and_the_endpoint(tmp_path: Path) -> None:
     with serving(replace(settings(tmp_path / "home"), metrics_s=1, metrics_keep=3)) as served:
@@ -234,7 +222,7 @@ def test_a_running_windowed_job_is_sampled_into_pitstop_metrics_and_the_endpoint
                     names = [d.name for d in cur.description or []]
                     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
-                first = _until("a first sample", samples)[0]["sampled"]
+                first = until("a first sample", samples)[0]["sampled"]
 
                 def later() -> list[dict[str, Any]] | None:
                     """More samples than are kept (the first one is gone), each of a batch Spark
@@ -244,7 +232,7 @@ def test_a_running_windowed_job_is_sampled_into_pitstop_metrics_and_the_endpoint
                     moved = None not in marks and marks[-1] > marks[0]
                     return rows if rows[0]["sampled"] > first and moved else None
 
-                rows = _until("the first sample removed and the watermark moving", later)
+                rows = until("the first sample removed and the watermark moving", later)
                 listing = psql(served, "-c", "\\dt pitstop.*")
             text = scrape(url)[1]
         finally:
