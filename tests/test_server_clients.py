@@ -189,6 +189,28 @@ def test_a_cursor_with_hold_outlives_its_transaction(served: Served) -> None:
             conn.execute("FETCH kept")
 
 
+def test_pg_cursors_lists_the_session_s_own_open_cursors(served: Served) -> None:
+    """pg_cursors, as PostgreSQL 15 shows it: the calling session's cursors (another session's
+    are not listed), with the DECLARE as written; gone once closed. It was an unknown table."""
+    with psycopg.connect(served.url(), autocommit=True) as conn, psycopg.connect(served.url()) as other:
+        conn.execute("BEGIN")
+        conn.execute("DECLARE a CURSOR FOR SELECT region FROM daily")
+        conn.execute("DECLARE b CURSOR WITH HOLD FOR SELECT 1")
+        other.execute("BEGIN")
+        other.execute("DECLARE theirs CURSOR FOR SELECT 2")
+        rows = conn.execute(
+            "SELECT name, statement, is_holdable, is_binary, is_scrollable, creation_time <= now() "
+            "FROM pg_cursors ORDER BY name"
+        ).fetchall()
+        assert rows == [
+            ("a", "DECLARE a CURSOR FOR SELECT region FROM daily", False, False, False, True),
+            ("b", "DECLARE b CURSOR WITH HOLD FOR SELECT 1", True, False, False, True),
+        ]
+        conn.execute("CLOSE a")
+        assert conn.execute("SELECT name FROM pg_catalog.pg_cursors").fetchall() == [("b",)]
+        assert other.execute("SELECT name FROM pg_cursors").fetchall() == [("theirs",)]
+
+
 def test_cursors_refuse_what_they_cannot_do_as_postgresql_says_it(served: Served) -> None:
     with psycopg.connect(served.url(), autocommit=True) as conn:
         with pytest.raises(

@@ -63,6 +63,15 @@ ROW_COLUMNS: tuple[tuple[str, str], ...] = (
 ROW_TYPE = "STRUCT(" + ", ".join(f"{name} {kind}" for name, kind in ROW_COLUMNS) + ")[]"
 
 
+CURSOR_TYPE = "STRUCT(name VARCHAR, statement VARCHAR, is_holdable BOOLEAN, creation_time DOUBLE)[]"
+CURSORS_SQL = """
+SELECT c.name, c.statement, c.is_holdable, false AS is_binary, false AS is_scrollable,
+  to_timestamp(c.creation_time) AS creation_time
+FROM (SELECT unnest(pgc_cursors(pgc_backend_key()), recursive := true)) AS c"""
+"""``pg_cursors``: the calling session's open cursors (PostgreSQL's columns; pitstop's cursors are
+never binary nor scrollable, :mod:`pitstop.server.cursors`)."""
+
+
 def view_sql(datid: int, database: str, usesysid: Callable[[str], str]) -> str:
     """The DuckDB query that answers ``pg_stat_activity`` (PostgreSQL 15's columns, in its order);
     ``usesysid`` makes the role OID expression of a user name expression, as ``pg_roles`` has it."""
@@ -159,6 +168,8 @@ class Backend(Protocol):
     process_id: int
     activity: Activity
 
+    def open_cursors(self) -> list[Any]: ...
+
     def cancel_statement(self) -> None: ...
 
     def terminate(self) -> None: ...
@@ -200,6 +211,7 @@ class Backends:
         """Create ``pgc_activity`` and ``pgc_signal_backend`` in ``cursor``'s database (once per
         database: they serve every connection to it)."""
         cursor.create_function("pgc_activity", self.rows, ["VARCHAR"], ROW_TYPE, side_effects=True)
+        cursor.create_function("pgc_cursors", self.cursors, ["VARCHAR"], CURSOR_TYPE, side_effects=True)
         cursor.create_function(
             "pgc_signal_backend", self.signal, ["VARCHAR", "BIGINT", "BOOLEAN"], "BOOLEAN", side_effects=True
         )
@@ -211,6 +223,15 @@ class Backends:
         user = caller.activity.user if caller is not None else None
         sessions = sorted(self.directory.connected(), key=lambda b: b.process_id)
         return [b.activity.row(b.process_id, admin or b.activity.user == user) for b in sessions]
+
+    def cursors(self, key: str | None) -> list[dict[str, Any]]:
+        """``pg_cursors``: the calling session's cursors, oldest first (none for an unknown key)."""
+        caller = self.caller(key)
+        found = caller.open_cursors() if caller is not None else []
+        return [
+            {"name": c.name, "statement": c.statement, "is_holdable": c.hold, "creation_time": c.created}
+            for c in sorted(found, key=lambda c: c.created)
+        ]
 
     def signal(self, key: str | None, process_id: int, terminate: bool) -> bool:
         """``pg_cancel_backend`` / ``pg_terminate_backend``: whether session ``process_id`` was

@@ -51,6 +51,7 @@ from pygwire.messages import (
 
 from pitstop.server import sqlstate
 from pitstop.server.activity import ACTIVE, Activity
+from pitstop.server.cursors import SqlCursor
 from pitstop.server.extended import ExtendedQuery
 from pitstop.server.outcome import Notice
 from pitstop.server.params import SessionParameters
@@ -105,6 +106,11 @@ class Connection:
         """The server is shutting down, or the session is terminated: wake the connection's thread,
         which tells the client (57P01) and closes."""
         self.wire.go_away()
+
+    def open_cursors(self) -> list[SqlCursor]:
+        """The session's open SQL cursors (``pg_cursors``; read on the session's own thread)."""
+        session = self.session
+        return list(session.sql_cursors.open.values()) if session is not None else []
 
     def cancel_statement(self) -> None:
         """A cancel request or ``pg_cancel_backend``, from another thread: the statement in

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -183,6 +184,8 @@ class SqlCursor:
     release: Callable[[duckdb.DuckDBPyConnection], None]
     """Ends the connection's transaction and gives it back (the session's catalog)."""
     held: deque[tuple[Any, ...]] | None = None
+    statement: str = ""  # the DECLARE as the client wrote it (pg_cursors shows it)
+    created: float = field(default_factory=time.time)
 
     def read(self, count: int | None) -> list[tuple[Any, ...]]:
         """The next ``count`` rows (None: all the rest)."""

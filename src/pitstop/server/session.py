@@ -373,7 +373,13 @@ class Session:
             self.queries.release(connection)
             raise
         cursor = SqlCursor(
-            declare.name, columns, declare.hold, self.transaction != "I", connection, self.queries.release
+            declare.name,
+            columns,
+            declare.hold,
+            self.transaction != "I",
+            connection,
+            self.queries.release,
+            statement=stmt.text,
         )
         self.sql_cursors.add(cursor)
         if self.transaction == "I":  # WITH HOLD outside a block: its own transaction ends now

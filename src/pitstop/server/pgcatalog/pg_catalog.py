@@ -223,6 +223,7 @@ VIEWS: dict[tuple[str, str], CatalogView] = {
             role_oid_sql,
         ),
     ),
+    ("pg_catalog", "pg_cursors"): CatalogView("pgc_pg_cursors", activity.CURSORS_SQL),
     ("pg_catalog", "pg_tables"): CatalogView("pgc_pg_tables", _PG_TABLES),
     ("pg_catalog", "pg_views"): CatalogView("pgc_pg_views", _PG_VIEWS),
     ("pg_catalog", "pg_indexes"): CatalogView("pgc_pg_indexes", _PG_INDEXES),
