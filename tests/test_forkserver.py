@@ -206,3 +206,36 @@ def test_spark_s_jvm_maps_the_class_archive_when_one_was_made(manager: Manager) 
     pid = spark.sparkContext._gateway.proc.pid  # noqa: SLF001 - the JVM spark-submit exec'd
     maps = Path(f"/proc/{pid}/maps").read_text()
     assert (str(path) in maps) == made, (path, made)
+
+
+def test_archives_made_for_a_pyspark_that_is_gone_are_removed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each virtual environment's archive is ~190 MB: `pitstop prepare` removes those whose jars'
+    folder no longer exists, and keeps this one's, another live one's, and any without a record."""
+    import json
+
+    from pitstop.engine import jvm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = jvm.cache_folder()
+    folder.mkdir(parents=True)
+    live_jars = tmp_path / "other-venv" / "jars"
+    live_jars.mkdir(parents=True)
+    made = {
+        "gone": tmp_path / "removed-venv" / "jars",
+        "other": live_jars,
+        "ours": jvm.jars_folder(),
+    }
+    for name, jars in made.items():
+        (folder / f"{name}.jsa").write_bytes(b"archive")
+        (folder / f"{name}.json").write_text(json.dumps({"jars": str(jars)}))
+    (folder / "unrecorded.jsa").write_bytes(b"archive")
+    assert jvm.remove_stale() == [folder / "gone.jsa"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "other.jsa", "other.json", "ours.jsa", "ours.json", "unrecorded.jsa",
+    ]  # fmt: skip
+    path = folder / "new.jsa"
+    path.write_bytes(b"archive")
+    jvm.record_origin(path)
+    assert json.loads((folder / "new.json").read_text()) == {"jars": str(jvm.jars_folder())}

@@ -450,11 +450,17 @@ def test_job(
 @click.option("--force", is_flag=True, help="record the archive again even if it exists")
 def prepare(force: bool = False) -> None:
     """Record Spark's JVM classes once, so that every later start of Spark on this machine takes
-    about a third less CPU (a class-data archive in the user's cache folder, ~40 s to make;
-    `make` runs it). Nothing else changes: without it, Spark starts as before."""
+    about a third less CPU (a class-data archive in the user's cache folder, ~50 s to make;
+    `make` runs it). Nothing else changes: without it, Spark starts as before. Archives made for
+    a pyspark that is no longer there (a virtual environment removed) are removed."""
     from pitstop import prepare as preparing
+    from pitstop.engine import jvm
 
-    click.echo("recording the classes Spark's JVM loads (a job and a pit stop in a scratch home)...")
+    for stale in jvm.remove_stale():
+        click.echo(f"removed {stale}: made for a pyspark that is no longer installed")
+    existing = jvm.archive_path()
+    if force or existing is None or not existing.is_file():
+        click.echo("recording the classes Spark's JVM loads (a job and two pit stops in a scratch home)...")
     try:
         path, made = preparing.prepare(force)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:

@@ -64,6 +64,7 @@ def prepare(force: bool = False, timeout_s: float = 600) -> tuple[Path, bool]:
             tail = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"the JVM wrote no class archive (exit {done.returncode}):\n{tail}")
         os.replace(tmp, path)
+        jvm.record_origin(path)
     return path, True
 
 

@@ -16,6 +16,7 @@ an archive it cannot use (made by another JDK build, or jars changed in place) s
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -43,7 +44,7 @@ def archive_path() -> Path | None:
         return None
     import pyspark
 
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    jars = jars_folder()
     key = hashlib.sha256()
     stat = java.stat()
     # The JVM checks the archive's class path against its own: the jars' folder is part of the name.
@@ -51,6 +52,35 @@ def archive_path() -> Path | None:
     for jar in sorted(jars.glob("*.jar")):
         key.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
     return cache_folder() / f"spark-{pyspark.__version__}-{key.hexdigest()[:16]}.jsa"
+
+
+def jars_folder() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def record_origin(path: Path) -> None:
+    """Beside a new archive, the jars' folder it was made for (:func:`remove_stale` reads it)."""
+    path.with_suffix(".json").write_text(json.dumps({"jars": str(jars_folder())}))
+
+
+def remove_stale() -> list[Path]:
+    """Remove the archives made for a jars' folder that is gone (a virtual environment deleted,
+    pyspark upgraded): each is ~190 MB. Returns the archives removed; one without its record is
+    left alone."""
+    removed = []
+    for record in sorted(cache_folder().glob("*.json")):
+        try:
+            jars = Path(json.loads(record.read_text())["jars"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        archive = record.with_suffix(".jsa")
+        if not jars.is_dir():
+            archive.unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
+            removed.append(archive)
+    return removed
 
 
 def options() -> str:
