@@ -64,15 +64,13 @@ POOL = [
 
 
 def corpus() -> list[str]:
-    """Every SQL statement of the README's sql blocks and the examples' files."""
-    texts = [p.read_text() for p in sorted((ROOT / "examples").rglob("*.sql"))]
-    readme = (ROOT / "README.md").read_text()
-    texts += re.findall(r"```sql\n(.*?)```", readme, re.S)
-    # and the statements the README writes inline (some are templates: `DROP JOB [IF EXISTS] j`)
+    """Every SQL statement of the README's sql blocks and the examples' files (:func:`scripts`),
+    and the statements the README writes inline (some are templates: `DROP JOB [IF EXISTS] j`)."""
     starts = "CREATE|DROP|ALTER|SHOW|DESCRIBE|EXPLAIN|AWAIT|SELECT|SET|INSERT|WITH"
-    texts += re.findall(rf"`((?:{starts}) [^`]+)`", readme)
-    found = [statement.strip() for text in texts for statement, _, _ in split_statements(text)]
-    return [s for s in found if s]
+    inline = re.findall(rf"`((?:{starts}) [^`]+)`", (ROOT / "README.md").read_text())
+    found = [st for script in scripts() for st in script]
+    found += [st for text in inline for st, _, _ in split_statements(text)]
+    return [s.strip() for s in found if s.strip()]
 
 
 def mutate(rng: random.Random, statement: str) -> str:

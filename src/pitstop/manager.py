@@ -174,9 +174,10 @@ class Manager:
         if not force and self._sampled_at is not None and clock - self._sampled_at < self.settings.metrics_s:
             return self.last_sample
         self._sampled_at = clock
+        runs = list(self.runs.values())
+        late = self.catalog.late_by_stage() if runs else {}  # no job running: no catalog read
         sampled = now()
-        late = self.catalog.late_by_stage()
-        rows = tuple(row for run in list(self.runs.values()) for row in metrics.sample(run, sampled, late))
+        rows = tuple(row for run in runs for row in metrics.sample(run, sampled, late))
         self.last_sample = rows
         if rows:  # a round with no job running writes nothing (and leaves the history as it is)
             self.catalog.add_metrics(list(rows), self.settings.metrics_keep)
