@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from pitstop.connectors.base import Sink
+from pitstop.driver import Driver
 from pitstop.executor import Executor, Result
 from pitstop.manager import Manager
 from pitstop.settings import Settings
@@ -83,7 +84,7 @@ def _stop_spark_at_end() -> Iterator[None]:
 
 
 def run(manager: Manager, script: str) -> list[Result]:
-    return [r for _, r in Executor(manager).run_script(script)]
+    return [r for _, r in Driver(Executor(manager)).run_script(script)]
 
 
 def orders_mapping(folder: Path, name: str = "orders") -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import orders_mapping, revenue_select, run
 from pitstop import manager as manager_module
+from pitstop.driver import Driver
 from pitstop.errors import (
     CatalogError,
     CompatibilityError,
@@ -221,7 +222,7 @@ def test_check_mode_plans_against_mappings_of_the_same_script_and_writes_nothing
     manager: Manager, tmp_path: Path
 ) -> None:
     script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "AWAIT JOB revenue;"
-    checker = Executor(None, manager.catalog)
+    checker = Driver(Executor(None, manager.catalog))
     results = [result for _, result in checker.run_script(script)]
     assert [r.message for r in results] == ["OK"] * 4
     assert manager.catalog.mappings() == []
@@ -233,14 +234,14 @@ def test_check_mode_plans_against_mappings_of_the_same_script_and_writes_nothing
 def test_check_mode_refuses_dropping_a_mapping_a_checked_job_uses(manager: Manager, tmp_path: Path) -> None:
     script = orders_mapping(tmp_path / "orders") + SINK + revenue_job() + "DROP MAPPING daily_revenue;"
     with pytest.raises(CatalogError) as caught:
-        list(Executor(None, manager.catalog).run_script(script))
+        list(Driver(Executor(None, manager.catalog)).run_script(script))
     assert "mapping 'daily_revenue' is used by job 'revenue'" in caught.value.message
 
 
 def test_check_mode_refuses_a_job_that_would_fail(manager: Manager, tmp_path: Path) -> None:
     script = orders_mapping(tmp_path / "orders") + SINK + "DROP MAPPING orders;\n" + revenue_job()
     with pytest.raises(PlanError) as caught:
-        list(Executor(None, manager.catalog).run_script(script))
+        list(Driver(Executor(None, manager.catalog)).run_script(script))
     assert "unknown mapping 'orders' (used as a source)" in caught.value.message
     assert manager.catalog.mappings() == []
 
@@ -260,7 +261,7 @@ def test_a_select_that_duckdb_rejects_is_a_plan_error(manager: Manager) -> None:
 
 
 def check(manager: Manager, script: str) -> list[str]:
-    return [result.message for _, result in Executor(None, manager.catalog).run_script(script)]
+    return [result.message for _, result in Driver(Executor(None, manager.catalog)).run_script(script)]
 
 
 def test_check_mode_follows_a_pit_stop_through_the_script(manager: Manager, tmp_path: Path) -> None:
@@ -401,7 +402,7 @@ def test_a_trigger_interval_is_a_whole_number_of_milliseconds_from_the_environme
         Settings.resolve(tmp_path)
     monkeypatch.setenv("PITSTOP_TRIGGER_MS", "300")
     assert Settings.resolve(tmp_path).trigger_ms == 300
-    executor = Executor(None)
+    executor = Driver(Executor(None))
     with pytest.raises(PlanError, match=f"setting 'trigger_ms' is '{value}'; it takes a whole number > 0"):
         list(executor.run_script(f"SET 'trigger_ms' = '{value}'"))
     assert [r.message for _, r in executor.run_script("SET 'trigger_ms' = '250'")] == ["trigger_ms = 250"]

@@ -17,6 +17,7 @@ from command_helpers import pitstop
 from conftest import orders_mapping, revenue_select
 from pitstop.catalog.rows import STOPPED, Job, Run, Snapshot
 from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog, now
+from pitstop.driver import Driver
 from pitstop.executor import Executor
 from pitstop.manager import Manager
 from pitstop.planner.build import plan_job
@@ -58,7 +59,7 @@ def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     manager = Manager(Settings(home=home))
     try:
-        for _ in Executor(manager).run_script(orders_mapping(tmp_path / "orders") + SINK):
+        for _ in Driver(Executor(manager)).run_script(orders_mapping(tmp_path / "orders") + SINK):
             pass
         catalog = manager.catalog
         node = parse_statement(job_sql("revenue"))

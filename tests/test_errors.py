@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run
 from pitstop import remote
+from pitstop.driver import Driver
 from pitstop.errors import (
     CancelledError,
     CatalogError,
@@ -65,8 +66,8 @@ def test_the_caret_stands_under_the_name_an_error_is_about() -> None:
         "SHOW JOBS;\nCREATE MAPPING g (id BIGINT, ts TIMESTAMP)\n"
         "  TYPE Generator OPTIONS ('rowsPerSecond'='50');\nDROP JOB job;"
     )
-    ex = Executor(None)
-    ok, errors = ex.check_script(script)
+    ex = Driver(Executor(None))
+    ok, errors = ex.check(script)
     assert [(e.line, e.col) for e in errors] == [(3, 27), (4, 10)]
     assert str(errors[0]).endswith("\n    TYPE Generator OPTIONS ('rowsPerSecond'='50')\n" + " " * 28 + "^")
     assert errors[1].message.startswith("unknown job 'job'")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import orders_mapping, run, settings
+from pitstop.driver import Driver
 from pitstop.errors import BadNameError, PitstopError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
@@ -263,7 +264,7 @@ def test_statement_refuses_hostile_name_and_writes_nothing(
 
 @pytest.mark.parametrize(("kind", "template"), STATEMENTS, ids=[t[:40] for _, t in STATEMENTS])
 def test_check_mode_refuses_hostile_name_too(tmp_path: Path, kind: str, template: str) -> None:
-    ok, errors = Executor(None).check_script(statement(template, "../escape", tmp_path / "data"))
+    ok, errors = Driver(Executor(None)).check(statement(template, "../escape", tmp_path / "data"))
     assert ok == 0
     assert [type(e) for e in errors] == [BadNameError]
     assert errors[0].message.startswith(f"{kind} name '../escape' is not allowed: it contains '/'")
@@ -272,7 +273,7 @@ def test_check_mode_refuses_hostile_name_too(tmp_path: Path, kind: str, template
 def test_error_points_at_the_name_in_the_script(home: Manager) -> None:
     script = 'SHOW JOBS;\nDROP JOB IF EXISTS revenue WITH SNAPSHOT "../x";'
     with pytest.raises(BadNameError) as caught:
-        list(Executor(home).run_script(script))
+        list(Driver(Executor(home)).run_script(script))
     second = 'DROP JOB IF EXISTS revenue WITH SNAPSHOT "../x"'
     col = second.index('"') + 1
     assert (caught.value.line, caught.value.col) == (2, col)
@@ -322,7 +323,7 @@ def test_harmless_names_work_in_every_statement_in_check_mode(tmp_path: Path, na
         EXPLAIN CREATE JOB other FROM SNAPSHOT {n} AS
             INSERT INTO {n} {AGGREGATE.format(hint=f"/*+ STAGE({stage}) */")};
     """
-    ok, errors = Executor(None).check_script(script)
+    ok, errors = Driver(Executor(None)).check(script)
     assert errors == []
     assert ok == 10
 

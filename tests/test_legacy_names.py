@@ -17,6 +17,7 @@ import pytest
 from conftest import orders_mapping, run, settings
 from pitstop.catalog.rows import ColumnDef, Job, Mapping, Run, Snapshot, View
 from pitstop.catalog.store import now
+from pitstop.driver import Driver
 from pitstop.errors import BadNameError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
@@ -99,7 +100,7 @@ def test_objects_with_names_the_rule_refuses_can_be_shown_described_and_dropped(
         # Gone now: the same names are refused again, at the name, as any refused name is.
         for sql in (f'DROP JOB "{JOB}";', f'DROP SNAPSHOT IF EXISTS "{SNAP_OUTSIDE}";'):
             with pytest.raises(BadNameError) as caught:
-                list(Executor(manager).run_script("SHOW JOBS;\n  " + sql))
+                list(Driver(Executor(manager)).run_script("SHOW JOBS;\n  " + sql))
             assert (caught.value.line, caught.value.col) == (2, 3 + sql.index('"'))
             assert "is not allowed: it contains '/'" in caught.value.message
             caret = " " * (2 + sql.index('"'))
@@ -116,7 +117,7 @@ def test_check_mode_knows_the_older_objects_too(tmp_path: Path) -> None:
     catalog = Catalog(home / "catalog.duckdb", read_only=True)
     try:
         script = f'DESCRIBE JOB "{JOB}"; DROP JOB "{JOB}"; DROP SNAPSHOT "{SNAP_OUTSIDE}"; DROP JOB "{JOB}";'
-        ok, errors = Executor(None, catalog).check_script(script)
+        ok, errors = Driver(Executor(None, catalog)).check(script)
     finally:
         catalog.close()
     assert ok == 3

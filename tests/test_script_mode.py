@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from command_helpers import pitstop
+from pitstop.driver import parse_variables, substitute
 from pitstop.errors import SqlError
-from pitstop.shell.script import parse_variables, substitute
 
 MIXED = """CREATE MAPPING first_sink TYPE Console;
 DROP JOB nosuch;
@@ -70,6 +70,20 @@ def test_on_error_continue_in_a_file_skips_a_malformed_statement_and_names_the_f
     done = pitstop("run", str(script), home=other)
     assert done.returncode == 1 and "line 4" in done.stderr
     assert mapping_names(other) == []
+
+
+def test_every_error_of_a_file_names_the_file_in_a_script_and_its_check(tmp_path: Path) -> None:
+    """The name rule's refusal of a DROP comes from the executor, not the parser: `pitstop run
+    FILE` used to name the file for parse errors only ("ERROR at line 2" here). `pitstop check`
+    and the shell's `\\i` (test_shell.py) run it through the same driver."""
+    script = tmp_path / "drop.sql"
+    script.write_text('SHOW JOBS;\nDROP JOB "a/b";\n')
+    home = tmp_path / "home"
+    done = pitstop("run", str(script), home=home)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"ERROR in {script} at line 2, col 10: job name 'a/b' is not allowed")
+    checked = pitstop("check", str(script), home=home)
+    assert f"{script}: ERROR at line 2, col 10: job name 'a/b'" in checked.stderr
 
 
 def test_every_statement_succeeding_exits_0_even_with_continue(tmp_path: Path) -> None:

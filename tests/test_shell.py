@@ -173,6 +173,9 @@ def test_include_runs_a_file_and_its_errors_name_the_file(terminal: Terminal, tm
     terminal.line(f"\\i {script}")
     out = terminal.expect(r"ERROR in \S*setup.sql at line 3, col 10: unknown job 'gone'")
     assert "mapping 's' created" in out
+    script.write_text('SHOW JOBS;\nDROP JOB "a/b";\n')  # refused by the executor, not the parser
+    terminal.line(f"\\i {script}")
+    terminal.expect(r"ERROR in \S*setup.sql at line 2, col 10: job name 'a/b' is not allowed")
 
 
 def test_watch_repeats_the_last_statement_until_ctrl_c(terminal: Terminal) -> None:

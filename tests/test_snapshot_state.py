@@ -20,6 +20,7 @@ import pytest
 
 from conftest import run
 from pitstop.catalog.rows import Snapshot
+from pitstop.driver import Driver
 from pitstop.errors import CatalogError, PlanError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
@@ -195,8 +196,8 @@ def test_state_is_read_by_a_named_cursor_and_copied_out(served: Served) -> None:
 
 def test_check_mode_names_an_unknown_snapshot_or_stage_before_anything_runs(manager: Manager) -> None:
     install(manager, "windows_v1")
-    checker = Executor(None, manager.catalog)
-    ok, errors = checker.check_script(
+    checker = Driver(Executor(None, manager.catalog))
+    ok, errors = checker.check(
         "SELECT * FROM snapshot_state('windows_v1', 'sliding.aggregate');\n"
         "SELECT * FROM snapshot_state('windows_v1', 'daily');\n"
         "SELECT * FROM snapshot_state('windows_v7', 'daily');\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pitstop.catalog.store import Catalog
+from pitstop.driver import Driver
 from pitstop.errors import PitstopError
 from pitstop.executor import Executor
 from pitstop.sql.parser import split_statements
@@ -131,7 +132,7 @@ def test_mutated_statements_end_in_pitstop_errors_with_a_position(
                 base = rng.choice(statements)
                 text = (mutate(rng, base) if round_ % 10 else base) + "\n"
             try:
-                _, errors = Executor(None, catalog).check_script(text, "fuzz.sql")
+                _, errors = Driver(Executor(None, catalog)).check(text, "fuzz.sql")
             except PitstopError as err:  # a front end shows these: a message is all it needs
                 errors = [err]
             except Exception as exc:  # noqa: BLE001 - what the test is looking for
@@ -158,7 +159,7 @@ def test_random_text_ends_in_pitstop_errors(tmp_path: Path) -> None:
         for round_ in range(300):
             text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80)))
             try:
-                Executor(None, catalog).check_script(text, "fuzz.sql")
+                Driver(Executor(None, catalog)).check(text, "fuzz.sql")
             except PitstopError:
                 pass
             except Exception as exc:  # noqa: BLE001 - what the test is looking for

@@ -11,6 +11,7 @@ import pytest
 from sqlglot import exp
 
 from conftest import run
+from pitstop.driver import Driver
 from pitstop.errors import SqlError
 from pitstop.executor import Executor
 from pitstop.manager import Manager
@@ -80,6 +81,6 @@ def test_every_query_form_runs_on_the_one_select_path(manager: Manager) -> None:
 
 
 def test_check_mode_accepts_every_query_form(tmp_path: Path) -> None:
-    ex = Executor(None)
-    ok, errors = ex.check_script("SELECT 1 INTERSECT SELECT 1; VALUES (1);")
+    ex = Driver(Executor(None))
+    ok, errors = ex.check("SELECT 1 INTERSECT SELECT 1; VALUES (1);")
     assert (ok, errors) == (2, [])

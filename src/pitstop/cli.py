@@ -13,11 +13,12 @@ from typing import IO, Any, NoReturn
 import click
 
 from pitstop import logs
+from pitstop.driver import Driver, parse_variables
 from pitstop.errors import PitstopError
 from pitstop.executor import Executor
 from pitstop.settings import Settings
 from pitstop.shell.formatting import FORMATS, OutputOptions, render
-from pitstop.shell.script import ON_ERROR, ScriptOptions, ScriptRunner, parse_variables
+from pitstop.shell.script import ON_ERROR, ScriptOptions, ScriptRunner
 from pitstop.sql.parser import is_complete
 
 __all__ = ["main", "render", "stdin_statements"]
@@ -370,7 +371,7 @@ def check(settings: Settings, files: tuple[str, ...], connect: str | None = None
             click.echo(f"ERROR: {refused}", err=True)
             sys.exit(1)
     errors = 0
-    executor = Executor(None, catalog)  # one executor: later files see what earlier ones create
+    checker = Driver(Executor(None, catalog))  # one executor: later files see what earlier ones create
     try:
         for file in files:
             path = Path(file)
@@ -378,7 +379,7 @@ def check(settings: Settings, files: tuple[str, ...], connect: str | None = None
                 click.echo(f"ERROR: no such file: {file}", err=True)
                 errors += 1
                 continue
-            count, found = executor.check_script(path.read_text(), str(path))
+            count, found = checker.check(path.read_text(), str(path))
             for err in found:
                 click.echo(f"{file}: {_error_text(err)}", err=True)
             errors += len(found)

@@ -74,6 +74,7 @@ def _warm_up(scratch: Path) -> None:
     import json
     from datetime import datetime, timedelta
 
+    from pitstop.driver import Driver
     from pitstop.engine import session
     from pitstop.executor import Executor
     from pitstop.manager import Manager
@@ -92,7 +93,7 @@ def _warm_up(scratch: Path) -> None:
     settings = Settings(home=scratch / "home", master="local[2]", shuffle_partitions=2, trigger_ms=200)
     manager = Manager(settings)
     try:
-        for _, result in Executor(manager).run_script(WARM_UP.format(folder=folder, select=SELECT)):
+        for _, result in Driver(Executor(manager)).run_script(WARM_UP.format(folder=folder, select=SELECT)):
             print(result.message or "", flush=True)
     finally:
         manager.close()

@@ -121,6 +121,7 @@ class Player:
         self.running: tuple[Job, bool] = ((), False)
 
     def sql(self, text: str) -> list[Any]:
+        from pitstop.driver import Driver
         from pitstop.executor import Executor
 
         self.script.append(text.strip().rstrip(";") + ";")
@@ -143,7 +144,7 @@ class Player:
             return []
         if self.manager is None:
             self.manager = self.open_manager()
-        return [r for _, r in Executor(self.manager).run_script(text)]
+        return [r for _, r in Driver(Executor(self.manager)).run_script(text)]
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if self.via == "server":
@@ -272,9 +273,10 @@ class Player:
         self.script.append(text.strip() + ";")
         if self.manager is None:
             self.manager = self.open_manager()
+        from pitstop.driver import Driver
         from pitstop.executor import Executor
 
-        ((_, result),) = Executor(self.manager).run_script(text)
+        ((_, result),) = Driver(Executor(self.manager)).run_script(text)
         differ = [r for r in result.rows if r[7] in ("differs", "state differs")]
         if differ or "the same" not in result.message:
             raise ChainFailure(

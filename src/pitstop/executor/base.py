@@ -55,7 +55,6 @@ class ExecutorBase:
         self._overlay_snapshots: dict[str, CheckedSnapshot | None] = {}
         self._overlay_views: dict[str, exp.Query | None] = {}
         self._dropped: dict[tuple[str, str], str] = {}  # (kind, name) -> "line 7 of a.sql"
-        self._file: str | None = None  # the file being checked
         self.session: dict[str, str] = {}  # SET 'key' = 'value'
         self.cancelled: Callable[[], bool] | None = None
 
@@ -136,7 +135,7 @@ class ExecutorBase:
         )
 
     def _where(self, stmt: ParsedStatement) -> str:
-        return f"line {stmt.line}" + (f" of {self._file}" if self._file else "")
+        return f"line {stmt.line}" + (f" of {stmt.file}" if stmt.file else "")
 
     def _left_outside(self, folder: str, root: str) -> str:
         """What a DROP says of a folder it did not delete: one outside ``<home>/<root>``, which an

@@ -1,24 +1,25 @@
 """The executor: a statement's handler found in the statement table (:mod:`pitstop.sql.statements`)
-and run under the names it changes; scripts run or checked statement by statement."""
+and run under the names it changes. Texts reach it statement by statement through
+:mod:`pitstop.driver`."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
 
-from pitstop.errors import BadNameError, NotSupportedError, PitstopError
+from pitstop.errors import BadNameError, NotSupportedError
 from pitstop.executor.explain import ExplainStatements
 from pitstop.executor.jobs import JobStatements
 from pitstop.executor.mappings import MappingStatements
 from pitstop.executor.queries import QueryStatements
-from pitstop.executor.results import Result, positioned
+from pitstop.executor.results import Result
 from pitstop.executor.session import SessionStatements
 from pitstop.executor.snapshots import SnapshotStatements
 from pitstop.sql import nodes, statements
-from pitstop.sql.parser import REFUSED_NAME, ParsedStatement, name_of, parse_script, parse_script_all
+from pitstop.sql.parser import REFUSED_NAME, ParsedStatement, name_of
 
 log = logging.getLogger(__name__)
 
@@ -35,32 +36,6 @@ class Executor(
 
     A statement's handler is the method its row in :data:`pitstop.sql.statements.STATEMENTS`
     names; the handlers of each kind of object are a mixin of their own module."""
-
-    # -- scripts -----------------------------------------------------------------------------------
-    def run_script(self, text: str, file: str | None = None) -> Iterator[tuple[ParsedStatement, Result]]:
-        """Parse the whole script first (a malformed script changes nothing), then run in order."""
-        self._file = file
-        for stmt in parse_script(text, file):
-            try:
-                yield stmt, self.execute(stmt)
-            except PitstopError as err:
-                raise positioned(err, stmt, file) from None
-
-    def check_script(self, text: str, file: str | None = None) -> tuple[int, list[PitstopError]]:
-        """Check mode over a whole script: every error, not only the first. Returns the number of
-        statements that passed and the errors in script order."""
-        parsed, errors = parse_script_all(text, file)
-        self._file = file
-        found: list[PitstopError] = list(errors)
-        ok = 0
-        for stmt in parsed:
-            try:
-                self.execute(stmt)
-                ok += 1
-            except PitstopError as err:
-                found.append(positioned(err, stmt, file))
-        found.sort(key=lambda e: (e.line or 0, e.col or 0))
-        return ok, found
 
     def execute(self, stmt: ParsedStatement) -> Result:
         kind = statements.kind_of(stmt.node)
@@ -97,7 +72,7 @@ class Executor(
         col = stmt.col + inner_col - 1 if inner_line == 1 else inner_col
         shown = stmt.text.split("\n")[inner_line - 1]
         source_line = " " * (stmt.col - 1) + shown if inner_line == 1 else shown
-        raise BadNameError(refused.message).at(line, col, source_line, self._file)
+        raise BadNameError(refused.message).at(line, col, source_line, stmt.file)
 
 
 def changed_names(node: exp.Expression) -> list[tuple[str, str]]:

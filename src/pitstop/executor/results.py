@@ -24,8 +24,10 @@ class Result:
         return bool(self.columns)
 
 
-def positioned(err: PitstopError, stmt: ParsedStatement, file: str | None = None) -> PitstopError:
-    """Give an error the statement's position (syntax errors keep their own, finer one)."""
+def positioned(err: PitstopError, stmt: ParsedStatement) -> PitstopError:
+    """Give an error the statement's position in its script (syntax errors keep their own, finer
+    one)."""
+    file = stmt.file
     if err.line is not None:
         return err
     lines = stmt.text.split("\n")

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from pitstop.driver import Driver
 from pitstop.errors import PermissionDeniedError, PitstopError
-from pitstop.executor import SESSION_SETTINGS, Executor, Result, positioned
+from pitstop.executor import SESSION_SETTINGS, Executor, Result
 from pitstop.server import copyout, cursors, pitstopsql, sqlstate
 from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.outcome import Notice, Outcome
@@ -78,6 +79,7 @@ class Session:
         self.parameters = parameters
         self._allowed = allowed
         self.executor = Executor(manager)
+        self.driver = Driver(self.executor, self._may_run)
         self._cancel = threading.Event()
         self.client_gone: Callable[[], bool] = lambda: False
         """Set by the connection: whether the client has hung up (a wait then stops, as on cancel)."""
@@ -186,16 +188,15 @@ class Session:
         return texts, None
 
     # -- the routes ------------------------------------------------------------------------------------
-    def _execute(self, parsed: ParsedStatement) -> Result:
+    def _may_run(self, parsed: ParsedStatement) -> None:
         if not self._allowed(self.role, parsed.node):
             raise PermissionDeniedError(
                 f"user '{self.user}' has the role '{self.role}', which may not run "
                 f"{pitstopsql.statement_name(parsed)}; ask an admin (pitstop user add NAME --role admin)"
             )
-        try:
-            return self.executor.execute(parsed)
-        except PitstopError as err:
-            raise positioned(err, parsed) from None
+
+    def _execute(self, parsed: ParsedStatement) -> Result:
+        return self.driver.run(parsed)
 
     def _query(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         return self.queries.run(stmt, query, params)

@@ -28,8 +28,9 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
 from pitstop import logs
 from pitstop.catalog.rows import RUNNING, STOPPED
+from pitstop.driver import Driver
 from pitstop.errors import PitstopError
-from pitstop.executor import JOB_OPTIONS, Executor, Result, positioned
+from pitstop.executor import JOB_OPTIONS, Executor, Result
 from pitstop.shell import highlight, special
 from pitstop.shell.completion import PitstopCompleter
 from pitstop.shell.formatting import OutputOptions, render
@@ -37,7 +38,7 @@ from pitstop.shell.keys import EXIT_WORDS, key_bindings
 from pitstop.shell.progress import Progress
 from pitstop.shell.suggest import error_text
 from pitstop.shell.toolbar import LiveStatus
-from pitstop.sql.parser import ParsedStatement, parse_script
+from pitstop.sql.parser import ParsedStatement
 
 if TYPE_CHECKING:
     from pitstop.manager import Manager
@@ -69,6 +70,7 @@ class Shell:
         """The local executor, or a server's (``pitstop shell --connect``): the same ``execute``."""
         self.cancel = threading.Event()
         self.executor.cancelled = self.cancel.is_set
+        self.driver = Driver(self.executor)
         self.out = out or sys.stdout
         self.output = OutputOptions()
         self.timing = False
@@ -157,23 +159,23 @@ class Shell:
         """Parse ``text`` whole, then run its statements in order; stop at the first error."""
         self.interrupted = False
         try:
-            statements = parse_script(text, file)
+            statements = self.driver.parse(text, file)
         except PitstopError as err:
             self.error(err)
             return False
         for stmt in statements:
-            if not self.run_statement(stmt, file) or self.interrupted:
+            if not self.run_statement(stmt) or self.interrupted:
                 return False
         if statements:
             self.completer.refresh()
         return True
 
-    def run_statement(self, stmt: ParsedStatement, file: str | None = None) -> bool:
+    def run_statement(self, stmt: ParsedStatement) -> bool:
         started = time.monotonic()
         self.cancel.clear()
         previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
         try:
-            future = self._worker.submit(self.executor.execute, stmt)
+            future = self._worker.submit(self.driver.run, stmt)
             self._wait(future, stmt.text)
         finally:
             signal.signal(signal.SIGINT, previous)
@@ -184,7 +186,7 @@ class Shell:
             if self.cancel.is_set():
                 self.warn(f"cancelled: stopped waiting for `{_first_line(stmt.text)}`; jobs keep running")
             else:
-                self.error(positioned(err, stmt, file))
+                self.error(err)
             return False
         except Exception as exc:  # noqa: BLE001 - a bug must not end the session
             log.error("internal error while running %s", stmt.text, exc_info=True, extra=logs.FILE_ONLY)

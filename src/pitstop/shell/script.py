@@ -8,46 +8,17 @@ its own, so later good statements still run. Positions stay those of the script 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from pitstop.errors import PitstopError, SqlError
-from pitstop.executor import Executor, positioned
+from pitstop.driver import Driver
+from pitstop.errors import PitstopError
+from pitstop.executor import Executor
 from pitstop.shell.formatting import OutputOptions, render
 from pitstop.shell.suggest import error_text
-from pitstop.sql.parser import ParsedStatement, parse_script, split_statements
+from pitstop.sql.parser import ParsedStatement
 
 ON_ERROR = ("stop", "continue")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
-
-
-def substitute(text: str, variables: dict[str, str], file: str | None = None) -> str:
-    """Replace every ``${name}`` with its value; an undefined name is a positioned SqlError."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in variables:
-            return variables[name]
-        line = text.count("\n", 0, match.start()) + 1
-        col = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
-        source = text.split("\n")[line - 1]
-        raise SqlError(
-            f"undefined variable ${{{name}}}; pass it with -v {name}=value", line, col, source, file
-        )
-
-    return _VARIABLE.sub(value, text)
-
-
-def parse_variables(pairs: Iterable[str]) -> dict[str, str]:
-    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; ValueError names a malformed pair."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not _VARIABLE.fullmatch("${" + name + "}"):
-            raise ValueError(f"-v {pair}: expected name=value, with a name of letters, digits and _")
-        out[name] = value
-    return out
 
 
 @dataclass(frozen=True)
@@ -71,6 +42,7 @@ class ScriptRunner:
         err: Callable[[str], None],
     ) -> None:
         self.executor = executor
+        self.driver = Driver(executor, variables=options.variables)
         self.options = options
         self.out = out
         self.err = err
@@ -89,33 +61,27 @@ class ScriptRunner:
 
     def _run_all_or_stop(self, chunk: str, file: str | None) -> bool:
         try:
-            statements = parse_script(substitute(chunk, self.options.variables, file), file)
-            for stmt in statements:
-                self._execute(stmt, file)
+            for stmt in self.driver.parse(chunk, file):
+                self._execute(stmt)
         except PitstopError as error:
             self._report(error)
             return False
         return True
 
     def _run_each(self, chunk: str, file: str | None) -> None:
-        for text, line, col in split_statements(chunk):
-            # Padding keeps the statement at its place in the script: errors name the script's
-            # line and column.
-            padded = "\n" * (line - 1) + " " * (col - 1) + text
+        for parsed in self.driver.parse_each(chunk, file):
             try:
-                for stmt in parse_script(substitute(padded, self.options.variables, file), file):
-                    self._execute(stmt, file)
+                if isinstance(parsed, PitstopError):
+                    raise parsed
+                for stmt in parsed:
+                    self._execute(stmt)
             except PitstopError as error:
                 self._report(error)
 
-    def _execute(self, stmt: ParsedStatement, file: str | None) -> None:
+    def _execute(self, stmt: ParsedStatement) -> None:
         if self.options.echo:
             self.out(stmt.text + ";")
-        try:
-            result = self.executor.execute(stmt)
-        except PitstopError as error:
-            raise positioned(error, stmt, file) from None
-        self.out(render(result, self.options.output))
+        self.out(render(self.driver.run(stmt), self.options.output))
 
     def _report(self, error: PitstopError) -> None:
         self.failed = True

@@ -100,6 +100,8 @@ class ParsedStatement:
     """1-based line of the statement's first token in the script."""
     col: int
     """1-based column of the statement's first token in the script."""
+    file: str | None = None
+    """The script's file (None: typed, piped, ``-c`` or sent by a client)."""
 
 
 @dataclass(frozen=True)
@@ -383,7 +385,7 @@ def _parse_script(
             if stop_at_first:
                 return parsed, errors
             continue
-        parsed.append(ParsedStatement(node=node, text=text, line=line, col=col))
+        parsed.append(ParsedStatement(node=node, text=text, line=line, col=col, file=file))
     unclosed = _scan(script).unclosed
     if unclosed is not None and unclosed[0] == "comment":
         # A string or identifier left open is inside the last statement's text and reported

@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from pitstop.driver import Driver
 from pitstop.executor import Executor
 from pitstop.manager import Manager
 from pitstop.settings import Settings
@@ -62,7 +63,7 @@ def main(work: Path) -> None:
     try:
         script = MAPPING.format(limit=300) + SINKS + JOB.format(options="")
         script += "AWAIT JOB windows; DROP JOB windows WITH SNAPSHOT windows_v1;"
-        for _, result in Executor(manager).run_script(script):
+        for _, result in Driver(Executor(manager)).run_script(script):
             print(result.message)
     finally:
         manager.close()
