@@ -145,10 +145,40 @@ def test_to_char_prints_postgresqls_template_patterns(conn: psycopg.Connection) 
     ]  # fmt: skip
 
 
+def test_to_char_prints_time_zones_and_fractions_as_postgresql_with_timezone_utc(
+    conn: psycopg.Connection,
+) -> None:
+    """pgAdmin's activity query asks for 'YYYY-MM-DD HH24:MI:SS TZ' (refused until now). PostgreSQL 15,
+    TimeZone UTC: a timestamp has no zone name, a timestamptz and a date (read as timestamptz) are
+    UTC; 'of' and 'tz' are keywords in lower case too, 'Of' and 'Tz' are text."""
+    pattern = "HH24 TZ tz OF of Of Tz TZH:TZM FF1 FF3 FF6 ff2 IDDD"
+    rows, _ = answer(
+        conn,
+        f"SELECT to_char(x, '{pattern}'), to_char(x::timestamptz, '{pattern}'), to_char(DATE '2024-07-01', "
+        "'TZ OF TZH TZM FF3 IDDD') FROM (VALUES (TIMESTAMP '2024-07-01 13:05:06.123456')) v(x)",
+    )
+    assert rows == [
+        (
+            "13   +00 +00 Of Tz +00:00 1 123 123456 12 183",
+            "13 UTC utc +00 +00 Of Tz +00:00 1 123 123456 12 183",
+            "UTC +00 +00 00 000 183",
+        )
+    ]
+    rows, _ = answer(
+        conn, "SELECT to_char(ts, 'YYYY-MM-DD HH24:MI:SS TZ'), to_char(ts, 'FMFF6') FROM daily ORDER BY ts"
+    )
+    assert rows == [("2024-01-01 13:05:06 ", "000000"), ("2024-03-09 08:00:00 ", "000000")]
+
+
 def test_a_to_char_pattern_pitstop_cannot_print_is_an_error_not_other_text(conn: psycopg.Connection) -> None:
-    with pytest.raises(psycopg.errors.FeatureNotSupported, match="TZ"):
-        conn.execute("SELECT to_char(ts, 'HH24 TZ') FROM daily").fetchall()
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="needs its pattern as a literal"):
+        conn.execute("SELECT to_char(ts, region) FROM daily").fetchall()
     assert conn.execute("SELECT 1").fetchone() == (1,)
+    # SP (spell mode) is not implemented by PostgreSQL either: it prints the number.
+    assert conn.execute("SELECT to_char(ts, 'HH24 DDSP') FROM daily ORDER BY ts").fetchall() == [
+        ("13 01",),
+        ("08 09",),
+    ]
 
 
 @pytest.mark.parametrize(

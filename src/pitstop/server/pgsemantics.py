@@ -295,10 +295,7 @@ def _to_char(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
             )
         is_float = exp.Boolean(this=kind == "float")
         return _call("pgs_to_char_number", _as_text(value), pattern.copy(), is_float)
-    try:
-        return pgtochar.to_char_time(_fitted(value), pattern.name, _duckdb)
-    except pgtochar.UnsupportedPattern as exc:
-        raise PgError("0A000", str(exc)) from None
+    return pgtochar.to_char_time(_fitted(value), pattern.name, _duckdb)
 
 
 def _choice(values: list[exp.Expr], ctx: _Context) -> list[exp.Expr] | None:

@@ -5,8 +5,11 @@ labels came out ``Mon 01``. A literal pattern is read here with PostgreSQL's tem
 (``formatting.c``: the longest keyword first, its case choosing the case of names, ``FM`` to drop
 the padding, ``TH`` for an ordinal, ``"..."`` and ``\\`` for literal text) and becomes a
 concatenation of DuckDB date-part functions, each padded as PostgreSQL pads it (``Month`` and
-``Day`` to 9 characters, numbers with zeros). Patterns that depend on a time zone name or a
-locale (``TZ``, ``OF``, ``TM``...) are refused with an error that says so, never printed otherwise.
+``Day`` to 9 characters, numbers with zeros). The time zone patterns (``TZ``, ``OF``, ``TZH``,
+``TZM``) print what PostgreSQL prints with ``TimeZone`` UTC, the zone pitstop's values are in:
+``UTC`` and ``+00`` for a timestamptz or a date, nothing and ``+00`` for a timestamp. ``TM`` is
+read and ignored (names are English, as in the C locale), and ``SP`` (spell mode, which
+PostgreSQL does not implement) prints nothing, as there.
 """
 
 from __future__ import annotations
@@ -16,13 +19,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-__all__ = ["UnsupportedPattern", "to_char_time"]
+__all__ = ["to_char_time"]
 
 _TS = "__pgs_ts"
-
-
-class UnsupportedPattern(ValueError):
-    """A template pattern pitstop does not print."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,7 @@ _NUMBERS: dict[str, _Number] = {
     "IY": _Number(f"isoyear({_TS}) % 100", 2),
     "I": _Number(f"isoyear({_TS}) % 10", 1),
     "MM": _Number(f"month({_TS})", 2),
+    "IDDD": _Number(f"(week({_TS}) - 1) * 7 + isodow({_TS})", 3),
     "DDD": _Number(f"dayofyear({_TS})", 3),
     "DD": _Number(f"day({_TS})", 2),
     "D": _Number(f"dayofweek({_TS}) + 1", 1),
@@ -72,9 +72,21 @@ _NAMES: dict[str, tuple[str, int]] = {
 _MERIDIEM = {"AM": ("AM", "PM"), "PM": ("AM", "PM"), "A.M.": ("A.M.", "P.M."), "P.M.": ("A.M.", "P.M.")}
 _ERAS = {"AD": ("AD", "BC"), "BC": ("AD", "BC"), "A.D.": ("A.D.", "B.C."), "B.C.": ("A.D.", "B.C.")}
 _ROMAN = ("I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII")
-_REFUSED = ("TZH", "TZM", "TZ", "OF", "FF1", "FF2", "FF3", "FF4", "FF5", "FF6", "IDDD", "SP")
+# Time zones, as PostgreSQL prints them with TimeZone UTC. A timestamp has no zone (TZ prints
+# nothing); to_char of a date reads it as a timestamptz (PostgreSQL's preferred type).
+_ZONED = f"typeof({_TS}) IN ('TIMESTAMP WITH TIME ZONE', 'DATE')"
+_ZONES: dict[str, str] = {
+    "TZ": f"(CASE WHEN {_ZONED} THEN 'UTC' ELSE '' END)",
+    "tz": f"(CASE WHEN {_ZONED} THEN 'utc' ELSE '' END)",
+    "OF": "'+00'",
+    "TZH": "'+00'",
+    "TZM": "'00'",
+}
+_FRACTIONS = {f"FF{n}": n for n in range(1, 7)}  # the first n digits of the microseconds
+_SPELL = "SP"  # a suffix: spell mode, which PostgreSQL does not implement (it prints nothing)
 _KEYWORDS = sorted(
-    [*_NUMBERS, *_NAMES, *_MERIDIEM, *_ERAS, "RM", "FX", *_REFUSED], key=lambda k: (-len(k), k)
+    [*_NUMBERS, *_NAMES, *_MERIDIEM, *_ERAS, "RM", "FX", "TZ", "OF", "TZH", "TZM", *_FRACTIONS, _SPELL],
+    key=lambda k: (-len(k), k),
 )
 
 
@@ -116,10 +128,13 @@ def _ordinal(value_sql: str, upper: bool) -> str:
 def _piece(keyword: str, fill: bool) -> tuple[str, str | None]:
     """The DuckDB SQL of one keyword, and the numeric value a following TH would read."""
     key = keyword.upper()
-    if key in _REFUSED or (key == "TZ"):
-        raise UnsupportedPattern(
-            f'the to_char pattern "{keyword}" (time zones, fractional seconds FF) is not printed by pitstop'
-        )
+    if key == _SPELL:
+        return "''", None
+    if key in _ZONES:
+        return _ZONES["tz" if keyword == "tz" else key], None
+    if key in _FRACTIONS:
+        micros = f"lpad(CAST(microsecond({_TS}) % 1000000 AS VARCHAR), 6, '0')"
+        return f"substr({micros}, 1, {_FRACTIONS[key]})", None
     if key == "FX":
         return "''", None
     if key == "Y,YYY":
@@ -200,9 +215,7 @@ def _pieces(pattern: str) -> list[str]:
 
 def to_char_time(value: exp.Expr, pattern: str, parse: Callable[[str], exp.Expr]) -> exp.Expr:
     """``to_char(value, pattern)`` for a timestamp, timestamptz or date ``value``, as a DuckDB
-    expression (``parse`` reads DuckDB SQL). NULL for a NULL value, as PostgreSQL's strict function.
-
-    Raises UnsupportedPattern for a pattern pitstop does not print."""
+    expression (``parse`` reads DuckDB SQL). NULL for a NULL value, as PostgreSQL's strict function."""
     pieces = _pieces(pattern) or ["''"]
     sql = f"CASE WHEN {_TS} IS NULL THEN NULL ELSE {' || '.join(pieces)} END"
 
