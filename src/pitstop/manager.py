@@ -25,6 +25,7 @@ import duckdb
 from pyspark.errors import PySparkException
 
 from pitstop.catalog import diffs
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import (
     FAILED,
     RUNNING,
@@ -36,7 +37,7 @@ from pitstop.catalog.rows import (
     Run,
     Snapshot,
 )
-from pitstop.catalog.store import Catalog, now
+from pitstop.catalog.store import Catalog
 from pitstop.connectors import registry, rejects
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine import cluster, metrics
@@ -309,7 +310,7 @@ class Manager:
     def _restore_json(self, restore: Restore | None) -> dict[str, Any] | None:
         """What a run restored, with the run the snapshot was taken of (``from_run``) and the
         snapshot's cut in it (``from_cut``): the job's reject and late counts include that run's
-        (:data:`pitstop.catalog.store._LINEAGE`), even once the snapshot is dropped."""
+        (:data:`pitstop.catalog.lineage.LINEAGE`), even once the snapshot is dropped."""
         if restore is None:
             return None
         out = restore.to_json()
@@ -317,7 +318,7 @@ class Manager:
         if snap is not None and snap.manifest.get("run_id"):
             out["from_run"] = snap.manifest["run_id"]
             # The job's late rows include that run's up to the cut: after it, this run reads again
-            # what the old one read (pitstop.catalog.store._LATE_LINEAGE).
+            # what the old one read (pitstop.catalog.lineage.LATE_LINEAGE).
             out["from_cut"] = snap.manifest.get("cut", {}).get("batches")
         return out
 
