@@ -44,7 +44,8 @@ from pitstop.engine import cluster, metrics
 from pitstop.engine.checkpoint import latest_commit
 from pitstop.engine.cluster import Placement
 from pitstop.engine.locks import NameLocks
-from pitstop.engine.runs import ActiveRun, spark_reason
+from pitstop.engine.runs import ActiveRun
+from pitstop.engine.runs.failures import spark_reason
 from pitstop.engine.session import spark_session
 from pitstop.engine.tidy import empty_trash, tidy_home
 from pitstop.errors import (
