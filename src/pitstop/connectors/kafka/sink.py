@@ -415,9 +415,9 @@ class KafkaSink:
 
     # -- the broker ------------------------------------------------------------------------------------
     def _consumer(self) -> Any:
-        from pitstop.connectors.kafka.source import _consumer
+        from pitstop.connectors.kafka.broker import new_consumer
 
-        return _consumer(
+        return new_consumer(
             self.client,
             f"sink-{self.job}",
             **{"isolation.level": "read_committed", "enable.partition.eof": True},
@@ -426,11 +426,11 @@ class KafkaSink:
     def _ends(self) -> dict[str, int]:
         """Each partition's end offset now (a lower bound of where the next records go; Tansu's
         high watermark may lag behind the true end, which only makes a read-back longer)."""
-        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
+        from pitstop.connectors.kafka.broker import BrokerUnavailable, watermarks
 
         consumer = self._consumer()
         try:
-            return {str(p): high for p, (_low, high) in _watermarks(consumer, self.topic).items()}
+            return {str(p): high for p, (_low, high) in watermarks(consumer, self.topic).items()}
         except BrokerUnavailable as exc:
             raise BrokerAway(f"{exc} (a sink writes to an existing topic)") from None
         finally:
@@ -442,7 +442,7 @@ class KafkaSink:
         each partition's end."""
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
+        from pitstop.connectors.kafka.broker import BrokerUnavailable, watermarks
 
         want = {
             "pitstop.run": self.run_id.encode(),
@@ -453,7 +453,7 @@ class KafkaSink:
         found: set[int] = set()
         try:
             try:
-                partitions = sorted(_watermarks(consumer, self.topic))
+                partitions = sorted(watermarks(consumer, self.topic))
             except BrokerUnavailable as exc:
                 raise BrokerAway(f"cannot read topic '{self.topic}' back: {exc}") from None
             open_ = {p for p in partitions}
