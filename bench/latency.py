@@ -20,8 +20,8 @@ SNAPSHOTS = 1000
 
 def populate(home: Path) -> None:
     """Catalog rows as real statements would leave them (plans and manifests of a real job)."""
+    from pitstop.catalog.clock import now
     from pitstop.catalog.rows import RUNNING, STOPPED, Job, Run
-    from pitstop.catalog.store import now
     from pitstop.executor import Executor
     from pitstop.manager import Manager
     from pitstop.planner.build import plan_job

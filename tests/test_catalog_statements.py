@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from conftest import orders_mapping, revenue_select, run
-from pitstop import manager as manager_module
 from pitstop.driver import Driver
 from pitstop.errors import (
     CatalogError,
@@ -24,6 +23,7 @@ from pitstop.errors import (
 )
 from pitstop.executor import Executor
 from pitstop.manager import Manager
+from pitstop.manager import base as manager_base
 from pitstop.settings import Settings
 
 SINK = "CREATE MAPPING daily_revenue TYPE DuckDB;"
@@ -34,7 +34,7 @@ def _spark_never_starts(manager: Manager, monkeypatch: pytest.MonkeyPatch) -> It
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a catalog statement tried to start Spark")
 
-    monkeypatch.setattr(manager_module, "spark_session", refuse)
+    monkeypatch.setattr(manager_base, "spark_session", refuse)
     yield
     assert manager.spark_started is False
 

@@ -15,8 +15,10 @@ import pytest
 
 from command_helpers import pitstop
 from conftest import orders_mapping, revenue_select
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import STOPPED, Job, Run, Snapshot
-from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog, now
+from pitstop.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from pitstop.catalog.store import Catalog
 from pitstop.driver import Driver
 from pitstop.executor import Executor
 from pitstop.manager import Manager
@@ -175,7 +177,7 @@ def test_check_does_not_upgrade_an_older_catalog_and_says_how_to(tmp_path: Path)
     home.mkdir()
     db = home / "catalog.duckdb"
     with duckdb.connect(str(db)) as con:  # version 1, as the first pitstop wrote it
-        for statement in _MIGRATIONS[1]:
+        for statement in MIGRATIONS[1]:
             con.execute(statement)
         con.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '1')")
     before, mtime = tree(home), db.stat().st_mtime_ns

@@ -46,8 +46,9 @@ from conftest import (
     wait_until_gone,
 )
 from pitstop import faults
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Job, Run, Snapshot
-from pitstop.catalog.store import Catalog, now
+from pitstop.catalog.store import Catalog
 from pitstop.manager import Manager
 
 ROOT = Path(__file__).resolve().parent.parent

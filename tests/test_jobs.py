@@ -119,9 +119,9 @@ def test_a_branch_that_ran_well_since_its_restart_has_its_restarts_counted_again
     one that ran well (here: any time at all, and a committed batch) since its last restart starts
     the count over. Four failures, each after a good batch, used to fail the job for good."""
     from pitstop import faults
-    from pitstop.engine import runs
+    from pitstop.engine.runs import watching
 
-    monkeypatch.setattr(runs, "HEALTHY_S", 0.0)
+    monkeypatch.setattr(watching, "HEALTHY_S", 0.0)
     monkeypatch.setattr(faults, "_hits", {})
     # The sink's write fails at the 2nd, 4th, 6th and 8th batch written (each once; the retry of
     # the batch after the restart is the next hit and succeeds).
@@ -169,7 +169,7 @@ Current State: ACTIVE
 
 
 def test_a_python_worker_failure_is_told_by_the_exception_it_raised() -> None:
-    from pitstop.engine.runs import spark_reason
+    from pitstop.engine.runs.failures import spark_reason
 
     assert spark_reason(PYTHON_WORKER_ERROR) == (
         "the Python worker raised FileNotFoundError: [Errno 2] No such file or directory: "

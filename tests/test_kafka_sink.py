@@ -35,7 +35,7 @@ from conftest import (
 )
 from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop import faults
-from pitstop.connectors.kafka.sink import HEADERS, Ledger, transactional_id
+from pitstop.connectors.kafka.ledger import HEADERS, Ledger, transactional_id
 from pitstop.manager import Manager
 
 HOUR = timedelta(hours=1)

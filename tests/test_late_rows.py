@@ -16,7 +16,8 @@ import pytest
 
 from conftest import batch_windows, closed, orders_mapping, revenue_select, run, settings, sink_windows
 from pitstop.catalog.rows import Job, LateCount, Run
-from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
+from pitstop.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from pitstop.catalog.store import Catalog
 from pitstop.engine import late
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
@@ -191,7 +192,7 @@ def test_an_older_home_gains_the_late_tables_and_view(tmp_path: Path) -> None:
     path.parent.mkdir()
     db = duckdb.connect(str(path))  # a home as version 5 left it
     for version in range(1, 6):
-        for statement in _MIGRATIONS[version]:
+        for statement in MIGRATIONS[version]:
             db.execute(statement)
     db.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '5')")
     db.close()

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import orders_mapping, run, settings
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import ColumnDef, Job, Mapping, Run, Snapshot, View
-from pitstop.catalog.store import now
 from pitstop.driver import Driver
 from pitstop.errors import BadNameError
 from pitstop.executor import Executor

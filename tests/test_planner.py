@@ -412,7 +412,7 @@ def test_a_window_without_aggregation_is_refused() -> None:
 def test_only_branches_with_a_watermark_read_their_late_counts() -> None:
     """Reading a batch's late counts costs JVM calls in every batch: a branch whose stages have no
     watermark (a running aggregate, DISTINCT, no stage) drops nothing as late and skips it."""
-    from pitstop.engine.runs import late_possible
+    from pitstop.engine.runs.branch import late_possible
 
     assert late_possible(plan(windowed("SUM(amount) AS revenue")).branches[0])
     running = plan("INSERT INTO hourly SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region")

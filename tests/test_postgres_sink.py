@@ -29,8 +29,8 @@ import pytest
 from conftest import EPOCH, make_orders, orders_mapping, revenue_select, run, wait_until_gone, write_outcome
 from pg_helpers import Postgres, free_port, postgres  # noqa: F401 - the fixture
 from pitstop import dsn, faults
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping
-from pitstop.catalog.store import now
 from pitstop.connectors.postgres.sink import PostgresSink
 from pitstop.connectors.postgres.table import BOOKKEEPING
 from pitstop.errors import PitstopError, PlanError

@@ -29,7 +29,8 @@ from conftest import (
     sink_windows,
 )
 from pitstop.catalog.rows import WHOLE_FILE, Reject
-from pitstop.catalog.store import _MIGRATIONS, SCHEMA_VERSION, Catalog
+from pitstop.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from pitstop.catalog.store import Catalog
 from pitstop.connectors import rejects
 from pitstop.connectors.file.source import read_records
 from pitstop.engine import checkpoint
@@ -320,7 +321,7 @@ def test_a_version_3_home_keeps_its_rejects_keyed_by_run(tmp_path: Path) -> None
     path.parent.mkdir()
     db = duckdb.connect(str(path))
     for version in (1, 2, 3):
-        for statement in _MIGRATIONS[version]:
+        for statement in MIGRATIONS[version]:
             db.execute(statement)
     db.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '3')")
     db.execute(

@@ -324,8 +324,8 @@ def test_explain_says_a_kafka_topic_is_not_rolled_back_and_what_its_consumer_see
 def test_rows_written_without_row_hashes_refuse_the_rollback_naming_the_sink(manager: Manager) -> None:
     """Batches an older pitstop wrote (bookkeeping rows, no row hashes) cannot be found row by
     row: the rollback is refused, naming the sink and why, and nothing is done."""
+    from pitstop.catalog.clock import now
     from pitstop.catalog.rows import Mapping
-    from pitstop.catalog.store import now
     from pitstop.connectors.duckdb.connector import CONNECTOR
     from pitstop.connectors.rollback import Span
     from pitstop.errors import PitstopError
@@ -412,8 +412,8 @@ def test_a_duckdb_sink_table_gains_added_columns_and_widened_types_and_rollback_
     rows written before still finds every one of them."""
     import pyarrow as pa
 
+    from pitstop.catalog.clock import now
     from pitstop.catalog.rows import Mapping
-    from pitstop.catalog.store import now
     from pitstop.connectors.duckdb.connector import CONNECTOR
     from pitstop.connectors.duckdb.sink import DuckDBSink
     from pitstop.connectors.rollback import Span

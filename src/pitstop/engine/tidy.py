@@ -38,8 +38,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import RUNNING, STOPPED
-from pitstop.catalog.store import Catalog, now
+from pitstop.catalog.store import Catalog
 
 log = logging.getLogger(__name__)
 TRASH = "trash"

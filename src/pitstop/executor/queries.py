@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping, View
-from pitstop.catalog.store import now
 from pitstop.errors import CatalogError, DuplicateObjectError, PlanError, UnknownObjectError
 from pitstop.executor.base import ExecutorBase
 from pitstop.executor.results import Result

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping, Run, Snapshot
-from pitstop.catalog.store import now
 from pitstop.engine import checkpoint
 from pitstop.engine.runs import ActiveRun
 from pitstop.engine.session import REPLAY_POOL

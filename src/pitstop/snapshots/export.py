@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import pitstop
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Snapshot
-from pitstop.catalog.store import now
 from pitstop.connectors import registry
 from pitstop.engine.checkpoint import copy_checkpoint
 from pitstop.engine.runs import ActiveRun, Cut

@@ -15,7 +15,8 @@ from sqlglot.errors import ParseError, TokenError
 from pitstop.errors import BadNameError, SqlError
 from pitstop.names import check_name
 from pitstop.sql import nodes
-from pitstop.sql.dialect import JobBlock, PitstopDialect, position
+from pitstop.sql.blocks import JobBlock, position
+from pitstop.sql.dialect import PitstopDialect
 from pitstop.sql.typos import SuspectParseError, misspelt_keyword
 
 __all__ = [
@@ -120,7 +121,7 @@ class _Scan:
 
 def _scan(script: str) -> _Scan:
     """Find statement boundaries: ';' outside quotes, comments and a job's AS BEGIN ... END
-    (the same rule as :func:`pitstop.sql.dialect.chunk_tokens`, on characters)."""
+    (the same rule as :func:`pitstop.sql.blocks.chunk_tokens`, on characters)."""
     statements: list[tuple[int, int]] = []
     start: int | None = None
     end = 0

@@ -12,8 +12,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping
-from pitstop.catalog.store import Catalog, now
+from pitstop.catalog.store import Catalog
 from pitstop.connectors.values import naive_utc
 from pitstop.errors import PlanError
 from pitstop.faults import crash_point

@@ -282,7 +282,7 @@ class KafkaConnector(Connector):
         return client_properties(mapping.options, self.passed_options(mapping))
 
     def available(self, run_dir: Path, mapping: Mapping, start: Any) -> Any:
-        from pitstop.connectors.kafka.source import BrokerUnavailable, high_watermarks
+        from pitstop.connectors.kafka.broker import BrokerUnavailable, high_watermarks
 
         try:
             return {

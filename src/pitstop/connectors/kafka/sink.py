@@ -43,75 +43,37 @@ failed transaction is ended, and step 3 finds what was written. A broker that do
 doubling up to 5 s, with ``waiting`` saying why (SHOW JOBS shows it), until the broker is back or
 the run stops (the batch is then written when the job resumes). Any other failure goes to Spark,
 which restarts the branch.
+
+This module writes a batch (steps 1, 2 and 4); step 3's read-back is :mod:`.readback`'s, the
+ledger, headers and transactional id :mod:`.ledger`'s, the sink's state and the broker's codes
+:mod:`.sinkbase`'s.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import struct
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from pitstop.catalog.rows import Mapping
 from pitstop.connectors.kafka import clientlog
+from pitstop.connectors.kafka.ledger import HEADERS, Ledger, transactional_id
+from pitstop.connectors.kafka.readback import ReadBack
+from pitstop.connectors.kafka.sinkbase import CONSUMER_ONLY, MSG_TIMED_OUT, TIMEOUT_S, UNREACHABLE, BrokerAway
 from pitstop.errors import PitstopError, PlanError
 from pitstop.faults import crash_point
 from pitstop.retry import Backoff, retry
 
 log = logging.getLogger(__name__)
 
-LEDGER = "kafka-sink.json"
-HEADERS = ("pitstop.job", "pitstop.run", "pitstop.branch", "pitstop.batch", "pitstop.seq", "pitstop.count")
-TIMEOUT_S = 60.0  # a transaction call, a flush, a read-back that gets no answer
 RETRY = Backoff(first_s=0.5, max_s=5.0)  # a batch waiting for the broker tries again this often
 SAY_WAITING_S = 5.0  # records undelivered this long: the sink says it waits (while librdkafka retries)
-
-
-class BrokerAway(RuntimeError):
-    """The broker does not answer: the batch waits for it (not a failure of the job)."""
-
-
-def transactional_id(job: str, sink: str, branch: int) -> str:
-    """The producer's ``transactional.id``: the same for every run of a job's branch into a sink
-    (a resumed or restored run fences the producers of the runs before it)."""
-    return f"pitstop.{job}.{sink}.{branch}"
-
-
-@dataclass
-class Ledger:
-    """What the sink last did, kept beside the branch's checkpoint."""
-
-    written: int | None = None  # the last batch wholly written
-    writing: int | None = None  # the batch in flight (None once written)
-    start: dict[str, int] = field(
-        default_factory=dict
-    )  # partition -> offset the batch in flight starts at or after
-
-    @classmethod
-    def load(cls, path: Path) -> Ledger:
-        if not path.exists():
-            return cls()
-        data = json.loads(path.read_text())
-        return cls(
-            data.get("written"), data.get("writing"), {str(k): int(v) for k, v in data["start"].items()}
-        )
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w") as handle:
-            json.dump({"written": self.written, "writing": self.writing, "start": self.start}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
 
 
 @dataclass(frozen=True)
@@ -120,35 +82,7 @@ class Record:
     value: bytes
 
 
-class KafkaSink:
-    def __init__(
-        self,
-        mapping: Mapping,
-        client: dict[str, str],
-        job: str,
-        run_id: str,
-        run_dir: Path,
-        branch: int,
-        key_column: str | None,
-        key_format: str,
-        transactions: bool,
-    ) -> None:
-        self.mapping = mapping
-        self.topic = mapping.options["topic"]
-        self.client = client
-        self.job = job
-        self.run_id = run_id
-        self.branch = branch
-        self.key_column = key_column
-        self.key_format = key_format
-        self.transactions = transactions
-        self.ledger_path = run_dir / "branches" / str(branch) / LEDGER
-        self._producer: Any = None
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.waiting: str | None = None
-        """Why the batch in flight waits for the broker, while it does (SHOW JOBS shows it)."""
-
+class KafkaSink(ReadBack):
     # -- the sink protocol ---------------------------------------------------------------------------
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Check the job's columns against the mapping's (if it declares any) and ``keyColumn``."""
@@ -412,104 +346,3 @@ class KafkaSink:
     def _headers(self, batch_id: int, seq: int, count: int) -> list[tuple[str, bytes]]:
         values = (self.job, self.run_id, str(self.branch), str(batch_id), str(seq), str(count))
         return [(h, v.encode()) for h, v in zip(HEADERS, values, strict=True)]
-
-    # -- the broker ------------------------------------------------------------------------------------
-    def _consumer(self) -> Any:
-        from pitstop.connectors.kafka.source import _consumer
-
-        return _consumer(
-            self.client,
-            f"sink-{self.job}",
-            **{"isolation.level": "read_committed", "enable.partition.eof": True},
-        )
-
-    def _ends(self) -> dict[str, int]:
-        """Each partition's end offset now (a lower bound of where the next records go; Tansu's
-        high watermark may lag behind the true end, which only makes a read-back longer)."""
-        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
-
-        consumer = self._consumer()
-        try:
-            return {str(p): high for p, (_low, high) in _watermarks(consumer, self.topic).items()}
-        except BrokerUnavailable as exc:
-            raise BrokerAway(f"{exc} (a sink writes to an existing topic)") from None
-        finally:
-            consumer.close()
-
-    def _read_back(self, start: dict[str, int], batch_id: int) -> set[int]:
-        """The numbers of this run's branch's records of ``batch_id`` that a ``read_committed``
-        consumer sees from ``start`` (per partition; a partition not named: from its start) to
-        each partition's end."""
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-        from pitstop.connectors.kafka.source import BrokerUnavailable, _watermarks
-
-        want = {
-            "pitstop.run": self.run_id.encode(),
-            "pitstop.branch": str(self.branch).encode(),
-            "pitstop.batch": str(batch_id).encode(),
-        }
-        consumer = self._consumer()
-        found: set[int] = set()
-        try:
-            try:
-                partitions = sorted(_watermarks(consumer, self.topic))
-            except BrokerUnavailable as exc:
-                raise BrokerAway(f"cannot read topic '{self.topic}' back: {exc}") from None
-            open_ = {p for p in partitions}
-            consumer.assign([TopicPartition(self.topic, p, start.get(str(p), 0)) for p in partitions])
-            deadline = time.monotonic() + TIMEOUT_S
-            while open_:
-                if time.monotonic() > deadline:
-                    raise BrokerAway(
-                        f"reading topic '{self.topic}' back took over "
-                        f"{TIMEOUT_S:g} s (partitions {sorted(open_)} not at their end)"
-                    )
-                for m in consumer.consume(num_messages=1000, timeout=1.0):
-                    error = m.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            open_.discard(m.partition())
-                            continue
-                        if error.code() in UNREACHABLE:
-                            raise BrokerAway(f"reading topic '{self.topic}' back: {error.str()}")
-                        raise KafkaException(error)
-                    headers = dict(m.headers() or [])
-                    if all(headers.get(k) == v for k, v in want.items()):
-                        found.add(int(headers["pitstop.seq"]))
-        finally:
-            consumer.close()
-        return found
-
-
-def _unreachable_codes() -> frozenset[int]:
-    from confluent_kafka import KafkaError
-
-    return frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
-
-
-def _msg_timed_out() -> int:
-    from confluent_kafka import KafkaError
-
-    return int(KafkaError._MSG_TIMED_OUT)
-
-
-UNREACHABLE = _unreachable_codes()
-"""librdkafka's codes for a broker that does not answer (not for one that refuses)."""
-MSG_TIMED_OUT = _msg_timed_out()
-"""librdkafka's code for a record it gave up delivering (``message.timeout.ms`` passed)."""
-
-CONSUMER_ONLY = frozenset(
-    {
-        "isolation.level",
-        "auto.offset.reset",
-        "group.id",
-        "enable.auto.commit",
-        "fetch.min.bytes",
-        "fetch.max.bytes",
-        "fetch.wait.max.ms",
-        "max.partition.fetch.bytes",
-        "session.timeout.ms",
-    }
-)
-"""Client properties that only a consumer takes (not handed to the sink's producer)."""
