@@ -2,12 +2,15 @@
 
 1. Load: ``pitstop serve`` (its own process) runs a windowed job that keeps receiving order files,
    while N psycopg clients (threads of this process: psycopg waits on the socket without the GIL)
-   issue ``SHOW JOBS``, ``SHOW SNAPSHOTS`` and SELECTs over the job's sink for T seconds: one
+   issue ``SHOW JOBS``, ``SHOW SNAPSHOTS``, ``DESCRIBE JOB`` and SELECTs over the job's sink and
+   the catalog for T seconds: one
    client back to back; N clients each sending a statement every ``--pace`` seconds (what N
    dashboards or BI users do); N clients back to back (a stress test: with no pause, latency is N
    divided by the throughput). Reported: p50/p95/p99 per statement kind over the wire, errors
    (must be 0), CPU of both processes; then ``AWAIT JOB`` and the sink compared with a batch
-   computation (must be exact).
+   computation (must be exact). 1b: the same N clients against a PostgreSQL server on this
+   machine holding the same answers (the sink's rows, and each listing's rows in a table of its
+   own), paced and back to back, in the same run.
 2. A 1M-row SELECT streamed to psycopg (text and binary), from pitstop serve and from a real
    PostgreSQL server on this machine holding the same rows, in the same run: rows/s and ratio.
 3. A new session's pg_catalog: what each connection pays before its first statement.
@@ -55,10 +58,20 @@ DELAY = timedelta(minutes=5)
 KINDS = {
     "SHOW JOBS": "SHOW JOBS",
     "SHOW SNAPSHOTS": "SHOW SNAPSHOTS",
+    "DESCRIBE JOB": "DESCRIBE JOB revenue",
     "SELECT sink": "SELECT region, sum(revenue) AS revenue, sum(orders) AS orders FROM daily GROUP BY region",
     "SELECT catalog": "SELECT name, status FROM pitstop.jobs",
 }
 """What dashboards send, again and again (the 50-client phases)."""
+TWINS = {
+    "SHOW JOBS": "SELECT * FROM show_jobs",
+    "SHOW SNAPSHOTS": "SELECT * FROM show_snapshots",
+    "DESCRIBE JOB": "SELECT * FROM describe_job",
+    "SELECT sink": KINDS["SELECT sink"],
+    "SELECT catalog": "SELECT name, status FROM show_jobs",
+}
+"""The same rows from a PostgreSQL server (part 1b): each pitstop statement's answer, copied into a
+table of its own when the load starts, read back by a plain SELECT."""
 AD_HOC = {
     # a text never sent before (an analyst's query): parsed, translated and run every time
     "SELECT sink, new text": (
@@ -103,6 +116,9 @@ class PitstopServer:
             raise SystemExit(f"pitstop serve did not start: {line}")
         self.url = f"postgresql://bench@127.0.0.1:{self.port}/pitstop"
 
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(300)
@@ -128,6 +144,20 @@ class Postgres:
             f"-o '-p {self.port} -k {folder} -c listen_addresses=127.0.0.1' start"
         )
         self.url = f"postgresql://bench@127.0.0.1:{self.port}/postgres"
+
+    def cpu(self) -> float:
+        """The CPU of every process of the cluster (the postmaster and a backend per client)."""
+        postmaster = int((self.folder / "data" / "postmaster.pid").read_text().split()[0])
+        total = 0.0
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+                pid = int(Path(stat).parent.name)
+            except (OSError, ValueError):
+                continue  # a process that ended meanwhile
+            if pid == postmaster or int(fields[1]) == postmaster:  # fields[1]: the parent's pid
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def _run(self, command: str) -> None:
         cmd = ["su", "postgres", "-c", command] if self.as_postgres else ["sh", "-c", command]
@@ -155,7 +185,7 @@ def setup(server: PitstopServer, orders: Path) -> None:
 
 
 def load(
-    server: PitstopServer,
+    server: PitstopServer | Postgres,
     orders: Path,
     clients: int,
     seconds: float,
@@ -173,8 +203,12 @@ def load(
 
     Steady state, as a pool of dashboard connections: every client connects and sends each of its
     statements once before the clock starts (a connection's start-up and its first statements,
-    all 50 at the same instant, are a burst of their own that no pooled client sees twice)."""
+    all 50 at the same instant, are a burst of their own that no pooled client sees twice).
+
+    A :class:`Postgres` ``server`` answers the same rows (:data:`TWINS`); no job runs there, so
+    nothing is fed and nothing is checked after."""
     stop = threading.Event()
+    job = isinstance(server, PitstopServer)
     last = [first]
 
     def feed() -> None:  # the job keeps working: a new file of orders every second
@@ -228,22 +262,26 @@ def load(
         ready.wait(300)
     except threading.BrokenBarrierError:
         stop.set()
-    server_cpu0, bench_cpu0 = cpu_seconds(server.proc.pid), time.process_time()
-    threads.append(threading.Thread(target=feed))
-    threads[-1].start()
+    server_cpu0, bench_cpu0 = server.cpu(), time.process_time()
+    if job:
+        threads.append(threading.Thread(target=feed))
+        threads[-1].start()
     started = time.monotonic()
     time.sleep(0 if stop.is_set() else seconds)
     stop.set()
     for t in threads:
         t.join(120)
     wall = time.monotonic() - started
-    server_cpu = cpu_seconds(server.proc.pid) - server_cpu0
+    server_cpu = server.cpu() - server_cpu0
     bench_cpu = time.process_time() - bench_cpu0
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute("AWAIT JOB revenue")
-        rows = conn.execute("SELECT window_start, region, revenue, orders FROM daily").fetchall()
-    expected = expected_windows(last[0])
-    got = {(r[0], r[1]): (Decimal(r[2]), int(r[3])) for r in rows}
+    got: dict[Any, tuple[Decimal, int]] = {}
+    exact = True
+    if job:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("AWAIT JOB revenue")
+            rows = conn.execute("SELECT window_start, region, revenue, orders FROM daily").fetchall()
+        got = {(r[0], r[1]): (Decimal(r[2]), int(r[3])) for r in rows}
+        exact = got == expected_windows(last[0]) and len(rows) == len(got)
     return {
         "pace": pace,
         "clients": clients,
@@ -251,12 +289,42 @@ def load(
         "latencies": latencies,
         "from_send": from_send,
         "errors": errors,
-        "exact": got == expected and len(rows) == len(got),
+        "exact": exact,
         "windows": len(got),
         "orders": last[0],
         "server_cpu": server_cpu,
         "bench_cpu": bench_cpu,
     }
+
+
+def twin(server: PitstopServer, pg: Postgres) -> None:
+    """Part 1b's rows: what each of :data:`KINDS` answers now, copied into PostgreSQL (the sink's
+    rows as its table, each listing as a table of text columns)."""
+    with (
+        psycopg.connect(server.url, autocommit=True) as ours,
+        psycopg.connect(pg.url, autocommit=True) as theirs,
+    ):
+        daily = ours.execute("SELECT window_start, window_end, region, revenue, orders FROM daily").fetchall()
+        theirs.execute(
+            "CREATE TABLE daily (window_start timestamp, window_end timestamp, region text, "
+            "revenue numeric(38,2), orders bigint)"
+        )
+        with theirs.cursor().copy("COPY daily FROM STDIN") as copy:
+            for row in daily:
+                copy.write_row(row)
+        for table, statement in (
+            ("show_jobs", "SHOW JOBS"),
+            ("show_snapshots", "SHOW SNAPSHOTS"),
+            ("describe_job", "DESCRIBE JOB revenue"),
+        ):
+            cur = ours.execute(statement)
+            names = [d.name for d in cur.description or []]
+            rows = cur.fetchall()
+            theirs.execute(f"CREATE TABLE {table} ({', '.join(f'{n} text' for n in names)})")
+            with theirs.cursor().copy(f"COPY {table} FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row([None if v is None else str(v) for v in row])
+        theirs.execute("ANALYZE")
 
 
 def expected_windows(last: int) -> dict[Any, tuple[Decimal, int]]:
@@ -410,11 +478,23 @@ def main() -> None:
     print(f"# pitstop serve under load ({clients} clients, {seconds:g} s) and a {rows:,}-row SELECT")
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; psycopg {psycopg.__version__}")
     server = PitstopServer(home)
+    pg: Postgres | None = None
+    twins: list[dict[str, Any]] = []
     try:
         setup(server, orders)
         quiet = load(server, orders, 1, min(seconds, 10.0), 4000, kinds={**KINDS, **AD_HOC})
         paced = load(server, orders, clients, seconds, quiet["orders"], pace=args.pace)
         result = load(server, orders, clients, seconds, paced["orders"])
+        try:
+            pg = Postgres(work / "pg")
+        except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+            print(f"(PostgreSQL not measured: {exc})")
+        if pg is not None:
+            twin(server, pg)
+            twins = [
+                load(pg, orders, clients, seconds, 0, pace=args.pace, kinds=TWINS),
+                load(pg, orders, clients, seconds, 0, kinds=TWINS),
+            ]
         ours = {b: stream(server.url, b, 3) for b in (False, True)}
         cancel_query = cancel_ms(server.url, NEVER_ENDS)
         cancel_await = cancel_ms(server.url, "AWAIT JOB slow", 3, awaiting_a_slow_job())
@@ -422,6 +502,10 @@ def main() -> None:
             conn.execute("DROP JOB slow")
         alone = others_s(server.url, 20, stalled=False)
         beside = others_s(server.url, 20, stalled=True)
+    except BaseException:
+        if pg is not None:
+            pg.stop()
+        raise
     finally:
         server.stop()
     print()
@@ -454,20 +538,45 @@ def main() -> None:
     def catalog_p99(run: dict[str, Any]) -> float:
         return percentile(run["latencies"]["SHOW JOBS"] + run["latencies"]["SHOW SNAPSHOTS"], 0.99) * 1e3
 
+    def p(run: dict[str, Any], kind: str, q: float) -> float:
+        return percentile(run["latencies"][kind], q) * 1e3
+
+    if twins:
+        print()
+        print(f"### 1b. The same answers from PostgreSQL (each listing's rows in a table), {clients} clients")
+        print()
+        print(
+            "| statement | each client sends | pitstop p50 ms | pitstop p99 ms "
+            "| PostgreSQL p50 ms | PostgreSQL p99 ms |"
+        )
+        print("|---|---|---|---|---|---|")
+        for ours_run, theirs_run in zip((paced, result), twins, strict=True):
+            sends = f"every {ours_run['pace'] * 1e3:g} ms" if ours_run["pace"] else "back to back"
+            for kind in KINDS:
+                print(
+                    f"| {kind} | {sends} | {p(ours_run, kind, 0.5):.1f} | {p(ours_run, kind, 0.99):.1f} | "
+                    f"{p(theirs_run, kind, 0.5):.1f} | {p(theirs_run, kind, 0.99):.1f} |"
+                )
+        print()
+        for run in twins:
+            count = sum(len(v) for v in run["latencies"].values())
+            print(
+                f"PostgreSQL, {run['clients']} clients, {'paced' if run['pace'] else 'back to back'}: "
+                f"{count:,} statements in {run['seconds']:.1f} s ({count / run['seconds']:,.0f}/s); "
+                f"errors: {len(run['errors'])}; server CPU {run['server_cpu']:.1f} s"
+            )
+
     print()
     print(f"## 2. {rows:,}-row SELECT streamed to psycopg (median of 3, rows/s)")
     print()
     theirs: dict[bool, list[float]] | None = None
-    try:
-        pg = Postgres(work / "pg")
+    if pg is not None:
         try:
             with psycopg.connect(pg.url, autocommit=True) as conn:
                 conn.execute(BIG_POSTGRES.format(last=rows - 1))
             theirs = {b: stream(pg.url, b, 3) for b in (False, True)}
         finally:
             pg.stop()
-    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-        print(f"(PostgreSQL not measured: {exc})")
     print("| format | pitstop serve | PostgreSQL | ratio |")
     print("|---|---|---|---|")
     for binary in (False, True):
@@ -500,6 +609,8 @@ def main() -> None:
         f"server_catalog_p99_ms_paced={catalog_p99(paced):.1f} "
         f"server_catalog_p99_ms_back_to_back={catalog_p99(result):.1f} "
         f"server_catalog_p99_ms_1_client={catalog_p99(quiet):.1f} "
+        f"server_describe_p99_ms_paced={p(paced, 'DESCRIBE JOB', 0.99):.1f} "
+        f"server_worst_p99_ms_paced={max(p(paced, k, 0.99) for k in KINDS):.1f} "
         f"server_errors={len(result['errors']) + len(paced['errors']) + len(quiet['errors'])} "
         f"server_exact={result['exact'] and paced['exact'] and quiet['exact']} "
         f"select_rows_per_s={statistics.median(ours[False]):.0f}"
