@@ -28,6 +28,18 @@ class JobStore(CatalogBase):
         )
         return None if row is None else _job(row)
 
+    def listed_job(self, name: str) -> Job | None:
+        """The job of that name as committed, from the listing read once per change (for
+        read-only statements that many clients send: DESCRIBE JOB; not inside a transaction,
+        whose own writes it would not see)."""
+        key = name.lower()
+        return next((j for j in self.jobs() if j.name.lower() == key), None)
+
+    def listed_run(self, run_id: str) -> Run:
+        """:meth:`get_run`, read once per change (the same use as :meth:`listed_job`)."""
+        run: Run = self._cached(f"run {run_id}", lambda: self.get_run(run_id))
+        return run
+
     def jobs(self) -> list[Job]:
         return list(self._cached("jobs", self._read_jobs))
 

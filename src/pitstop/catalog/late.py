@@ -60,7 +60,11 @@ class LateStore(CatalogBase):
 
     def late_summary(self, job: str) -> list[LateSummary]:
         """Per stage and source of ``job``: its late rows (counted as :meth:`late_counts` does)
-        and when the first and the last were seen."""
+        and when the first and the last were seen (read once per change: DESCRIBE JOB from many
+        clients)."""
+        return list(self._cached(f"late_summary {job.lower()}", lambda: tuple(self._read_late_summary(job))))
+
+    def _read_late_summary(self, job: str) -> list[LateSummary]:
         rows = (
             self.cursor()
             .execute(

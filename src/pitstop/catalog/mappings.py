@@ -25,6 +25,12 @@ class MappingStore(CatalogBase):
         row = rows[0] if rows else None
         return None if row is None else self.secrets.join(Mapping.from_json(json.loads(row[0])))
 
+    def listed_mapping(self, name: str) -> Mapping | None:
+        """The mapping of that name as committed, from the listing read once per change (the same
+        use as :meth:`~pitstop.catalog.jobs.JobStore.listed_job`)."""
+        key = name.lower()
+        return next((m for m in self.mappings() if m.name.lower() == key), None)
+
     def mappings(self) -> list[Mapping]:
         return list(self._cached("mappings", self._read_mappings))
 

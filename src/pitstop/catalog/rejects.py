@@ -42,7 +42,12 @@ class RejectStore(CatalogBase):
 
     def reject_summary(self, job: str) -> list[RejectSummary]:
         """Per source of ``job``: how many rejects (counted as :meth:`reject_counts` does), and
-        the latest one."""
+        the latest one (read once per change: DESCRIBE JOB from many clients)."""
+        return list(
+            self._cached(f"reject_summary {job.lower()}", lambda: tuple(self._read_reject_summary(job)))
+        )
+
+    def _read_reject_summary(self, job: str) -> list[RejectSummary]:
         rows = (
             self.cursor()
             .execute(

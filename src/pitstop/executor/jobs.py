@@ -196,15 +196,15 @@ class JobStatements(JobPlanning):
             if self._overlay_jobs[name.lower()] is None:
                 raise self._unknown("job", name)
             return Result(f"job '{name}'")  # created earlier in the checked files: no run to show
-        job = self.catalog.get_job(name) if self.catalog is not None else None
+        job = self.catalog.listed_job(name) if self.catalog is not None else None
         if job is None or self.catalog is None:
             raise self._unknown("job", name)
         if self.manager is not None and self.manager.spark_started:
             self.manager.refresh_failures()
             self.manager.collect_all_rejects()
             self.manager.collect_all_late()
-            job = self.catalog.get_job(name) or job
-        run = self.catalog.get_run(job.run_id)
+            job = self.catalog.listed_job(name) or job
+        run = self.catalog.listed_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
         place = self._placement() if self._runs_here(job) else None
         waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
@@ -238,9 +238,9 @@ class JobStatements(JobPlanning):
         cannot be read shows none, it does not fail the listing)."""
         assert self.catalog is not None
         try:
-            run = self.catalog.get_run(job.run_id)
+            run = self.catalog.listed_run(job.run_id)
             plan = JobPlan.from_json(run.plan)
-            mappings = {m.name: m for m in (self.catalog.get_mapping(src) for src in plan.sources) if m}
+            mappings = {m.name: m for m in (self.catalog.listed_mapping(src) for src in plan.sources) if m}
             return lag.source_lags(run, plan, mappings)
         except Exception:  # noqa: BLE001 - a listing shows what it can
             log.warning("job '%s': cannot tell its sources' lag", job.name, exc_info=True)
