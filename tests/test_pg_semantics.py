@@ -8,13 +8,16 @@ against a real server started with tests/pg_helpers.py), with the type psycopg m
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from command_helpers import start
 from conftest import settings
 from pitstop.server import pgnumeric
 from server_helpers import Served, psql, serving
@@ -230,3 +233,25 @@ def test_numeric_division_rounds_at_postgresqls_scale(dividend: str, divisor: st
 )  # fmt: skip
 def test_to_char_of_a_number_pads_and_rounds_as_postgresql(value: str, pattern: str, text: str) -> None:
     assert pgnumeric.to_char_number(value, pattern, False) == text
+
+
+def test_times_with_a_zone_are_utc_whatever_the_machines_zone(tmp_path: Path) -> None:
+    """On a machine whose zone is Europe/Paris, DuckDB computed in Paris time while the server said
+    TimeZone UTC and printed +00: `::date` of 23:30 UTC was the next day, its hour 1, its day began
+    at 22:00 UTC. PostgreSQL 15 with TimeZone UTC: 2024-07-01, 23, 2024-07-01 00:00:00+00. A real
+    `pitstop serve` process started with TZ=Europe/Paris, and psycopg."""
+    home = tmp_path / "home"
+    proc = start("serve", "--port", "0", home=home, env={"TZ": "Europe/Paris"}, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        with psycopg.connect(f"postgresql://tester@127.0.0.1:{port}/pitstop", autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT CAST(t AS DATE)::text, extract(hour FROM t)::int, date_trunc('day', t)::text, "
+                "current_setting('TimeZone') FROM (VALUES (TIMESTAMPTZ '2024-07-01 23:30:00+00')) v(t)"
+            ).fetchone()
+        assert row == ("2024-07-01", 23, "2024-07-01 00:00:00+00", "UTC")
+    finally:
+        proc.terminate()
+        proc.wait(60)

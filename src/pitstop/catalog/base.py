@@ -56,6 +56,9 @@ class CatalogBase:
                 f"cannot open the pitstop home {path.parent}: {exc}. Another pitstop process may "
                 "be using it; stop that process or choose another home with --home."
             ) from exc
+        # Times with a zone are UTC in every cursor, whatever the machine's zone (DuckDB takes the
+        # machine's by default): pitstop keeps UTC, and the server's TimeZone says so.
+        self._db.execute("SET GLOBAL TimeZone = 'UTC'")
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._write_lock = threading.RLock()

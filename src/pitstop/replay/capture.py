@@ -27,6 +27,7 @@ class Capture:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.db = duckdb.connect(str(path))
+        self.db.execute("SET GLOBAL TimeZone = 'UTC'")  # as the catalog: not the machine's zone
         self.lock = threading.Lock()
 
     def sink(self, table: str, keys: tuple[str, ...]) -> CaptureSink:

@@ -134,6 +134,7 @@ def state_table(snapshot: Snapshot, stage: str) -> pa.Table:
     import duckdb
 
     with duckdb.connect() as finisher:
+        finisher.execute("SET TimeZone = 'UTC'")  # as the catalog: not the machine's zone
         finisher.execute("SET enable_external_access = false")
         finisher.register("state", table)
         kept = []
