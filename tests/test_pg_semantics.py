@@ -255,3 +255,59 @@ def test_times_with_a_zone_are_utc_whatever_the_machines_zone(tmp_path: Path) ->
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+ZONED = (
+    "SELECT t::text, CAST(t AS DATE)::text, extract(hour FROM t)::int, date_trunc('day', t)::text, "
+    "to_char(t, 'HH24 TZ OF TZH:TZM'), "
+    "(TIMESTAMP '2024-07-01 12:00' < TIMESTAMPTZ '2024-07-01 11:00:00+00'), "
+    "to_char(DATE '2024-07-01', 'TZ OF'), to_char(TIMESTAMP '2024-07-01 12:00', 'TZ|OF'), "
+    "current_setting('TimeZone') FROM (VALUES (TIMESTAMPTZ '2024-07-01 23:30:00+00')) v(t)"
+)
+
+
+@pytest.mark.parametrize(
+    ("zone", "expected"),
+    [
+        ("UTC", ("2024-07-01 23:30:00+00", "2024-07-01", 23, "2024-07-01 00:00:00+00", "23 UTC +00 +00:00",
+                 False, "UTC +00", "|+00", "UTC")),
+        ("Europe/Paris", ("2024-07-02 01:30:00+02", "2024-07-02", 1, "2024-07-02 00:00:00+02",
+                          "01 CEST +02 +02:00", True, "CEST +02", "|+00", "Europe/Paris")),
+        ("asia/kolkata", ("2024-07-02 05:00:00+05:30", "2024-07-02", 5, "2024-07-02 00:00:00+05:30",
+                          "05 IST +05:30 +05:30", True, "IST +05:30", "|+00", "Asia/Kolkata")),
+        ("America/St_Johns", ("2024-07-01 21:00:00-02:30", "2024-07-01", 21, "2024-07-01 00:00:00-02:30",
+                              "21 NDT -02:30 -02:30", False, "NDT -02:30", "|+00", "America/St_Johns")),
+    ],
+)  # fmt: skip
+def test_a_sessions_time_zone_is_the_one_times_are_shown_and_computed_in(
+    served: Served, zone: str, expected: tuple[object, ...]
+) -> None:
+    """SET TimeZone was shown by current_setting but ignored: every time was shown and computed in
+    UTC. The expected rows are PostgreSQL 15's to the same statement after the same SET; the text
+    and binary formats and psql see the same instants."""
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        conn.execute(f"SET TimeZone = '{zone}'")
+        assert conn.execute(ZONED).fetchone() == expected
+        (text_form,) = conn.execute("SELECT TIMESTAMPTZ '2024-01-15 10:00:00.5+00'").fetchone() or (None,)
+        (binary_form,) = conn.cursor(binary=True).execute(
+            "SELECT TIMESTAMPTZ '2024-01-15 10:00:00.5+00'"
+        ).fetchone() or (None,)
+    assert text_form == binary_form
+    assert text_form is not None and text_form.timestamp() == 1705312800.5
+
+
+def test_a_time_zone_pitstop_does_not_take_is_postgresqls_error(served: Served) -> None:
+    with psycopg.connect(served.url(), autocommit=True) as conn:
+        with pytest.raises(
+            psycopg.errors.InvalidParameterValue, match='invalid value for parameter "TimeZone": "xyz"'
+        ):
+            conn.execute("SET TimeZone = 'xyz'")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="such as 'UTC' or 'Europe/Paris'"):
+            conn.execute("SET TIME ZONE '+02:00'")  # POSIX: PostgreSQL reads it as UTC-2
+        assert conn.execute("SHOW TimeZone").fetchone() == ("UTC",)
+    with pytest.raises(psycopg.OperationalError, match='invalid value for parameter "TimeZone"'):
+        psycopg.connect(served.url(), options="-c TimeZone=Mars/Olympus")
+    with psycopg.connect(served.url(), options="-c TimeZone=europe/paris", autocommit=True) as conn:
+        assert conn.execute("SELECT (TIMESTAMPTZ '2024-07-01 23:30:00+00')::text").fetchone() == (
+            "2024-07-02 01:30:00+02",
+        )

@@ -316,13 +316,16 @@ class RowEncoder:
 
     @classmethod
     def of(
-        cls, duckdb_types: Sequence[str], types: Sequence[PgType], binary: Sequence[bool]
+        cls, duckdb_types: Sequence[str], types: Sequence[PgType], binary: Sequence[bool], zone: str = "UTC"
     ) -> RowEncoder | None:
-        """The encoder of a result, or None when a column must be encoded value by value."""
+        """The encoder of a result, or None when a column must be encoded value by value (here: a
+        time with a zone in text, when the session's ``TimeZone`` is not UTC)."""
         if not (len(duckdb_types) == len(types) == len(binary)):
             return None
         encoders = []
         for duckdb_type, pgtype, is_binary in zip(duckdb_types, types, binary, strict=True):
+            if zone != "UTC" and pgtype.oid == pgtypes.TIMESTAMPTZ.oid and not is_binary:
+                return None
             encode = _encoder(duckdb_type, pgtype, is_binary)
             if encode is None:
                 return None

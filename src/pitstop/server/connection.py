@@ -54,7 +54,7 @@ from pitstop.server.activity import ACTIVE, Activity
 from pitstop.server.cursors import SqlCursor
 from pitstop.server.extended import ExtendedQuery
 from pitstop.server.outcome import Notice
-from pitstop.server.params import SessionParameters
+from pitstop.server.params import InvalidValue, SessionParameters
 from pitstop.server.replies import send_outcome
 from pitstop.server.routing import split
 from pitstop.server.session import Session
@@ -198,7 +198,10 @@ class Connection:
     def _start(self, admitted: Admitted) -> None:
         """The session of an authenticated client, its key and parameters told, ReadyForQuery."""
         self.user, role = admitted.user, admitted.role
-        parameters = SessionParameters(self.user, role == "admin", self.wire.tls, admitted.params)
+        try:
+            parameters = SessionParameters(self.user, role == "admin", self.wire.tls, admitted.params)
+        except InvalidValue as exc:  # PostgreSQL refuses the connection too
+            raise WireError(sqlstate.INVALID_PARAMETER_VALUE, str(exc)) from None
         self.session = self.server.new_session(self.user, role, parameters)
         self.extended = ExtendedQuery(self.wire, self.session, self.activity)
         self.session.client_gone = self.wire.client_gone

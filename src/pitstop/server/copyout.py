@@ -380,9 +380,9 @@ def _checked(copy: CopyOut, given: dict[str, Any]) -> CopyOut:
 
 
 # -- the lines ------------------------------------------------------------------------------------
-def _text(value: Any, pgtype: PgType) -> str:
-    """A value in PostgreSQL's text output form."""
-    return (encode(value, pgtype) or b"").decode()
+def _text(value: Any, pgtype: PgType, zone: str) -> str:
+    """A value in PostgreSQL's text output form (a time with a zone in the session's)."""
+    return (encode(value, pgtype, zone=zone) or b"").decode()
 
 
 _TEXT_ESCAPES = {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
@@ -391,8 +391,11 @@ _TEXT_ESCAPES = {"\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r
 class Lines:
     """The CopyData payloads of a COPY of ``rows``: the header, then one line per row (step 3)."""
 
-    def __init__(self, copy: CopyOut, columns: tuple[Column, ...], rows: Iterable[tuple[Any, ...]]) -> None:
+    def __init__(
+        self, copy: CopyOut, columns: tuple[Column, ...], rows: Iterable[tuple[Any, ...]], zone: str = "UTC"
+    ) -> None:
         self.copy = copy
+        self.zone = zone
         self.columns = columns
         self.width = len(columns)
         self._source = rows
@@ -408,7 +411,7 @@ class Lines:
             yield self._line([c.name for c in self.columns], [False] * len(self.columns))
         types = [c.type for c in self.columns]
         for row in self._source:
-            values = [None if v is None else _text(v, t) for v, t in zip(row, types, strict=True)]
+            values = [None if v is None else _text(v, t, self.zone) for v, t in zip(row, types, strict=True)]
             self.rows += 1
             yield self._line(values, self._forced)
 

@@ -51,6 +51,8 @@ class Outcome:
     parameter_changes: list[tuple[str, str]] = field(default_factory=list)
     copy: copyout.Lines | None = None
     """The CopyData payloads of a COPY ... TO STDOUT (its rows are read through them)."""
+    zone: str = "UTC"
+    """The session's ``TimeZone``, in which a time with a zone is printed (text format)."""
 
     def final_tag(self) -> str:
         if self.copy is not None:

@@ -8,7 +8,9 @@ pitstop answers them as a PostgreSQL 15 server in UTF-8 and UTC would, so that d
 from __future__ import annotations
 
 import re
+import zoneinfo
 from dataclasses import dataclass
+from functools import cache
 
 from pitstop import __version__
 
@@ -35,7 +37,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("client_encoding", "UTF8", "client character set (pitstop speaks UTF8)", True),
     Parameter("DateStyle", "ISO, MDY", "date output style", True),
     Parameter("IntervalStyle", "postgres", "interval output style", True),
-    Parameter("TimeZone", "UTC", "time zone of timestamps (pitstop keeps UTC)", True),
+    Parameter("TimeZone", "UTC", "time zone in which timestamps with a zone are shown and computed", True),
     Parameter("integer_datetimes", "on", "timestamps are 64-bit integers", True, True),
     Parameter("standard_conforming_strings", "on", "backslashes are literal in '...'", True, True),
     Parameter("application_name", "", "the client's name", True),
@@ -81,6 +83,47 @@ def canonical(name: str) -> str:
     return ALIASES.get(key, key)
 
 
+class InvalidValue(ValueError):
+    """A value a parameter does not take (SQLSTATE 22023)."""
+
+
+@cache
+def _zone_names() -> dict[str, str]:
+    """The time zone database's names, by their lower case (PostgreSQL reads them so)."""
+    return {name.lower(): name for name in zoneinfo.available_timezones()}
+
+
+def time_zone(value: str) -> str:
+    """A ``TimeZone`` setting as PostgreSQL names it (``asia/kolkata`` -> ``Asia/Kolkata``);
+    ValueError for a value pitstop does not take: a name the time zone database lacks, or a
+    POSIX or offset form (``+02:00``, ``UTC+2``, whose sign PostgreSQL reads the other way)."""
+    name = _zone_names().get(value.strip().lower())
+    if name is None:
+        raise InvalidValue(
+            f'invalid value for parameter "TimeZone": "{value}"; pitstop takes a name of the time '
+            "zone database, such as 'UTC' or 'Europe/Paris'"
+        )
+    return name
+
+
+def _command_line(options: str) -> list[tuple[str, str]]:
+    """The settings of a startup packet's ``options`` (libpq's ``PGOPTIONS``): ``-c name=value``
+    and ``--name=value``, separated by spaces (``\\ `` is a space inside a value), as PostgreSQL
+    reads them; other switches are not settings and are left alone."""
+    words = [w.replace("\\ ", " ") for w in re.split(r"(?<!\\) +", options.strip()) if w]
+    out: list[tuple[str, str]] = []
+    for i, word in enumerate(words):
+        setting = words[i + 1] if word == "-c" and i + 1 < len(words) else None
+        if word.startswith("--"):
+            setting = word[2:]
+        elif word.startswith("-c") and len(word) > 2:
+            setting = word[2:]
+        if setting is not None and "=" in setting:
+            name, _, value = setting.partition("=")
+            out.append((name.replace("-", "_"), value))
+    return out
+
+
 class SessionParameters:
     """One client's parameters, starting from the defaults and the startup packet."""
 
@@ -89,12 +132,14 @@ class SessionParameters:
         self.values["session_authorization"] = user
         self.values["is_superuser"] = "on" if admin else "off"
         self.values["ssl"] = "on" if ssl else "off"
-        for key, value in startup.items():
-            if key in ("user", "database", "options", "replication"):
-                continue
+        given = [
+            (k, v) for k, v in startup.items() if k not in ("user", "database", "options", "replication")
+        ]
+        given += _command_line(startup.get("options", ""))
+        for key, value in given:
             param = BY_NAME.get(key.lower())
             if param is not None and not param.fixed:
-                self.values[param.name.lower()] = value
+                self.values[param.name.lower()] = time_zone(value) if param.name == "TimeZone" else value
             elif param is None:
                 self.values[key.lower()] = value  # extension parameters are kept, as PostgreSQL does
 
@@ -116,6 +161,8 @@ class SessionParameters:
             self.values[key] = value or ""  # custom "ext.name" parameters, as PostgreSQL allows
             return None
         new = param.default if value is None else value
+        if param.name == "TimeZone":
+            new = time_zone(new)
         if param.fixed and new != self.values[key]:
             raise ValueError(f'parameter "{param.name}" cannot be changed')
         self.values[key] = new
@@ -134,6 +181,11 @@ class SessionParameters:
                 if param.reported:
                     changed.append(param)
         return changed
+
+    @property
+    def zone(self) -> str:
+        """The session's ``TimeZone``: timestamps with a zone are shown and computed in it."""
+        return self.values["timezone"]
 
     def reported(self) -> list[tuple[str, str]]:
         return [(p.name, self.values[p.name.lower()]) for p in PARAMETERS if p.reported]

@@ -6,8 +6,8 @@ labels came out ``Mon 01``. A literal pattern is read here with PostgreSQL's tem
 the padding, ``TH`` for an ordinal, ``"..."`` and ``\\`` for literal text) and becomes a
 concatenation of DuckDB date-part functions, each padded as PostgreSQL pads it (``Month`` and
 ``Day`` to 9 characters, numbers with zeros). The time zone patterns (``TZ``, ``OF``, ``TZH``,
-``TZM``) print what PostgreSQL prints with ``TimeZone`` UTC, the zone pitstop's values are in:
-``UTC`` and ``+00`` for a timestamptz or a date, nothing and ``+00`` for a timestamp. ``TM`` is
+``TZM``) print what PostgreSQL prints in the session's ``TimeZone``: its abbreviation and offset
+(``CEST``, ``+02``) for a timestamptz or a date, nothing and ``+00`` for a timestamp. ``TM`` is
 read and ignored (names are English, as in the C locale), and ``SP`` (spell mode, which
 PostgreSQL does not implement) prints nothing, as there.
 """
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from sqlglot import exp
 
-__all__ = ["to_char_time"]
+__all__ = ["to_char_time", "zone_abbreviation"]
 
 _TS = "__pgs_ts"
 
@@ -72,15 +74,18 @@ _NAMES: dict[str, tuple[str, int]] = {
 _MERIDIEM = {"AM": ("AM", "PM"), "PM": ("AM", "PM"), "A.M.": ("A.M.", "P.M."), "P.M.": ("A.M.", "P.M.")}
 _ERAS = {"AD": ("AD", "BC"), "BC": ("AD", "BC"), "A.D.": ("A.D.", "B.C."), "B.C.": ("A.D.", "B.C.")}
 _ROMAN = ("I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII")
-# Time zones, as PostgreSQL prints them with TimeZone UTC. A timestamp has no zone (TZ prints
-# nothing); to_char of a date reads it as a timestamptz (PostgreSQL's preferred type).
+# Time zones, as PostgreSQL prints them in the session's TimeZone (DuckDB's connection has it). A
+# timestamp has no zone (TZ prints nothing, OF +00); to_char of a date reads it as a timestamptz
+# (PostgreSQL's preferred type). DuckDB's %z is PostgreSQL's OF: +02, +05:30, -02:30.
 _ZONED = f"typeof({_TS}) IN ('TIMESTAMP WITH TIME ZONE', 'DATE')"
+_OFFSET = f"strftime(CAST({_TS} AS TIMESTAMPTZ), '%z')"
+_ABBREVIATION = f"pgs_tz_abbrev(CAST({_TS} AS TIMESTAMPTZ), current_setting('TimeZone'))"
 _ZONES: dict[str, str] = {
-    "TZ": f"(CASE WHEN {_ZONED} THEN 'UTC' ELSE '' END)",
-    "tz": f"(CASE WHEN {_ZONED} THEN 'utc' ELSE '' END)",
-    "OF": "'+00'",
-    "TZH": "'+00'",
-    "TZM": "'00'",
+    "TZ": f"(CASE WHEN {_ZONED} THEN upper({_ABBREVIATION}) ELSE '' END)",
+    "tz": f"(CASE WHEN {_ZONED} THEN lower({_ABBREVIATION}) ELSE '' END)",
+    "OF": f"(CASE WHEN {_ZONED} THEN {_OFFSET} ELSE '+00' END)",
+    "TZH": f"(CASE WHEN {_ZONED} THEN substr({_OFFSET}, 1, 3) ELSE '+00' END)",
+    "TZM": f"(CASE WHEN {_ZONED} AND length({_OFFSET}) >= 6 THEN substr({_OFFSET}, 5, 2) ELSE '00' END)",
 }
 _FRACTIONS = {f"FF{n}": n for n in range(1, 7)}  # the first n digits of the microseconds
 _SPELL = "SP"  # a suffix: spell mode, which PostgreSQL does not implement (it prints nothing)
@@ -225,3 +230,9 @@ def to_char_time(value: exp.Expr, pattern: str, parse: Callable[[str], exp.Expr]
         return node
 
     return parse(sql).transform(fill)
+
+
+def zone_abbreviation(value: datetime, zone: str) -> str:
+    """``pgs_tz_abbrev``: the abbreviation of a time's zone in the session's ``TimeZone`` (a checked
+    name of the time zone database): ``CEST``, ``IST``, ``UTC``."""
+    return value.astimezone(ZoneInfo(zone)).tzname() or ""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 __all__ = [
     "Column",
@@ -225,10 +226,13 @@ def _text_decimal(value: Decimal) -> str:
     return format(value, "f")
 
 
-def _text_timestamp(value: datetime) -> str:
+def _text_timestamp(value: datetime, zone: str = "UTC") -> str:
+    """As PostgreSQL prints it; a time with a zone in the session's ``TimeZone``, with its offset
+    (``+02``, ``+05:30``, ``-02:30``)."""
     if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-        suffix = "+00"
+        value = value.astimezone(UTC if zone == "UTC" else ZoneInfo(zone))
+        suffix = _offset(value.utcoffset() or timedelta(0))
+        value = value.replace(tzinfo=None)
     else:
         suffix = ""
     text = value.strftime("%Y-%m-%d %H:%M:%S")
@@ -237,6 +241,19 @@ def _text_timestamp(value: datetime) -> str:
     if value.year < 1000:
         text = f"{value.year:04d}" + text[text.index("-") :]
     return text + suffix
+
+
+def _offset(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{sign}{hours:02d}"
+    if minutes or secs:
+        text += f":{minutes:02d}"
+    if secs:
+        text += f":{secs:02d}"
+    return text
 
 
 def _text_interval(value: timedelta) -> str:
@@ -256,19 +273,19 @@ def _text_interval(value: timedelta) -> str:
     return f"{sign}{clock}"
 
 
-def _array_item(value: Any, element: PgType) -> str:
+def _array_item(value: Any, element: PgType, zone: str) -> str:
     if value is None:
         return "NULL"
-    text = _text(value, element)
+    text = _text(value, element, zone)
     if text == "" or any(c in text for c in ' {},"\\') or text.upper() == "NULL":
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return text
 
 
-def _text(value: Any, pgtype: PgType) -> str:
+def _text(value: Any, pgtype: PgType, zone: str = "UTC") -> str:
     if pgtype.is_array and isinstance(value, list | tuple):
         element = _BY_OID[pgtype.element]
-        return "{" + ",".join(_array_item(v, element) for v in value) + "}"
+        return "{" + ",".join(_array_item(v, element, zone) for v in value) + "}"
     if isinstance(value, bool):
         return "t" if value else "f"
     if isinstance(value, float):
@@ -276,7 +293,7 @@ def _text(value: Any, pgtype: PgType) -> str:
     if isinstance(value, Decimal):
         return _text_decimal(value)
     if isinstance(value, datetime):
-        return _text_timestamp(value)
+        return _text_timestamp(value, zone)
     if isinstance(value, date | time):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -394,10 +411,11 @@ def _binary(value: Any, pgtype: PgType) -> bytes:
     return encoder(value)
 
 
-def encode(value: Any, pgtype: PgType, binary: bool = False) -> bytes | None:
-    """One value in PostgreSQL's text or binary format (None stays NULL)."""
+def encode(value: Any, pgtype: PgType, binary: bool = False, zone: str = "UTC") -> bytes | None:
+    """One value in PostgreSQL's text or binary format (None stays NULL); ``zone``: the session's
+    ``TimeZone``, in which a time with a zone is printed (the binary format is UTC)."""
     if value is None:
         return None
     if binary:
         return _binary(value, pgtype)
-    return _text(value, pgtype).encode()
+    return _text(value, pgtype, zone).encode()

@@ -109,6 +109,7 @@ class SessionQueries:
         try:
             self.pgcatalog.prepare(connection, self.user, self.backend_pid, self.parameters.values)
             pgsemantics.prepare(connection)
+            _set_zone(connection, self.parameters.zone)
         except BaseException:
             self.release(connection)
             raise
@@ -315,6 +316,14 @@ class SessionQueries:
         if self._cursor is not None:
             self.detach_open()
             self.pgcatalog.set_parameters(self._cursor, self.parameters.values)
+            _set_zone(self._cursor, self.parameters.zone)
+
+
+def _set_zone(connection: duckdb.DuckDBPyConnection, zone: str) -> None:
+    """The session's TimeZone (a checked name of the time zone database) in its DuckDB
+    connection: timestamps with a zone are computed in it (``::date``, ``date_trunc``, a
+    ``timestamp`` compared with a ``timestamptz``), as PostgreSQL computes them."""
+    connection.execute(f"SET TimeZone = '{zone}'")
 
 
 def one_query(sql: str) -> duckdb.Statement:

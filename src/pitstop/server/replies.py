@@ -53,7 +53,11 @@ def send_outcome(
             if outcome.batches is not None:
                 return _send_batches(wire, outcome, max_rows, sent)
             for row in outcome.rows:
-                wire.send_raw(data_row([encode(v, t, b) for v, t, b in zip(row, types, flags, strict=False)]))
+                wire.send_raw(
+                    data_row(
+                        [encode(v, t, b, outcome.zone) for v, t, b in zip(row, types, flags, strict=False)]
+                    )
+                )
                 outcome.count += 1
                 sent += 1
                 if max_rows and sent >= max_rows:
@@ -61,7 +65,9 @@ def send_outcome(
                     return False
             if outcome.more is None:
                 break
-            encoder = RowEncoder.of(outcome.duckdb_types, types, flags) if outcome.arrow else None
+            encoder = (
+                RowEncoder.of(outcome.duckdb_types, types, flags, outcome.zone) if outcome.arrow else None
+            )
             outcome.read_more(encoder)
     wire.send(CommandComplete(tag=outcome.final_tag()))
     return True

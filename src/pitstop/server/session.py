@@ -43,7 +43,7 @@ from pitstop.executor import SESSION_SETTINGS, Executor, Result
 from pitstop.server import copyout, cursors, pitstopsql, sqlstate
 from pitstop.server.cursors import SqlCursor, SqlCursors
 from pitstop.server.outcome import Notice, Outcome
-from pitstop.server.params import SessionParameters, canonical, milliseconds
+from pitstop.server.params import InvalidValue, SessionParameters, canonical, milliseconds
 from pitstop.server.pgtypes import TEXT, Column
 from pitstop.server.queries import SessionQueries, one_query, result_columns
 from pitstop.server.results import SharedResults
@@ -152,6 +152,7 @@ class Session:
             raise self.timeout.said(said) from exc
         if outcome.more is None and outcome.arrow is None:
             self.timeout.stop()  # (a result still to be read keeps it until the query ends)
+        outcome.zone = self.parameters.zone
         return outcome
 
     def describe(
@@ -255,6 +256,8 @@ class Session:
                 raise WireError(sqlstate.INVALID_PARAMETER_VALUE, str(exc)) from None
         try:
             changed = self.parameters.set(name, value)
+        except InvalidValue as exc:
+            raise WireError(sqlstate.INVALID_PARAMETER_VALUE, str(exc)) from None
         except KeyError:
             raise WireError(
                 sqlstate.UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"'
@@ -405,7 +408,9 @@ class Session:
             )
         result = self.queries.run(inner, query, params)
         assert result.columns is not None
-        return Outcome("COPY", copy=copyout.Lines(copy, result.columns, result.every_row()))
+        return Outcome(
+            "COPY", copy=copyout.Lines(copy, result.columns, result.every_row(), self.parameters.zone)
+        )
 
     def _write(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
         word = stmt.words[0]
