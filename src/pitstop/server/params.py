@@ -89,8 +89,9 @@ class InvalidValue(ValueError):
 
 @cache
 def _zone_names() -> dict[str, str]:
-    """The time zone database's names, by their lower case (PostgreSQL reads them so)."""
-    return {name.lower(): name for name in zoneinfo.available_timezones()}
+    """The time zone database's names, by their lower case (PostgreSQL reads them so); UTC even
+    on a machine without the database."""
+    return {name.lower(): name for name in zoneinfo.available_timezones()} | {"utc": "UTC"}
 
 
 def time_zone(value: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from sqlglot import exp
@@ -235,4 +235,4 @@ def to_char_time(value: exp.Expr, pattern: str, parse: Callable[[str], exp.Expr]
 def zone_abbreviation(value: datetime, zone: str) -> str:
     """``pgs_tz_abbrev``: the abbreviation of a time's zone in the session's ``TimeZone`` (a checked
     name of the time zone database): ``CEST``, ``IST``, ``UTC``."""
-    return value.astimezone(ZoneInfo(zone)).tzname() or ""
+    return value.astimezone(UTC if zone == "UTC" else ZoneInfo(zone)).tzname() or ""
