@@ -360,3 +360,39 @@ def test_failed_logins_from_one_address_are_refused_for_a_while(tmp_path: Path) 
             psycopg.connect(s.url("ana", "adminpw"))
         clock.now += 1
         psycopg.connect(s.url("ana", "adminpw")).close()  # the lockout is over
+
+
+def rita_with_defaults(home: Path) -> None:
+    two_users(home)
+    done = pitstop("user", "set", "rita", "statement_timeout=300ms", "timezone=europe/paris", home=home)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "session settings of user 'rita': TimeZone=Europe/Paris, statement_timeout=300ms\n"
+
+
+@pytest.mark.served(home=rita_with_defaults)
+def test_a_users_session_defaults_apply_to_each_of_its_sessions(served: Served) -> None:
+    """PostgreSQL's ALTER ROLE rita SET statement_timeout = ...: a statement_timeout per role (issue
+    25) was not possible; `pitstop user set` gives it, the client's startup options and SET still
+    win, and other users are not affected."""
+    slow = "SELECT count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3"
+    with psycopg.connect(served.url("rita", "readerpw"), autocommit=True) as rita:
+        assert rita.execute("SHOW statement_timeout").fetchone() == ("300ms",)
+        assert rita.execute("SHOW TimeZone").fetchone() == ("Europe/Paris",)
+        with pytest.raises(
+            psycopg.errors.QueryCanceled, match="canceling statement due to statement timeout"
+        ):
+            rita.execute(slow)
+        rita.execute("SET statement_timeout = 0")
+        assert rita.execute("SHOW statement_timeout").fetchone() == ("0",)
+    with psycopg.connect(served.url("rita", "readerpw"), options="-c statement_timeout=5s") as rita:
+        assert rita.execute("SHOW statement_timeout").fetchone() == ("5s",)
+    with psycopg.connect(served.url("ana", "adminpw"), autocommit=True) as ana:
+        assert ana.execute("SHOW statement_timeout").fetchone() == ("0",)
+        assert ana.execute("SHOW TimeZone").fetchone() == ("UTC",)
+    listed = pitstop("user", "list", home=served.manager.home)
+    assert "rita\treader\tscram-sha-256\tTimeZone=Europe/Paris statement_timeout=300ms" in listed.stdout
+    refused = pitstop("user", "set", "rita", "statement_timeout=soon", home=served.manager.home)
+    assert (
+        refused.returncode == 2
+        and 'invalid value for parameter "statement_timeout": "soon"' in refused.stderr
+    )

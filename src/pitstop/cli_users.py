@@ -9,6 +9,7 @@ import click
 
 from pitstop.errors import PitstopError
 from pitstop.server.auth import ROLES, UserStore
+from pitstop.server.params import BY_NAME, InvalidValue, checked_setting, setting_name
 from pitstop.settings import Settings
 
 
@@ -56,6 +57,38 @@ def passwd(settings: Settings, name: str) -> None:
     click.echo(f"password of user '{name}' changed")
 
 
+@users.command("set")
+@click.argument("name")
+@click.argument("pairs", nargs=-1, required=True, metavar="SETTING=VALUE...")
+@click.pass_obj
+def set_settings(settings: Settings, name: str, pairs: tuple[str, ...]) -> None:
+    """Session defaults of every session of a user, as PostgreSQL's ALTER ROLE ... SET:
+    `pitstop user set rita statement_timeout=30s TimeZone=Europe/Paris`; `statement_timeout=`
+    removes one. A client's startup options and its own SET still change them for its session."""
+    changes: dict[str, str | None] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.UsageError(f"{pair}: expected SETTING=VALUE (an empty VALUE removes the setting)")
+        try:
+            canonical, checked = (
+                checked_setting(key, value) if value else (BY_NAME[setting_name(key)].name, "")
+            )
+        except KeyError:
+            raise click.UsageError(
+                f'"{key}" is not a session parameter a user may be given (SHOW ALL lists them)'
+            ) from None
+        except InvalidValue as exc:
+            raise click.UsageError(str(exc)) from None
+        changes[canonical] = checked or None
+    try:
+        user = UserStore(settings.home).set_settings(name, changes)
+    except PitstopError as err:
+        _fail(err)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(user.settings.items())) or "none"
+    click.echo(f"session settings of user '{name}': {shown}")
+
+
 @users.command("drop")
 @click.argument("name")
 @click.pass_obj
@@ -74,4 +107,5 @@ def list_users(settings: Settings) -> None:
     """Name, role and authentication methods of each user (never a secret)."""
     for user in UserStore(settings.home).users():
         methods = "scram-sha-256" + (", md5" if user.md5 else "")
-        click.echo(f"{user.name}\t{user.role}\t{methods}")
+        defaults = " ".join(f"{k}={v}" for k, v in sorted(user.settings.items()))
+        click.echo(f"{user.name}\t{user.role}\t{methods}" + (f"\t{defaults}" if defaults else ""))

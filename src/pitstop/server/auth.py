@@ -29,7 +29,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,9 @@ class User:
     role: str
     scram: str
     md5: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """Session parameters every session of the user starts with (PostgreSQL's ``ALTER ROLE ...
+    SET``): ``statement_timeout``, ``TimeZone``... A client's startup options and SET still win."""
 
 
 # -- SCRAM-SHA-256 --------------------------------------------------------------------------------
@@ -265,6 +268,22 @@ class UserStore:
                 raise AuthError(f"unknown user '{name}'; pitstop user list lists the users")
             md5 = md5_verifier(name, password) if user.md5 else None
             users[name] = User(name, user.role, scram_verifier(password), md5)
+
+    def set_settings(self, name: str, changes: dict[str, str | None]) -> User:
+        """Change a user's session defaults (None: remove one); the values are checked first."""
+        with self._locked() as users:
+            user = users.get(name)
+            if user is None:
+                raise AuthError(f"unknown user '{name}'; pitstop user list lists the users")
+            settings = dict(user.settings)
+            for key, value in changes.items():
+                if value is None:
+                    settings.pop(key, None)
+                else:
+                    settings[key] = value
+            users[name] = replace(user, settings=settings)
+        log.info("user '%s': session settings %s", name, settings)
+        return users[name]
 
     def drop(self, name: str) -> None:
         with self._locked() as users:

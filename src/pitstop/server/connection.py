@@ -199,7 +199,9 @@ class Connection:
         """The session of an authenticated client, its key and parameters told, ReadyForQuery."""
         self.user, role = admitted.user, admitted.role
         try:
-            parameters = SessionParameters(self.user, role == "admin", self.wire.tls, admitted.params)
+            parameters = SessionParameters(
+                self.user, role == "admin", self.wire.tls, admitted.params, admitted.settings
+            )
         except InvalidValue as exc:  # PostgreSQL refuses the connection too
             raise WireError(sqlstate.INVALID_PARAMETER_VALUE, str(exc)) from None
         self.session = self.server.new_session(self.user, role, parameters)

@@ -125,15 +125,49 @@ def _command_line(options: str) -> list[tuple[str, str]]:
     return out
 
 
-class SessionParameters:
-    """One client's parameters, starting from the defaults and the startup packet."""
+def setting_name(name: str) -> str:
+    """The name of a parameter a user may be given a default of, as written in :data:`BY_NAME`'s
+    keys; KeyError for any other name."""
+    key = canonical(name)
+    param = BY_NAME.get(key)
+    if param is None or param.fixed or param.name in ("session_authorization", "is_superuser"):
+        raise KeyError(name)
+    return key
 
-    def __init__(self, user: str, admin: bool, ssl: bool, startup: dict[str, str]) -> None:
+
+def checked_setting(name: str, value: str) -> tuple[str, str]:
+    """A user's session default (``pitstop user set``) as its parameter names it, its value checked
+    as SET checks it; KeyError for a name that is not a session parameter, InvalidValue for a
+    value it does not take."""
+    param = BY_NAME[setting_name(name)]
+    if param.name == "TimeZone":
+        value = time_zone(value)
+    elif param.name == "statement_timeout":
+        try:
+            milliseconds(param.name, value)
+        except ValueError as exc:
+            raise InvalidValue(str(exc)) from None
+    return param.name, value
+
+
+class SessionParameters:
+    """One client's parameters: the defaults, then its user's (``pitstop user set``), then the
+    startup packet's, as PostgreSQL applies ``ALTER ROLE ... SET`` under a client's options."""
+
+    def __init__(
+        self,
+        user: str,
+        admin: bool,
+        ssl: bool,
+        startup: dict[str, str],
+        defaults: dict[str, str] | None = None,
+    ) -> None:
         self.values: dict[str, str] = {p.name.lower(): p.default for p in PARAMETERS}
         self.values["session_authorization"] = user
         self.values["is_superuser"] = "on" if admin else "off"
         self.values["ssl"] = "on" if ssl else "off"
-        given = [
+        given = list((defaults or {}).items())  # the user's, under the client's
+        given += [
             (k, v) for k, v in startup.items() if k not in ("user", "database", "options", "replication")
         ]
         given += _command_line(startup.get("options", ""))

@@ -19,7 +19,7 @@ import logging
 import secrets
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pygwire import ConnectionPhase
@@ -71,6 +71,8 @@ class Admitted:
     user: str
     role: str
     params: dict[str, str]
+    settings: dict[str, str] = field(default_factory=dict)
+    """The user's session defaults (``pitstop user set``)."""
 
 
 def admit(wire: Wire, server: Doorway, peer: tuple[Any, ...]) -> Admitted | None:
@@ -120,7 +122,8 @@ def _start(wire: Wire, server: Doorway, peer: tuple[Any, ...], message: StartupM
         raise WireError(sqlstate.INVALID_AUTHORIZATION, "no PostgreSQL user name specified in startup packet")
     role = _authenticate(wire, server, peer, user)
     wire.decoder.phase = ConnectionPhase.READY
-    return Admitted(user, role, params)
+    known = server.users.get(user)
+    return Admitted(user, role, params, dict(known.settings) if known is not None else {})
 
 
 def _authenticate(wire: Wire, server: Doorway, peer: tuple[Any, ...], name: str) -> str:
