@@ -311,3 +311,40 @@ def test_a_time_zone_pitstop_does_not_take_is_postgresqls_error(served: Served) 
         assert conn.execute("SELECT (TIMESTAMPTZ '2024-07-01 23:30:00+00')::text").fetchone() == (
             "2024-07-02 01:30:00+02",
         )
+
+
+@pytest.mark.parametrize(
+    ("sql", "code", "position", "message"),
+    [
+        ("SELECT regio, revenue FROM daily", "42703", 8, 'column "regio" does not exist'),
+        ("SELECT region FROM dailly", "42P01", 20, 'relation "dailly" does not exist'),
+        ("SELECT d.regio FROM daily d", "42703", 8, "column d.regio does not exist"),
+        (
+            "SELECT region, revenu FROM daily WHERE region = 'revenu'",
+            "42703",
+            16,
+            'column "revenu" does not exist',
+        ),
+        ("SELECT foo (region) FROM daily", "42883", 8, "function foo does not exist"),
+        ('SELECT 1; SELECT "Regio" FROM daily', "42703", 18, 'column "Regio" does not exist'),
+    ],
+)
+def test_an_unknown_name_is_postgresqls_error_under_the_name(
+    conn: psycopg.Connection, sql: str, code: str, position: int, message: str
+) -> None:
+    """DuckDB's errors of an unknown column, table or function carried a SQLSTATE but no position
+    (psql drew no caret) and DuckDB's words. PostgreSQL 15's SQLSTATE, position and (but for the
+    function's argument types) message; DuckDB's suggestion is the hint."""
+    for prepare in (False, True):  # the simple protocol, and Parse/Describe (the extended one)
+        with pytest.raises(psycopg.Error) as raised:
+            conn.execute(sql, prepare=prepare if ";" not in sql else None)
+        diag = raised.value.diag
+        assert (diag.sqlstate, diag.statement_position, diag.message_primary) == (
+            code,
+            str(position),
+            message,
+        )
+    if code == "42703":
+        assert diag.message_hint is not None and diag.message_hint.startswith(
+            "Perhaps you meant to reference the column"
+        )

@@ -12,10 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.tokens import TokenType
+
 from pitstop.errors import PitstopError, subject_offset
 from pitstop.sql.parser import split_statements
 from pitstop.sql.statements import STATEMENTS
 
+Tokenizer = Postgres.Tokenizer
 _LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(")
 _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$(\d+)", re.S)
@@ -106,6 +110,37 @@ def error_position(err: PitstopError, stmt: Statement, query: str) -> int | None
     if err.line - 1 >= len(line_starts):
         return None
     return line_starts[err.line - 1] + err.col
+
+
+def name_position(subject: str, stmt: Statement) -> int | None:
+    """1-based position in the client's query string of the first use of a name in ``stmt`` (an
+    identifier token, case-insensitive unless quoted; ``name(``: a function's call), or None
+    when the statement does not name it (it came from pitstop's rewriting)."""
+    call = subject.endswith("(")
+    parts = (subject[:-1] if call else subject).split(".")  # table.column: at the table's name
+    try:
+        tokens = Tokenizer().tokenize(stmt.text)
+    except Exception:  # noqa: BLE001 - a statement sqlglot cannot tokenize: no position
+        return None
+
+    def named(i: int, name: str) -> bool:
+        if i >= len(tokens) or tokens[i].token_type == TokenType.STRING:
+            return False
+        token = tokens[i]
+        if token.token_type == TokenType.IDENTIFIER:
+            return token.text == name
+        return token.text.lower() == name.lower()
+
+    for i in range(len(tokens)):
+        if not all(named(i + 2 * k, part) for k, part in enumerate(parts)):
+            continue
+        if any(tokens[i + 2 * k - 1].token_type != TokenType.DOT for k in range(1, len(parts))):
+            continue
+        after = i + 2 * len(parts) - 1
+        if call and (after >= len(tokens) or tokens[after].token_type != TokenType.L_PAREN):
+            continue
+        return stmt.offset + tokens[i].start + 1  # (a quoted name's token starts at its quote)
+    return None
 
 
 def strip_comments(text: str) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -47,7 +48,14 @@ from pitstop.server.params import InvalidValue, SessionParameters, canonical, mi
 from pitstop.server.pgtypes import TEXT, Column
 from pitstop.server.queries import SessionQueries, one_query, result_columns
 from pitstop.server.results import SharedResults
-from pitstop.server.routing import Statement, error_position, inner_statement, leading_words, strip_comments
+from pitstop.server.routing import (
+    Statement,
+    error_position,
+    inner_statement,
+    leading_words,
+    name_position,
+    strip_comments,
+)
 from pitstop.server.sqlstate import WireError
 from pitstop.server.timeout import StatementTimeout
 from pitstop.server.transactions import TransactionBlock
@@ -58,6 +66,13 @@ from pitstop.sql.parser import ParsedStatement
 if TYPE_CHECKING:
     from pitstop.manager import Manager
     from pitstop.server.pgcatalog import PgCatalog
+
+
+def _located(err: WireError, stmt: Statement) -> WireError:
+    """A DuckDB error of a name the statement uses, positioned under that name (psql's caret)."""
+    if err.position is not None or err.subject is None:
+        return err
+    return replace(err, position=name_position(err.subject, stmt))
 
 
 class Session:
@@ -144,11 +159,11 @@ class Session:
             self.timeout.stop()
             self.block.fail()
             if isinstance(exc, WireError):
-                raise self.timeout.said(exc) from exc.__cause__
+                raise self.timeout.said(_located(exc, stmt)) from exc.__cause__
             if isinstance(exc, PitstopError):
                 said = WireError(sqlstate.code_of(exc), exc.message, error_position(exc, stmt, query))
             else:
-                said = sqlstate.from_duckdb(exc)
+                said = _located(sqlstate.from_duckdb(exc), stmt)
             raise self.timeout.said(said) from exc
         if outcome.more is None and outcome.arrow is None:
             self.timeout.stop()  # (a result still to be read keeps it until the query ends)
@@ -168,7 +183,10 @@ class Session:
         """
         texts = [t or TEXT.oid for t in declared]
         if stmt.route == "query":
-            return self.queries.describe(stmt, query, declared)
+            try:
+                return self.queries.describe(stmt, query, declared)
+            except WireError as err:
+                raise _located(err, stmt) from err.__cause__
         if stmt.route == "show":  # SHOW of a parameter changes nothing: its own answer describes it
             return texts, self._show(stmt, query, []).columns
         if stmt.route == "cursor":  # DECLARE: its query's parameters; FETCH: the cursor's rows

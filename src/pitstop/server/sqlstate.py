@@ -37,6 +37,7 @@ INVALID_PREPARED_STATEMENT = "26000"
 INVALID_CURSOR_NAME = "34000"
 DUPLICATE_CURSOR = "42P03"
 INTERNAL_ERROR = "XX000"
+UNDEFINED_FUNCTION = "42883"
 DIVISION_BY_ZERO = "22012"
 NUMERIC_VALUE_OUT_OF_RANGE = "22003"
 DATA_EXCEPTION = "22000"
@@ -54,6 +55,10 @@ class WireError(Exception):
     position: int | None = None
     hint: str | None = None
     severity: str = "ERROR"
+    subject: str | None = None
+    """The name in the client's statement the error is about (a DuckDB error's column, table or
+    function), for the session to put the position under it (:func:`pitstop.server.routing.
+    name_position`); ``name(`` for a function."""
 
     def __str__(self) -> str:
         return self.message
@@ -92,12 +97,60 @@ def _said(first: str) -> WireError | None:
     return None
 
 
+_UNKNOWN_NAMES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r'^Referenced column "(?P<name>[^"]+)" not found'),
+        UNDEFINED_COLUMN,
+        'column "{name}" does not exist',
+    ),
+    (
+        re.compile(r'^Table "(?P<table>[^"]+)" does not have a column named "(?P<name>[^"]+)"'),
+        UNDEFINED_COLUMN,
+        "column {table}.{name} does not exist",
+    ),
+    (
+        re.compile(r"^Table with name (?P<name>\S+) does not exist"),
+        UNDEFINED_TABLE,
+        'relation "{name}" does not exist',
+    ),
+    (
+        re.compile(r"^(?:Scalar|Aggregate|Table) Function with name (?P<name>\S+) does not exist"),
+        UNDEFINED_FUNCTION,
+        "function {name} does not exist",
+    ),
+)
+"""DuckDB's errors of a name it does not know: PostgreSQL's SQLSTATE and words for each, the name
+kept for the error's position."""
+
+
+def _unknown_name(first: str, text: str) -> WireError | None:
+    for pattern, code, words in _UNKNOWN_NAMES:
+        found = pattern.match(first)
+        if found is None:
+            continue
+        name = found.group("name")
+        candidates = re.search(r"Candidate bindings: [:\s]*\"([^\"]+)\"", text)
+        close = re.search(r'Did you mean "([^"]+)"\?', text)
+        hint = None
+        if candidates:
+            table = found.groupdict().get("table")
+            column = f"{table}.{candidates.group(1)}" if table else candidates.group(1)
+            hint = f'Perhaps you meant to reference the column "{column}".'
+        elif close:
+            hint = f'Perhaps you meant "{close.group(1)}".'
+        table = found.groupdict().get("table")
+        subject = name + "(" if code == UNDEFINED_FUNCTION else f"{table}.{name}" if table else name
+        return WireError(code, words.format(**found.groupdict()), hint=hint, subject=subject)
+    return None
+
+
 def from_duckdb(exc: duckdb.Error) -> WireError:
-    """A DuckDB error as PostgreSQL would report it (the first line of DuckDB's text)."""
+    """A DuckDB error as PostgreSQL would report it (the first line of DuckDB's text; an unknown
+    column, table or function in PostgreSQL's words, with DuckDB's suggestion as the hint)."""
     text = str(exc).strip()
     first = text.split("\n", 1)[0]
     first = re.sub(r"^[A-Za-z ]+Error: ", "", first)
-    said = _said(first)
+    said = _said(first) or _unknown_name(first, text)
     if said is not None:
         return said
     if isinstance(exc, duckdb.InterruptException):
