@@ -1,12 +1,16 @@
 """The DuckDB append sink: a batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit
 in one DuckDB transaction; a batch that Spark replays after a failure is found in the
-bookkeeping and skipped. Also the sink table's columns and types, which evolve when a job adds or
-widens a column.
+bookkeeping and skipped. The protocol is :mod:`pitstop.connectors.exactly_once`'s; this module is
+DuckDB's part of it (:class:`DuckDBSink`: the catalog's transaction, the bookkeeping row in
+``pitstop.sink_batches``, the rows appended with their hashes in ``pitstop.sink_rows``). Also the
+sink table's columns and types, which evolve when a job adds or widens a column.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import duckdb
@@ -15,9 +19,8 @@ import pyarrow as pa
 from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.values import naive_utc
+from pitstop.connectors.exactly_once import Batch, write_batch
 from pitstop.errors import PlanError
-from pitstop.faults import crash_point
 from pitstop.names import check_name, quote_ident
 from pitstop.plan.types import widens
 
@@ -126,6 +129,10 @@ def _spark_name(duck: str) -> str:
 
 
 class DuckDBSink:
+    """One appending branch's writer to one DuckDB table, and the DuckDB side of the exactly-once
+    protocol (:class:`pitstop.connectors.exactly_once.Database`), which :class:`.upsert.UpsertSink`
+    extends with its upserts."""
+
     def __init__(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> None:
         self.catalog = catalog
         self.mapping = mapping
@@ -133,6 +140,7 @@ class DuckDBSink:
         self.job = job
         self.run_id = run_id
         self.branch = branch
+        self.keys: tuple[str, ...] = ()  # appends
         self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
@@ -169,44 +177,58 @@ class DuckDBSink:
         """The last batch this sink holds for its run and branch (from the bookkeeping)."""
         return self.catalog.last_sink_batch(self.run_id, self.branch)
 
-    def _written(self, tx: duckdb.DuckDBPyConnection, batch_id: int) -> bool:
-        """Whether this run's branch wrote ``batch_id`` already (Spark replays a batch whose sink
-        write committed but whose checkpoint did not): the bookkeeping row says so."""
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        """Write one micro-batch exactly once (:func:`pitstop.connectors.exactly_once.write_batch`)."""
+        write_batch(self, Batch.of(table, batch_id))
+
+    # -- the exactly-once protocol's steps (pitstop.connectors.exactly_once.Database) -------------
+    @property
+    def sink_name(self) -> str:
+        return self.table
+
+    def transaction(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """The catalog's transaction (the sink table is in the home's DuckDB file)."""
+        return self.catalog.transaction()
+
+    def claim(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> bool:
+        """Step 1: whether this run's branch has not written the batch yet (Spark replays a batch
+        whose sink write committed but whose checkpoint did not): no bookkeeping row says so."""
         done = tx.execute(
             "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
-            [self.run_id, self.branch, batch_id],
+            [self.run_id, self.branch, batch.batch_id],
         ).fetchone()
-        if done:
-            log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
-        return done is not None
+        return done is None
 
-    def _record(self, tx: duckdb.DuckDBPyConnection, batch_id: int, rows: int) -> None:
-        """The batch's bookkeeping row, in the transaction that wrote its rows."""
+    @contextmanager
+    def staged(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> Iterator[None]:
+        """Step 2: the batch's rows registered as ``__pitstop_batch`` for the block."""
+        tx.register("__pitstop_batch", batch.rows)
+        try:
+            yield
+        finally:
+            tx.unregister("__pitstop_batch")
+
+    def append(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        """Step 2a: the rows by name, and each row's hash, which what rolls the sink back to a
+        snapshot's cut finds them by."""
+        tx.execute(f"INSERT INTO main.{quote_ident(self.table)} BY NAME SELECT * FROM __pitstop_batch")
+        if self._hash_columns is None:
+            self._hash_columns = table_columns(tx, self.table)
+        hashed = row_hash(self._hash_columns, set(batch.rows.column_names))
         tx.execute(
-            "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
-            [self.job, self.run_id, self.branch, batch_id, rows, now()],
+            f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
+            [self.run_id, self.branch, batch.batch_id],
         )
 
-    def write(self, table: pa.Table, batch_id: int) -> None:
-        quoted = quote_ident(self.table)
-        batch = naive_utc(table)
-        with self.catalog.transaction() as tx:
-            if self._written(tx, batch_id):
-                return
-            if batch.num_rows:
-                tx.register("__pitstop_batch", batch)
-                try:
-                    tx.execute(f"INSERT INTO main.{quoted} BY NAME SELECT * FROM __pitstop_batch")
-                    # What rolls the sink back to a snapshot's cut finds these rows by this hash.
-                    if self._hash_columns is None:
-                        self._hash_columns = table_columns(tx, self.table)
-                    hashed = row_hash(self._hash_columns, set(batch.column_names))
-                    tx.execute(
-                        f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
-                        [self.run_id, self.branch, batch_id],
-                    )
-                finally:
-                    tx.unregister("__pitstop_batch")
-            self._record(tx, batch_id, batch.num_rows)
-            crash_point("sink.before_commit")
-        crash_point("sink.after_commit")
+    def upsert(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        raise AssertionError("an appending sink has no keys")  # UpsertSink's
+
+    def finalize(self, tx: duckdb.DuckDBPyConnection, batch: Batch, in_batch: bool) -> None:
+        raise AssertionError("an appending sink writes no early rows")  # UpsertSink's
+
+    def record(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        """Step 3: the batch's bookkeeping row, in the transaction that wrote its rows."""
+        tx.execute(
+            "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
+            [self.job, self.run_id, self.branch, batch.batch_id, batch.counted, now()],
+        )
