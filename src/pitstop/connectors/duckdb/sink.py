@@ -9,6 +9,7 @@ sink table's columns and types, which evolve when a job adds or widens a column.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -25,6 +26,10 @@ from pitstop.names import check_name, quote_ident
 from pitstop.plan.types import widens
 
 log = logging.getLogger(__name__)
+
+_CONSTANT = re.compile(r"'(?:[^']|'')*'|-?\d+(?:\.\d+)?|true|false", re.IGNORECASE)
+"""A column default that is a constant (a row's hash may repeat it; not ``nextval(...)``, which
+would draw another value, nor ``random()``): a string, a number, a boolean."""
 
 
 def duckdb_type(spark_simple: str) -> str:
@@ -48,16 +53,32 @@ def table_columns(tx: Any, table: str) -> list[tuple[str, str]]:
     return [(str(n), str(t)) for n, t in rows]
 
 
-def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> str:
+def row_hash(
+    columns: list[tuple[str, str]], given: set[str] | None = None, defaults: dict[str, str] | None = None
+) -> str:
     """The SQL of a row's hash as the table holds it: ``hash()`` of every column in table order,
-    each cast to the table's type (a column the batch does not give is NULL, as ``INSERT BY
-    NAME`` leaves it). ``given`` None: over the table's own columns."""
+    each cast to the table's type (a column the batch does not give is its default, SQL in
+    ``defaults``, else NULL, as ``INSERT BY NAME`` leaves it). ``given`` None: over the table's
+    own columns."""
     parts = []
     for name, kind in columns:
         quoted = quote_ident(name)
         have = given is None or name in given or name.lower() in {g.lower() for g in given}
-        parts.append(f"CAST({quoted if have else 'NULL'} AS {kind})")
+        parts.append(f"CAST({quoted if have else (defaults or {}).get(name, 'NULL')} AS {kind})")
     return f"hash({', '.join(parts)})"
+
+
+def column_defaults(tx: Any, table: str) -> dict[str, str]:
+    """The defaults (SQL) of a sink table's columns that have one, by column name."""
+    return {
+        str(name): str(default)
+        for name, default in tx.execute(
+            "SELECT column_name, column_default FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND lower(table_name) = lower(?) "
+            "AND column_default IS NOT NULL",
+            [table],
+        ).fetchall()
+    }
 
 
 def evolve_table(
@@ -96,12 +117,8 @@ def evolve_table(
     after = [(n, wider.get(n, t)) for n, t in before] + added
     defaults = defaults or {}
     old_hash = row_hash(before)
-    new_hash = row_hash(after, {n for n, _ in before} | {n for n, _ in added if n in defaults})
-    for name, typ in added:  # an added column with a default holds it in the rows written before
-        if name in defaults:
-            new_hash = new_hash.replace(
-                f"CAST({quote_ident(name)} AS {typ})", f"CAST({defaults[name]} AS {typ})"
-            )
+    # An added column with a default holds it in the rows written before.
+    new_hash = row_hash(after, {n for n, _ in before}, {n: defaults[n] for n, _ in added if n in defaults})
     tx.execute(
         f"""UPDATE pitstop.sink_rows x SET row_hash = m.new_h FROM (
             SELECT DISTINCT {old_hash} AS old_h, {new_hash} AS new_h FROM main.{quoted}) m
@@ -142,6 +159,7 @@ class DuckDBSink:
         self.branch = branch
         self.keys: tuple[str, ...] = ()  # appends
         self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
+        self._hash_defaults: dict[str, str] = {}  # its columns' constant defaults, read with them
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Create the table, or give an existing one that this job's earlier runs wrote the job's
@@ -209,12 +227,16 @@ class DuckDBSink:
             tx.unregister("__pitstop_batch")
 
     def append(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
-        """Step 2a: the rows by name, and each row's hash, which what rolls the sink back to a
-        snapshot's cut finds them by."""
+        """Step 2a: the rows by name, and each row's hash as the table holds it (a column the job
+        does not write has its default, when that is a constant), which what rolls the sink back
+        to a snapshot's cut finds them by."""
         tx.execute(f"INSERT INTO main.{quote_ident(self.table)} BY NAME SELECT * FROM __pitstop_batch")
         if self._hash_columns is None:
             self._hash_columns = table_columns(tx, self.table)
-        hashed = row_hash(self._hash_columns, set(batch.rows.column_names))
+            self._hash_defaults = {
+                n: d for n, d in column_defaults(tx, self.table).items() if _CONSTANT.fullmatch(d)
+            }
+        hashed = row_hash(self._hash_columns, set(batch.rows.column_names), self._hash_defaults)
         tx.execute(
             f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
             [self.run_id, self.branch, batch.batch_id],

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.duckdb.sink import DuckDBSink, duckdb_type, evolve_table
+from pitstop.connectors.duckdb.sink import DuckDBSink, column_defaults, duckdb_type, evolve_table
 from pitstop.connectors.exactly_once import Batch, write_batch
 from pitstop.connectors.upsert import (
     HISTORY_COLUMNS,
@@ -120,15 +120,7 @@ class UpsertSink(DuckDBSink):
                     "is created with that key), or drop the table"
                 )
             self.table_columns = self._columns(tx, "main", self.table)
-            self.defaults = {
-                str(name): str(default)
-                for name, default in tx.execute(
-                    "SELECT column_name, column_default FROM information_schema.columns "
-                    "WHERE table_schema = 'main' AND lower(table_name) = lower(?) "
-                    "AND column_default IS NOT NULL",
-                    [self.table],
-                ).fetchall()
-            }
+            self.defaults = column_defaults(tx, self.table)
             history = history_table(self.table)
             meta = ", ".join(f"NULL::{t} AS {n}" for n, t in HISTORY_COLUMNS)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {history} AS SELECT {meta}, t.* FROM {target} t LIMIT 0")
