@@ -468,3 +468,32 @@ def test_a_duckdb_sink_table_gains_added_columns_and_widened_types_and_rollback_
     with manager.catalog.transaction() as tx:
         CONNECTOR.rollback_in_catalog(manager.catalog, sink, plan, tx)
     assert [r[1] for r in manager.catalog.query(table)[1]] == [3, 2**40]
+
+
+def test_rows_appended_to_a_table_whose_unwritten_column_has_a_default_are_found_by_rollback(
+    manager: Manager,
+) -> None:
+    """A DuckDB table made by hand with a column the job does not write, which has a default: the
+    rows hold the default, and the hashes rollback finds them by are of the rows as the table holds
+    them (as the PostgreSQL sink's, hashed from the inserted rows), so rolling back finds them."""
+    import pyarrow as pa
+
+    from pitstop.catalog.rows import Mapping
+    from pitstop.connectors.duckdb.connector import CONNECTOR
+    from pitstop.connectors.duckdb.sink import DuckDBSink
+    from pitstop.connectors.rollback import Span
+
+    with manager.catalog.transaction() as tx:
+        tx.execute("CREATE TABLE main.alerts (x INTEGER, note VARCHAR DEFAULT 'new', seen INTEGER)")
+        tx.execute("INSERT INTO main.alerts VALUES (0, 'kept', NULL)")
+    sink = Mapping("alerts", "duckdb", (), None, {})
+    out = DuckDBSink(manager.catalog, sink, "j", "j-0", 0)
+    out.prepare([("x", "int")])
+    out.write(pa.table({"x": pa.array([1, 2], pa.int32())}), 0)
+    table = "SELECT x, note, seen FROM alerts ORDER BY x"
+    assert manager.catalog.query(table)[1] == [(0, "kept", None), (1, "new", None), (2, "new", None)]
+    plan = CONNECTOR.rollback_plan(manager.catalog, manager.home, sink, (Span("j-0", 0, -1),), "j")
+    assert (plan.possible, plan.rows) == (True, 2)
+    with manager.catalog.transaction() as tx:
+        CONNECTOR.rollback_in_catalog(manager.catalog, sink, plan, tx)
+    assert manager.catalog.query(table)[1] == [(0, "kept", None)]

@@ -14,9 +14,8 @@ a step costs two dictionary look-ups.
 
 The steps, in protocol order:
 
-Micro-batches (DuckDB sink, :mod:`pitstop.connectors.duckdb.sink` and its upserts,
-:mod:`pitstop.connectors.upsert`; Postgres sink,
-:mod:`pitstop.connectors.postgres.writes`; Kafka sink, :mod:`pitstop.connectors.kafka.sink`)
+Micro-batches (the DuckDB and Postgres sinks, appending or upserting, by the one protocol of
+:mod:`pitstop.connectors.exactly_once`; Kafka sink, :mod:`pitstop.connectors.kafka.sink`)
     ``sink.half_written``        Kafka: half the batch's records are delivered (in its open
                                  transaction, or visible without transactions), the rest not sent
     ``sink.before_commit``       a batch's rows and bookkeeping row are inserted, not committed

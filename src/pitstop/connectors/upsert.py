@@ -1,7 +1,8 @@
 """What the upsert sinks (DuckDB's and PostgreSQL's) share: the keep column, the history table of
-before-images that a rollback reads, the rows of windows with early results, and the keys a
-window branch's final rows replace early ones by. The sinks: :mod:`pitstop.connectors.duckdb.upsert`,
-:mod:`pitstop.connectors.postgres.writes`.
+before-images that a rollback reads, the check of a batch's keys, the rows of windows with early
+results, and the keys a window branch's final rows replace early ones by. The sinks:
+:mod:`pitstop.connectors.duckdb.upsert`, :mod:`pitstop.connectors.postgres.writes`; the write
+protocol they follow, :mod:`pitstop.connectors.exactly_once`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
+from pitstop.errors import PitstopError
 from pitstop.names import quote_ident
 from pitstop.plan.model import EARLY, window_keys
 
@@ -46,6 +48,19 @@ HISTORY_COLUMNS = (
 def history_table(table: str) -> str:
     """The history table of an upsert sink table, quoted, in the catalog's schema."""
     return f"pitstop.{quote_ident(table + HISTORY_SUFFIX)}"
+
+
+def check_keys(batch: pa.Table, keys: tuple[str, ...], batch_id: int, about: str, hint: str = "") -> None:
+    """PitstopError naming the column if a group key is NULL in a row of the batch: a key of an
+    upsert table's rows cannot be NULL (``hint``: more advice, after the message's)."""
+    for key in keys:
+        nulls = batch.column(key).null_count
+        if nulls:
+            raise PitstopError(
+                f"{about}: group key '{key}' is NULL in {nulls} row(s) of batch {batch_id}, and a key of "
+                "the sink's rows cannot be NULL; nothing of the batch was written. Group by "
+                f"COALESCE({key}, ...) AS {key} instead{hint}"
+            )
 
 
 @dataclass(frozen=True)

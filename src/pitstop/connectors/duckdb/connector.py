@@ -1,9 +1,9 @@
 """``TYPE DuckDB``: a table in the home's DuckDB file, written by jobs and read by SELECT.
 
 Each micro-batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit in one
-transaction, so a batch replayed after a failure is found in the bookkeeping and skipped. A
-running aggregate's rows are upserted by its group keys, the table's primary key
-(:mod:`pitstop.connectors.upsert`).
+transaction, so a batch replayed after a failure is found in the bookkeeping and skipped (the
+protocol of :mod:`pitstop.connectors.exactly_once`). A running aggregate's rows are upserted by
+its group keys, the table's primary key (:mod:`pitstop.connectors.duckdb.upsert`).
 """
 
 from __future__ import annotations

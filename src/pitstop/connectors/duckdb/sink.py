@@ -1,12 +1,17 @@
 """The DuckDB append sink: a batch's rows and a ``(job, run, branch, batch)`` bookkeeping row commit
 in one DuckDB transaction; a batch that Spark replays after a failure is found in the
-bookkeeping and skipped. Also the sink table's columns and types, which evolve when a job adds or
-widens a column.
+bookkeeping and skipped. The protocol is :mod:`pitstop.connectors.exactly_once`'s; this module is
+DuckDB's part of it (:class:`DuckDBSink`: the catalog's transaction, the bookkeeping row in
+``pitstop.sink_batches``, the rows appended with their hashes in ``pitstop.sink_rows``). Also the
+sink table's columns and types, which evolve when a job adds or widens a column.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import duckdb
@@ -15,13 +20,16 @@ import pyarrow as pa
 from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.values import naive_utc
+from pitstop.connectors.exactly_once import Batch, write_batch
 from pitstop.errors import PlanError
-from pitstop.faults import crash_point
 from pitstop.names import check_name, quote_ident
 from pitstop.plan.types import widens
 
 log = logging.getLogger(__name__)
+
+_CONSTANT = re.compile(r"'(?:[^']|'')*'|-?\d+(?:\.\d+)?|true|false", re.IGNORECASE)
+"""A column default that is a constant (a row's hash may repeat it; not ``nextval(...)``, which
+would draw another value, nor ``random()``): a string, a number, a boolean."""
 
 
 def duckdb_type(spark_simple: str) -> str:
@@ -45,16 +53,32 @@ def table_columns(tx: Any, table: str) -> list[tuple[str, str]]:
     return [(str(n), str(t)) for n, t in rows]
 
 
-def row_hash(columns: list[tuple[str, str]], given: set[str] | None = None) -> str:
+def row_hash(
+    columns: list[tuple[str, str]], given: set[str] | None = None, defaults: dict[str, str] | None = None
+) -> str:
     """The SQL of a row's hash as the table holds it: ``hash()`` of every column in table order,
-    each cast to the table's type (a column the batch does not give is NULL, as ``INSERT BY
-    NAME`` leaves it). ``given`` None: over the table's own columns."""
+    each cast to the table's type (a column the batch does not give is its default, SQL in
+    ``defaults``, else NULL, as ``INSERT BY NAME`` leaves it). ``given`` None: over the table's
+    own columns."""
     parts = []
     for name, kind in columns:
         quoted = quote_ident(name)
         have = given is None or name in given or name.lower() in {g.lower() for g in given}
-        parts.append(f"CAST({quoted if have else 'NULL'} AS {kind})")
+        parts.append(f"CAST({quoted if have else (defaults or {}).get(name, 'NULL')} AS {kind})")
     return f"hash({', '.join(parts)})"
+
+
+def column_defaults(tx: Any, table: str) -> dict[str, str]:
+    """The defaults (SQL) of a sink table's columns that have one, by column name."""
+    return {
+        str(name): str(default)
+        for name, default in tx.execute(
+            "SELECT column_name, column_default FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND lower(table_name) = lower(?) "
+            "AND column_default IS NOT NULL",
+            [table],
+        ).fetchall()
+    }
 
 
 def evolve_table(
@@ -93,12 +117,8 @@ def evolve_table(
     after = [(n, wider.get(n, t)) for n, t in before] + added
     defaults = defaults or {}
     old_hash = row_hash(before)
-    new_hash = row_hash(after, {n for n, _ in before} | {n for n, _ in added if n in defaults})
-    for name, typ in added:  # an added column with a default holds it in the rows written before
-        if name in defaults:
-            new_hash = new_hash.replace(
-                f"CAST({quote_ident(name)} AS {typ})", f"CAST({defaults[name]} AS {typ})"
-            )
+    # An added column with a default holds it in the rows written before.
+    new_hash = row_hash(after, {n for n, _ in before}, {n: defaults[n] for n, _ in added if n in defaults})
     tx.execute(
         f"""UPDATE pitstop.sink_rows x SET row_hash = m.new_h FROM (
             SELECT DISTINCT {old_hash} AS old_h, {new_hash} AS new_h FROM main.{quoted}) m
@@ -126,6 +146,10 @@ def _spark_name(duck: str) -> str:
 
 
 class DuckDBSink:
+    """One appending branch's writer to one DuckDB table, and the DuckDB side of the exactly-once
+    protocol (:class:`pitstop.connectors.exactly_once.Database`), which :class:`.upsert.UpsertSink`
+    extends with its upserts."""
+
     def __init__(self, catalog: Catalog, mapping: Mapping, job: str, run_id: str, branch: int) -> None:
         self.catalog = catalog
         self.mapping = mapping
@@ -133,7 +157,9 @@ class DuckDBSink:
         self.job = job
         self.run_id = run_id
         self.branch = branch
+        self.keys: tuple[str, ...] = ()  # appends
         self._hash_columns: list[tuple[str, str]] | None = None  # the table's, read at the first batch
+        self._hash_defaults: dict[str, str] = {}  # its columns' constant defaults, read with them
 
     def prepare(self, schema: list[tuple[str, str]]) -> None:
         """Create the table, or give an existing one that this job's earlier runs wrote the job's
@@ -169,44 +195,62 @@ class DuckDBSink:
         """The last batch this sink holds for its run and branch (from the bookkeeping)."""
         return self.catalog.last_sink_batch(self.run_id, self.branch)
 
-    def _written(self, tx: duckdb.DuckDBPyConnection, batch_id: int) -> bool:
-        """Whether this run's branch wrote ``batch_id`` already (Spark replays a batch whose sink
-        write committed but whose checkpoint did not): the bookkeeping row says so."""
+    def write(self, table: pa.Table, batch_id: int) -> None:
+        """Write one micro-batch exactly once (:func:`pitstop.connectors.exactly_once.write_batch`)."""
+        write_batch(self, Batch.of(table, batch_id))
+
+    # -- the exactly-once protocol's steps (pitstop.connectors.exactly_once.Database) -------------
+    @property
+    def sink_name(self) -> str:
+        return self.table
+
+    def transaction(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """The catalog's transaction (the sink table is in the home's DuckDB file)."""
+        return self.catalog.transaction()
+
+    def claim(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> bool:
+        """Step 1: whether this run's branch has not written the batch yet (Spark replays a batch
+        whose sink write committed but whose checkpoint did not): no bookkeeping row says so."""
         done = tx.execute(
             "SELECT 1 FROM pitstop.sink_batches WHERE run_id = ? AND branch = ? AND batch_id = ?",
-            [self.run_id, self.branch, batch_id],
+            [self.run_id, self.branch, batch.batch_id],
         ).fetchone()
-        if done:
-            log.info("%s: batch %s of run %s already written; skipped", self.table, batch_id, self.run_id)
-        return done is not None
+        return done is None
 
-    def _record(self, tx: duckdb.DuckDBPyConnection, batch_id: int, rows: int) -> None:
-        """The batch's bookkeeping row, in the transaction that wrote its rows."""
+    @contextmanager
+    def staged(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> Iterator[None]:
+        """Step 2: the batch's rows registered as ``__pitstop_batch`` for the block."""
+        tx.register("__pitstop_batch", batch.rows)
+        try:
+            yield
+        finally:
+            tx.unregister("__pitstop_batch")
+
+    def append(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        """Step 2a: the rows by name, and each row's hash as the table holds it (a column the job
+        does not write has its default, when that is a constant), which what rolls the sink back
+        to a snapshot's cut finds them by."""
+        tx.execute(f"INSERT INTO main.{quote_ident(self.table)} BY NAME SELECT * FROM __pitstop_batch")
+        if self._hash_columns is None:
+            self._hash_columns = table_columns(tx, self.table)
+            self._hash_defaults = {
+                n: d for n, d in column_defaults(tx, self.table).items() if _CONSTANT.fullmatch(d)
+            }
+        hashed = row_hash(self._hash_columns, set(batch.rows.column_names), self._hash_defaults)
         tx.execute(
-            "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
-            [self.job, self.run_id, self.branch, batch_id, rows, now()],
+            f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
+            [self.run_id, self.branch, batch.batch_id],
         )
 
-    def write(self, table: pa.Table, batch_id: int) -> None:
-        quoted = quote_ident(self.table)
-        batch = naive_utc(table)
-        with self.catalog.transaction() as tx:
-            if self._written(tx, batch_id):
-                return
-            if batch.num_rows:
-                tx.register("__pitstop_batch", batch)
-                try:
-                    tx.execute(f"INSERT INTO main.{quoted} BY NAME SELECT * FROM __pitstop_batch")
-                    # What rolls the sink back to a snapshot's cut finds these rows by this hash.
-                    if self._hash_columns is None:
-                        self._hash_columns = table_columns(tx, self.table)
-                    hashed = row_hash(self._hash_columns, set(batch.column_names))
-                    tx.execute(
-                        f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",
-                        [self.run_id, self.branch, batch_id],
-                    )
-                finally:
-                    tx.unregister("__pitstop_batch")
-            self._record(tx, batch_id, batch.num_rows)
-            crash_point("sink.before_commit")
-        crash_point("sink.after_commit")
+    def upsert(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        raise AssertionError("an appending sink has no keys")  # UpsertSink's
+
+    def finalize(self, tx: duckdb.DuckDBPyConnection, batch: Batch, in_batch: bool) -> None:
+        raise AssertionError("an appending sink writes no early rows")  # UpsertSink's
+
+    def record(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        """Step 3: the batch's bookkeeping row, in the transaction that wrote its rows."""
+        tx.execute(
+            "INSERT INTO pitstop.sink_batches VALUES (?, ?, ?, ?, ?, ?)",
+            [self.job, self.run_id, self.branch, batch.batch_id, batch.counted, now()],
+        )

@@ -8,16 +8,13 @@ the stage, turned false). The sink table's primary key is the group keys as the 
 (:attr:`pitstop.plan.model.Branch.upsert_keys`); it is created so, and an existing table must
 have a primary key or unique constraint on exactly those columns.
 
-Write protocol of one micro-batch (:meth:`UpsertSink.write`), in ONE DuckDB transaction:
-
-1. the batch is looked up in ``pitstop.sink_batches`` by ``(run, branch, batch)``: found, it was
-   written before (Spark replayed it) and nothing more is done;
-2. the **before-image** of each row the batch writes or removes goes to the history table
-   (below): the row's values before the batch, or ``absent`` when the key had no row;
-3. the rows no longer kept are deleted;
-4. the kept rows are upserted (``INSERT OR REPLACE``: a key's row replaced, a new key inserted);
-5. the bookkeeping row ``(job, run, branch, batch, rows)`` goes into ``pitstop.sink_batches``;
-   commit. A crash before the commit leaves nothing of the batch; after it, step 1 skips it.
+Write protocol of one micro-batch (:meth:`UpsertSink.write`): the exactly-once protocol of
+:mod:`pitstop.connectors.exactly_once`, in ONE DuckDB transaction, as the append sink's
+(:class:`~pitstop.connectors.duckdb.sink.DuckDBSink`: the bookkeeping in ``pitstop.sink_batches``)
+but for its rows (step 2a): the **before-image** of each row the batch writes or removes goes to
+the history table (below): the row's values before the batch, or ``absent`` when the key had no
+row; the rows no longer kept are deleted; the kept rows are upserted (``INSERT OR REPLACE``: a
+key's row replaced, a new key inserted). The bookkeeping row counts the rows kept.
 
 History table (what a rollback to a snapshot's cut reads, issue 13): ``pitstop."<table>__before"``
 in the same DuckDB file, one per upsert sink table, created with it::
@@ -36,9 +33,9 @@ table too (NULL in the before-images taken before it existed, as in the table).
 
 A window branch with early results (:mod:`pitstop.planner.early`) writes here too, keyed by
 ``(window_start, window_end, keys...)``, with one more column, ``early``: each batch's rows get
-``early = window_end > watermark`` (the watermark the batch ran with), and, after step 4, the
+``early = window_end > watermark`` (the watermark the batch ran with), and, after the upsert, the
 rows still early whose window the batch's watermark closed (no row of the batch) are marked
-final, their before-images kept in the history table like any other change (step 4b). A window
+final, their before-images kept in the history table like any other change (step 2b). A window
 job without early results whose table has such a key and history (an early-results job wrote it
 before an update turned the option off) writes the same way: its final rows replace the early
 ones.
@@ -50,7 +47,7 @@ column (wrap it: ``COALESCE(k, '')``); nothing of the batch is written.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from dataclasses import replace
 
 import duckdb
 import pyarrow as pa
@@ -58,18 +55,17 @@ import pyarrow.compute as pc
 
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
-from pitstop.connectors.duckdb.sink import DuckDBSink, duckdb_type, evolve_table
+from pitstop.connectors.duckdb.sink import DuckDBSink, column_defaults, duckdb_type, evolve_table
+from pitstop.connectors.exactly_once import Batch, write_batch
 from pitstop.connectors.upsert import (
     HISTORY_COLUMNS,
     HISTORY_SUFFIX,
     KEEP,
     WindowRows,
-    early_rows,
+    check_keys,
     history_table,
 )
-from pitstop.connectors.values import naive_utc
-from pitstop.errors import PitstopError, PlanError
-from pitstop.faults import crash_point
+from pitstop.errors import PlanError
 from pitstop.names import quote_ident
 from pitstop.plan.model import EARLY
 
@@ -124,15 +120,7 @@ class UpsertSink(DuckDBSink):
                     "is created with that key), or drop the table"
                 )
             self.table_columns = self._columns(tx, "main", self.table)
-            self.defaults = {
-                str(name): str(default)
-                for name, default in tx.execute(
-                    "SELECT column_name, column_default FROM information_schema.columns "
-                    "WHERE table_schema = 'main' AND lower(table_name) = lower(?) "
-                    "AND column_default IS NOT NULL",
-                    [self.table],
-                ).fetchall()
-            }
+            self.defaults = column_defaults(tx, self.table)
             history = history_table(self.table)
             meta = ", ".join(f"NULL::{t} AS {n}" for n, t in HISTORY_COLUMNS)
             tx.execute(f"CREATE TABLE IF NOT EXISTS {history} AS SELECT {meta}, t.* FROM {target} t LIMIT 0")
@@ -181,85 +169,67 @@ class UpsertSink(DuckDBSink):
         return [str(r[0]) for r in rows]
 
     def write(self, table: pa.Table, batch_id: int) -> None:
-        target = f"main.{quote_ident(self.table)}"
-        batch = naive_utc(table)
-        closed: datetime | None = None
-        if self.windows is not None:  # Step 0. A window's row is early until the watermark passes its end.
-            batch, closed = early_rows(batch, self.windows, batch_id)
-        if KEEP not in batch.column_names:  # a batch of rows all kept
-            batch = batch.append_column(KEEP, pa.array([True] * batch.num_rows, pa.bool_()))
-        for key in self.keys:
-            nulls = batch.column(key).null_count
-            if nulls:
-                raise PitstopError(
-                    f"{self._about()}: group key '{key}' is NULL in {nulls} row(s) of batch {batch_id}, "
-                    "and a key of the sink's rows cannot be NULL; nothing of the batch was written. "
-                    f"Group by COALESCE({key}, ...) AS {key} instead (CREATE JOB ... FROM SNAPSHOT keeps "
-                    "the state of the other groups if the stage keeps its name)"
-                )
-        kept = int(pc.sum(batch.column(KEEP)).as_py() or 0)
-        on = " AND ".join(f"t.{quote_ident(k)} = b.{quote_ident(k)}" for k in self.keys)
-        with self.catalog.transaction() as tx:
-            # Step 1. Already written?
-            if self._written(tx, batch_id):
-                return
-            if batch.num_rows:
-                tx.register("__pitstop_batch", batch)
-                try:
-                    # Step 2. The before-images.
-                    first_key = quote_ident(self.keys[0])
-                    values = [f"b.{quote_ident(k)} AS {quote_ident(k)}" for k in self.keys]
-                    values += [
-                        f"t.{quote_ident(c)} AS {quote_ident(c)}"
-                        for c in self.table_columns
-                        if c.lower() not in {k.lower() for k in self.keys}
-                    ]
-                    tx.execute(
-                        f"INSERT INTO {history_table(self.table)} BY NAME SELECT ? AS job, ? AS run_id, "
-                        f"? AS branch, ? AS batch_id, t.{first_key} IS NULL AS absent, {', '.join(values)} "
-                        f"FROM __pitstop_batch b LEFT JOIN {target} t ON {on} "
-                        f"WHERE b.{KEEP} OR t.{first_key} IS NOT NULL",
-                        [self.job, self.run_id, self.branch, batch_id],
-                    )
-                    # Step 3. Rows no longer kept.
-                    tx.execute(f"DELETE FROM {target} t USING __pitstop_batch b WHERE {on} AND NOT b.{KEEP}")
-                    # Step 4. The kept rows, replaced by key: whole rows, as an INSERT of the
-                    # job's columns makes them (a column the job does not write, e.g. an aggregate
-                    # removed at a pit stop, gets its default: NULL, or false for `early`).
-                    cols = ", ".join(quote_ident(c) for c in self.table_columns)
-                    picked = ", ".join(
-                        quote_ident(c)
-                        if c in self.columns
-                        else f"{self.defaults.get(c) or 'NULL'} AS {quote_ident(c)}"
-                        for c in self.table_columns
-                    )
-                    tx.execute(
-                        f"INSERT OR REPLACE INTO {target} ({cols}) SELECT {picked} FROM __pitstop_batch "
-                        f"WHERE {KEEP}"
-                    )
-                    # Step 4b. Windows the batch's watermark closed, final now.
-                    if closed is not None:
-                        self._finalize(
-                            tx, batch_id, closed, f"NOT EXISTS (SELECT 1 FROM __pitstop_batch b WHERE {on})"
-                        )
-                finally:
-                    tx.unregister("__pitstop_batch")
-            elif closed is not None:
-                self._finalize(tx, batch_id, closed, "true")
-            # Step 5. The bookkeeping row.
-            self._record(tx, batch_id, kept)
-            crash_point("sink.before_commit")
-        crash_point("sink.after_commit")
+        """Write one micro-batch exactly once (:func:`pitstop.connectors.exactly_once.write_batch`);
+        a NULL group key fails it before anything is written. Its bookkeeping row counts the
+        rows kept."""
+        batch = Batch.of(table, batch_id, self.windows, keyed=True)
+        check_keys(
+            batch.rows,
+            self.keys,
+            batch_id,
+            self._about(),
+            " (CREATE JOB ... FROM SNAPSHOT keeps the state of the other groups if the stage keeps its name)",
+        )
+        write_batch(self, replace(batch, counted=int(pc.sum(batch.rows.column(KEEP)).as_py() or 0)))
 
-    def _finalize(self, tx: duckdb.DuckDBPyConnection, batch_id: int, closed: datetime, outside: str) -> None:
-        """Mark final the early rows whose window ended at or before ``closed`` (and that satisfy
-        ``outside``: not rows of this batch), keeping their before-images."""
-        assert self.windows is not None
+    # -- the exactly-once protocol's steps 2a and 2b (pitstop.connectors.exactly_once.Database) ---
+    def upsert(self, tx: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        """Step 2a: the before-images, the rows no longer kept deleted, the kept ones replaced."""
         target = f"main.{quote_ident(self.table)}"
+        on = self._on()
+        # The before-images.
+        first_key = quote_ident(self.keys[0])
+        values = [f"b.{quote_ident(k)} AS {quote_ident(k)}" for k in self.keys]
+        values += [
+            f"t.{quote_ident(c)} AS {quote_ident(c)}"
+            for c in self.table_columns
+            if c.lower() not in {k.lower() for k in self.keys}
+        ]
+        tx.execute(
+            f"INSERT INTO {history_table(self.table)} BY NAME SELECT ? AS job, ? AS run_id, "
+            f"? AS branch, ? AS batch_id, t.{first_key} IS NULL AS absent, {', '.join(values)} "
+            f"FROM __pitstop_batch b LEFT JOIN {target} t ON {on} "
+            f"WHERE b.{KEEP} OR t.{first_key} IS NOT NULL",
+            [self.job, self.run_id, self.branch, batch.batch_id],
+        )
+        # Rows no longer kept.
+        tx.execute(f"DELETE FROM {target} t USING __pitstop_batch b WHERE {on} AND NOT b.{KEEP}")
+        # The kept rows, replaced by key: whole rows, as an INSERT of the job's columns makes
+        # them (a column the job does not write, e.g. an aggregate removed at a pit stop, gets
+        # its default: NULL, or false for `early`).
+        cols = ", ".join(quote_ident(c) for c in self.table_columns)
+        picked = ", ".join(
+            quote_ident(c) if c in self.columns else f"{self.defaults.get(c) or 'NULL'} AS {quote_ident(c)}"
+            for c in self.table_columns
+        )
+        tx.execute(
+            f"INSERT OR REPLACE INTO {target} ({cols}) SELECT {picked} FROM __pitstop_batch WHERE {KEEP}"
+        )
+
+    def finalize(self, tx: duckdb.DuckDBPyConnection, batch: Batch, in_batch: bool) -> None:
+        """Step 2b: mark final the early rows whose window ended at or before ``batch.closed``
+        (and, ``in_batch``, that are not rows of this batch), keeping their before-images."""
+        assert self.windows is not None and batch.closed is not None
+        target = f"main.{quote_ident(self.table)}"
+        outside = f"NOT EXISTS (SELECT 1 FROM __pitstop_batch b WHERE {self._on()})" if in_batch else "true"
         which = f"t.{quote_ident(EARLY)} AND t.{quote_ident(self.windows.end)} <= ? AND {outside}"
         tx.execute(
             f"INSERT INTO {history_table(self.table)} BY NAME SELECT ? AS job, ? AS run_id, ? AS branch, "
             f"? AS batch_id, false AS absent, t.* FROM {target} t WHERE {which}",
-            [self.job, self.run_id, self.branch, batch_id, closed],
+            [self.job, self.run_id, self.branch, batch.batch_id, batch.closed],
         )
-        tx.execute(f"UPDATE {target} t SET {quote_ident(EARLY)} = false WHERE {which}", [closed])
+        tx.execute(f"UPDATE {target} t SET {quote_ident(EARLY)} = false WHERE {which}", [batch.closed])
+
+    def _on(self) -> str:
+        """A table row ``t`` and a batch row ``b`` of the same key."""
+        return " AND ".join(f"t.{quote_ident(k)} = b.{quote_ident(k)}" for k in self.keys)

@@ -3,7 +3,8 @@
 The writer is :mod:`pitstop.connectors.postgres.sink`, over psycopg 3: each micro-batch's rows (by
 ``COPY``) and a bookkeeping row ``(job, run, branch, batch)`` in ``pitstop_sink_batches`` (beside
 the table, in its schema) commit in one PostgreSQL transaction, so a batch that Spark replays after
-a crash, a restart or a restore is found there and skipped.
+a crash, a restart or a restore is found there and skipped (the protocol the DuckDB sink follows
+too, :mod:`pitstop.connectors.exactly_once`).
 
 Rolled back to a snapshot's cut (``'sinkRollback'``) by deleting the rows of the batches after it
 (found by the row hashes kept in ``pitstop_sink_rows``) with their bookkeeping rows, in one

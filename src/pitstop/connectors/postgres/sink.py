@@ -5,8 +5,9 @@
 - :mod:`.options`: the mapping's ``dsn`` and ``table``, checked when the mapping is created;
 - :mod:`.table`: the table's column types, the table created or checked, the bookkeeping and an
   upsert's history of before-images beside it;
-- :mod:`.writes`: the write protocol of one micro-batch, in one PostgreSQL transaction (the
-  bookkeeping row, the rows by ``COPY``, appended or upserted, the commit);
+- :mod:`.writes`: PostgreSQL's steps of the exactly-once write of one micro-batch
+  (:mod:`pitstop.connectors.exactly_once`), in one PostgreSQL transaction (the bookkeeping row,
+  the rows by ``COPY``, appended or upserted, the commit);
 - :mod:`.rollback`: the rows written after a snapshot's cut, counted and taken back.
 
 This module keeps the connection, the check of the table before the first batch, and the wait for
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ import pyarrow as pa
 from pitstop import dsn
 from pitstop.catalog.rows import Mapping
 from pitstop.catalog.store import Catalog
+from pitstop.connectors.exactly_once import Batch, write_batch
 from pitstop.connectors.postgres import rollback
 from pitstop.connectors.postgres.options import parse_dsn, table_ref
 from pitstop.connectors.postgres.table import (
@@ -40,8 +41,8 @@ from pitstop.connectors.postgres.table import (
     pg_type,
     table_schema,
 )
-from pitstop.connectors.postgres.writes import Target, write_batch
-from pitstop.connectors.upsert import KEEP, WindowRows, early_rows
+from pitstop.connectors.postgres.writes import Target, Writes
+from pitstop.connectors.upsert import KEEP, WindowRows
 from pitstop.errors import PitstopError, PlanError
 from pitstop.plan.model import EARLY
 from pitstop.retry import Backoff, retry
@@ -202,12 +203,8 @@ class PostgresSink:
         """Write one micro-batch exactly once; wait for the server while it does not answer."""
         import psycopg
 
-        from pitstop.connectors.values import naive_utc
-
-        batch = naive_utc(table)
-        closed = None
-        if self.windows is not None:  # a window's row is early until the watermark passes its end
-            batch, closed = early_rows(batch, self.windows, batch_id)
+        # A window's row is early until the watermark passes its end.
+        batch = Batch.of(table, batch_id, self.windows, keyed=bool(self.keys))
 
         def attempt() -> None:
             if self._stop.is_set():
@@ -217,7 +214,7 @@ class PostgresSink:
                 )
             try:
                 with self._lock:
-                    self._write_once(batch, batch_id, closed)
+                    self._write_once(batch)
                 if self.waiting is not None:
                     log.warning("%s: the server answers again; batch %d written", self._about(), batch_id)
                     self.waiting = None
@@ -247,13 +244,14 @@ class PostgresSink:
             sleep=self._stop.wait,
         )
 
-    def _write_once(self, batch: pa.Table, batch_id: int, closed: datetime | None = None) -> None:
-        """One try at one batch (:func:`.writes.write_batch`), the table checked first if it was not."""
+    def _write_once(self, batch: Batch) -> None:
+        """One try at one batch (:func:`pitstop.connectors.exactly_once.write_batch` over
+        :class:`.writes.Writes`), the table checked first if it was not."""
         conn = self._connection()
         if not self.checked:
             self._check_table()
         assert self.schema_name is not None
-        names = [n for n, _ in self.columns] or [n for n in batch.column_names if n != KEEP]
+        names = [n for n, _ in self.columns] or [n for n in batch.rows.column_names if n != KEEP]
         target = Target(
             self.schema_name,
             self.ref,
@@ -265,7 +263,7 @@ class PostgresSink:
             self.windows,
             self._about(),
         )
-        write_batch(conn, target, names, batch, batch_id, closed)
+        write_batch(Writes(conn, target, names), batch)
 
     def interrupt(self) -> None:
         """The run is stopping: a batch waiting for the server stops waiting (it is written when
