@@ -25,16 +25,6 @@ FUNCTIONS = {
     "mean": "AVG(v)",
     "kinds": "COUNT(DISTINCT v % 5)",
 }
-STATE_TYPE = {
-    "n": "BIGINT",
-    "total": "BIGINT",
-    "lo": "BIGINT",
-    "hi": "BIGINT",
-    "first": "PAIR",
-    "last": "PAIR",
-    "mean": "BIGINT, BIGINT",
-    "kinds": "SET",
-}
 BASE_SIZES = (10, 30, 60)  # minutes
 EARLY = "earlyResultsMillis"
 
@@ -42,12 +32,54 @@ WINDOW_SINKS = ("w1", "w2", "w3", "f1")  # f1: a File sink (parquet), the others
 RUNNING_SINKS = ("r1", "r2")
 DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
 ENRICH_SINKS = ("j1",)  # a stateless join with the static table ``grp``: every event, with its group
-SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS + ENRICH_SINKS
+JOIN_SINKS = ("i1",)  # an interval join of ``ev`` and the second stream ``cl``: the pairs, appended
+TYPED_SINKS = ("t1",)  # a TUMBLE window over ``v`` cast to a type that a pit stop may widen
+SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS + ENRICH_SINKS + JOIN_SINKS + TYPED_SINKS
 GROUPS = {"a": "x", "b": "x", "c": "y"}  # the static table ``grp (k, g)`` a join reads whole
 FILE_SINKS = ("f1",)
 PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
 KAFKA_SINKS = ("k1",)  # with a Kafka broker: a window topic (appended; never rolled back)
 APPEND_ONLY = ("f1", "p1", "k1")  # no early results into them: File and Kafka append; p1 has no unique index
+# A typed window's ``v``: each narrow type and the type a pit stop widens it to (README: "state type
+# widened ... restored with a cast"); "" is the mapping's BIGINT. Only aggregates whose state is a
+# plain column of v's type (or a type that does not depend on it) are drawn for one.
+WIDER = {"INT": "", "FLOAT": "DOUBLE", "DECIMAL(8,0)": "DECIMAL(12,0)"}
+TYPED_FUNCTIONS = {
+    "INT": ("n", "total", "lo", "hi", "mean"),
+    "": ("n", "total", "lo", "hi", "mean"),
+    "FLOAT": ("n", "total", "lo", "hi", "mean"),
+    "DOUBLE": ("n", "total", "lo", "hi", "mean"),
+    "DECIMAL(8,0)": ("n", "total", "lo", "hi"),  # AVG of a DECIMAL is a DECIMAL, rounded
+    "DECIMAL(12,0)": ("n", "total", "lo", "hi"),
+}
+BOUNDS = (
+    (0, 10),
+    (0, 30),
+    (10, 10),
+    (10, 30),
+    (0, 60),
+    (30, 60),
+)  # an interval join's (before, after) minutes
+
+
+def state_type(fn: str, vtype: str = "") -> str:
+    """The state type of aggregate ``fn`` over ``v`` of type ``vtype`` ("": BIGINT), as pitstop's
+    accumulators have it (a SUM's is Spark's SUM type)."""
+    v = vtype or "BIGINT"
+    total = {"INT": "BIGINT", "FLOAT": "DOUBLE"}.get(v, v)
+    if v.startswith("DECIMAL"):
+        p, sc = v[8:-1].split(",")
+        total = f"DECIMAL({min(38, int(p) + 10)},{sc})"
+    return {
+        "n": "BIGINT",
+        "total": total,
+        "lo": v,
+        "hi": v,
+        "mean": f"{total}, BIGINT",
+        "first": f"PAIR {v}",
+        "last": f"PAIR {v}",
+        "kinds": f"SET {v}",
+    }[fn]
 
 
 # -- the job -------------------------------------------------------------------------------------
@@ -68,10 +100,14 @@ class Branch:
     firsts: str = ""  # a window reading a ROW_NUMBER() by id = 1 stage of this name (two stages)
     joined: bool = False  # a window or running aggregate of ``ev JOIN grp``: by group, not by k
     enrich: bool = False  # no stage: ``ev JOIN grp``'s rows appended (``stage`` names nothing)
+    # An interval join ``ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN e.ts - before AND e.ts +
+    # after`` (minutes), its pairs appended (no aggregates)
+    interval: tuple[int, int] | None = None
+    vtype: str = ""  # the window reads ``v`` cast to this type (a CTE); "": the mapping's BIGINT
 
     @property
     def running(self) -> bool:
-        return self.size == 0 and not self.dedup and not self.enrich
+        return self.size == 0 and not self.dedup and not self.enrich and self.interval is None
 
     @property
     def windowed(self) -> bool:
@@ -91,6 +127,13 @@ class Branch:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
         where = f" WHERE v >= {self.where}" if self.where is not None else ""
         hint = f"/*+ STAGE({self.stage}) */"
+        if self.interval is not None:
+            before, after = self.interval
+            low = f"e.ts - INTERVAL '{before}' MINUTE" if before else "e.ts"
+            return (
+                f"INSERT INTO {self.sink} SELECT {hint} e.id, e.k, e.ts, c.id AS cid, c.ts AS cts "
+                f"FROM ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN {low} AND e.ts + INTERVAL '{after}' MINUTE"
+            )
         if self.enrich:
             where = f" WHERE e.v >= {self.where}" if self.where is not None else ""
             return (
@@ -103,6 +146,9 @@ class Branch:
             numbered = f"SELECT {hint} id, k, ts, {rn} FROM ev{where}"
             return f"INSERT INTO {self.sink} SELECT id, k, ts FROM ({numbered}) WHERE rn = 1"
         source, cte = "ev", ""
+        if self.vtype:  # v as another type, through a stateless projection
+            source = f"typed_{self.sink}"
+            cte = f"WITH {source} AS (SELECT id, k, CAST(v AS {self.vtype}) AS v, ts FROM ev) "
         if self.joined:  # each event's group from the static table, read whole every micro-batch
             source = f"grouped_{self.sink}"
             cte = f"WITH {source} AS (SELECT e.id, g.g AS k, e.v, e.ts FROM ev e JOIN grp g ON e.k = g.k) "
@@ -127,6 +173,8 @@ class Branch:
 
     @property
     def key_columns(self) -> list[str]:
+        if self.interval is not None:
+            return ["id", "k", "ts", "cid", "cts"]
         if self.enrich:
             return ["id", "k", "v", "g"]
         if self.dedup:
@@ -172,6 +220,13 @@ class StageModel:
     # Where the ROW_NUMBER is new at a restore it starts on the job's clock, and the window's own
     # (restored) clock may be ahead of it: the new stage is late by the job's clock only.
     firsts_clock: int | None = None
+    # An interval join: the rows each side holds (``ev``'s, ``cl``'s), the greatest event time each
+    # side's watermark has seen, and Spark's watermark (the lesser side's, less the delay; ``clock``
+    # is it or, after a restore, the job's clock if that is later)
+    left: list[Event] = field(default_factory=list)
+    right: list[Event] = field(default_factory=list)
+    highest: dict[str, int] = field(default_factory=dict)
+    wm: int | None = None
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -183,6 +238,10 @@ class StageModel:
             seen=dict(self.seen),
             early=self.early,
             firsts_clock=self.firsts_clock,
+            left=list(self.left),
+            right=list(self.right),
+            highest=dict(self.highest),
+            wm=self.wm,
         )
 
 
@@ -195,6 +254,7 @@ class Cut:
     keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
     gapped: bool = False
     late: dict[str, int] = field(default_factory=dict)  # the job's late rows per stage at the cut
+    others: int = 0  # files of the second stream ``cl`` read
 
 
 def merge(fn: str, acc: Any, value: Any) -> Any:
@@ -234,7 +294,10 @@ def finish(fn: str, acc: Any) -> Any:
 class Model:
     def __init__(self) -> None:
         self.events: list[list[Event]] = []  # per file
+        self.others: list[list[Event]] = []  # the second stream's (``cl``), per file
+        self.read_others = 0  # files of ``cl`` read by the running job
         self.next_id = 0
+        self.next_cid = 0
         self.frontier = 0
         self.stages: dict[str, StageModel] = {}
         self.read = 0  # files read by the running job
@@ -275,16 +338,97 @@ class Model:
             self.next_id += 1
         self.frontier = max([self.frontier, *(e.ts for e in out)])
         self.events.append(out)
+        self.others.append(self._arrive_other(step, out))
+        return out
+
+    def _arrive_other(self, step: Input, events: list[Event]) -> list[Event]:
+        """The second stream's file that comes with ``step``'s (and is read before it): rows near
+        the events' times (some late), and one at or after the latest event time so far, so that
+        the second stream's watermark never lags ``ev``'s (then a join's watermark, the lesser of
+        the two, is ``ev``'s however the two files fall into micro-batches and restarts). Drawn from
+        a generator of its own: ``ev``'s events are what they always were."""
+        rnd = random.Random(f"cl{step.seed}")
+        out = []
+        for _ in range(rnd.randint(1, max(1, step.n // 2))):
+            base = rnd.choice(events).ts if events and rnd.random() < 0.8 else self.frontier
+            ts = max(0, base + rnd.randint(-40, 70) * 60)
+            out.append(Event(self.next_cid, rnd.choice(KEYS), rnd.randint(1, 50), ts))
+            self.next_cid += 1
+        out.append(
+            Event(
+                self.next_cid, rnd.choice(KEYS), rnd.randint(1, 50), self.frontier + rnd.randint(0, 10) * 60
+            )
+        )
+        self.next_cid += 1
         return out
 
     # one micro-batch per query: every file not read yet (a query runs one only when it has input:
     # new files, or the seeds of a stage restored from the rows)
-    def batch(self) -> None:
-        pending = [e for f in self.events[self.read :] for e in f]
-        self.read = len(self.events)
+    def batch(self, ev: bool = True, cl: bool = True) -> None:
+        """One micro-batch of each query that has input: the files of ``ev`` and of ``cl`` not
+        read yet (of the one or the other alone: the player awaits the job between the two)."""
+        pending = [e for f in self.events[self.read :] for e in f] if ev else []
+        others = [e for f in self.others[self.read_others :] for e in f] if cl else []
+        if ev:
+            self.read = len(self.events)
+        if cl:
+            self.read_others = len(self.others)
         for st in self.stages.values():
-            if pending or st.reseed:
+            if st.branch.interval is not None:
+                if pending or others or st.reseed:
+                    self._join_batch(st, pending, others)
+            elif pending or st.reseed:
                 self._stage_batch(st, pending)
+
+    def _join_batch(self, st: StageModel, left: list[Event], right: list[Event]) -> None:
+        """An interval join (README "Joins"): a row at or below the clock is late (dropped and
+        counted); each other row is paired with every row of the other side that the stage holds
+        and with the batch's own rows of the other side, then held. The watermark is the lesser of
+        the two sides' (greatest time less the delay; none until both have rows); a row goes once
+        it can pair with no row still to come: ``ev``'s once its time + after is below the
+        watermark, ``cl``'s once its time + before is (Spark's inclusive bounds, one ms less)."""
+        b = st.branch
+        assert b.interval is not None
+        before, after = (m * 60 for m in b.interval)
+        st.committed = True
+        st.reseed = False
+        kept_l = [e for e in left if st.clock is None or e.ts > st.clock]
+        kept_r = [c for c in right if st.clock is None or c.ts > st.clock]
+        self._dropped(b.stage, len(left) - len(kept_l) + len(right) - len(kept_r))
+
+        def pair(e: Event, c: Event) -> None:
+            if e.k == c.k and e.ts - before <= c.ts <= e.ts + after:
+                self.sinks[b.sink].append(
+                    {
+                        "id": e.id,
+                        "k": e.k,
+                        "ts": EPOCH + timedelta(seconds=e.ts),
+                        "cid": c.id,
+                        "cts": EPOCH + timedelta(seconds=c.ts),
+                    }
+                )
+
+        for e in kept_l:
+            for c in st.right + kept_r:
+                pair(e, c)
+        for c in kept_r:
+            for e in st.left:
+                pair(e, c)
+        st.left += kept_l
+        st.right += kept_r
+        for side, rows in (("ev", kept_l), ("cl", kept_r)):
+            if rows:
+                st.highest[side] = max(
+                    [*(e.ts for e in rows), *([st.highest[side]] if side in st.highest else [])]
+                )
+        if len(st.highest) == 2:
+            w = min(st.highest.values()) - DELAY
+            st.wm = w if st.wm is None else max(st.wm, w)
+        if st.wm is not None:
+            wm = st.wm
+            st.clock = wm if st.clock is None else max(st.clock, wm)
+            st.left = [e for e in st.left if e.ts + after >= wm]
+            st.right = [c for c in st.right if c.ts + before >= wm]
 
     def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
         b = st.branch
@@ -509,6 +653,7 @@ class Model:
             {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
             late=dict(self.late),
+            others=self.read_others,
         )
         self.cuts.append(c)
         return c
@@ -535,14 +680,18 @@ class Model:
         for b in job:
             self._sink_columns(b, early)
             old = c.stages.get(b.stage)
-            if old is not None and (old.branch.running, old.branch.session, old.branch.dedup) != (
-                b.running,
-                b.session,
-                b.dedup,
-            ):
+            if old is not None and (
+                old.branch.running,
+                old.branch.session,
+                old.branch.dedup,
+                old.branch.interval is None,
+            ) != (b.running, b.session, b.dedup, b.interval is None):
                 raise AssertionError(f"the generator changed stage {b.stage}'s kind")
             if b.enrich:  # no state
                 self.stages[b.stage] = StageModel(b, None)
+                continue
+            if b.interval is not None:
+                self.stages[b.stage] = self._restored_join(b, old, fmt, job_clock)
                 continue
             if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
                 clocked = b.dedup == "first" and job_clock is not None
@@ -563,7 +712,8 @@ class Model:
             native = (
                 fmt == "auto"
                 and old.committed
-                and (old.branch.aggs, old.branch.size, old.branch.slide) == (b.aggs, b.size, b.slide)
+                and (old.branch.aggs, old.branch.size, old.branch.slide, old.branch.vtype)
+                == (b.aggs, b.size, b.slide, b.vtype)
                 and old.branch.firsts == b.firsts  # a branch's checkpoint holds all its stages
                 and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
             )
@@ -573,7 +723,7 @@ class Model:
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             self._chained_first(st, c, job_clock)
-            carried = evolve(old.branch.aggs, b.aggs)
+            carried = evolve(old.branch.aggs, b.aggs, old.branch.vtype, b.vtype)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
                 if b.session:  # re-formed as [start, last event + new gap), merged in the first batch
@@ -597,8 +747,29 @@ class Model:
         # job reads that input again and counts it itself, under its own stages' names.
         self.late = dict(c.late)
         self.read = c.files
+        self.read_others = c.others
         self.state = "running"
         self.batch()
+
+    @staticmethod
+    def _restored_join(b: Branch, old: StageModel | None, fmt: str, job_clock: int | None) -> StageModel:
+        """An interval join at a restore: new, empty on the job's clock; restored, its held rows
+        and its clock. From Spark's state files (same bound) its watermark goes on; from the
+        rows, the seeds go through the watermark again with the batch's input (README: rows
+        restored are never paired with each other; the new bound holds from the cut on)."""
+        if old is None:
+            return StageModel(b, job_clock)
+        native = fmt == "auto" and old.committed and old.branch.interval == b.interval
+        st = StageModel(
+            b, old.clock, committed=native, reseed=not native, left=list(old.left), right=list(old.right)
+        )
+        if native:
+            st.highest, st.wm = dict(old.highest), old.wm
+        else:
+            for side, rows in (("ev", st.left), ("cl", st.right)):
+                if rows:
+                    st.highest[side] = max(e.ts for e in rows)
+        return st
 
     @staticmethod
     def _chained_first(st: StageModel, c: Cut, job_clock: int | None) -> None:
@@ -618,14 +789,18 @@ class Model:
             st.firsts_clock = job_clock
 
 
-def evolve(old: tuple[str, ...], new: tuple[str, ...]) -> dict[str, str | None]:
+def evolve(
+    old: tuple[str, ...], new: tuple[str, ...], old_vtype: str = "", new_vtype: str = ""
+) -> dict[str, str | None]:
     """Which old aggregate each new one takes its state from (pitstop's documented matching: by
-    call, else a gone call at the same place; every state type here is BIGINT)."""
+    call, its state widened with a cast where ``v``'s type was; else a gone call at the same place
+    whose state type is the same)."""
     out: dict[str, str | None] = {}
     used: set[str] = set()
     for i, a in enumerate(new):
         src: str | None = a if a in old else None
-        if src is None and i < len(old) and old[i] not in new and STATE_TYPE[old[i]] == STATE_TYPE[a]:
+        same = i < len(old) and state_type(old[i], old_vtype) == state_type(a, new_vtype)
+        if src is None and i < len(old) and old[i] not in new and same:
             src = old[i]  # a changed function at the same place, of the same state type
         if src is None or src in used:
             out[a] = None
