@@ -130,9 +130,10 @@ class Branch:
         if self.interval is not None:
             before, after = self.interval
             low = f"e.ts - INTERVAL '{before}' MINUTE" if before else "e.ts"
+            high = f"e.ts + INTERVAL '{after}' MINUTE"
             return (
                 f"INSERT INTO {self.sink} SELECT {hint} e.id, e.k, e.ts, c.id AS cid, c.ts AS cts "
-                f"FROM ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN {low} AND e.ts + INTERVAL '{after}' MINUTE"
+                f"FROM ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN {low} AND {high}"
             )
         if self.enrich:
             where = f" WHERE e.v >= {self.where}" if self.where is not None else ""
