@@ -384,3 +384,17 @@ def test_a_widened_type_keeps_each_aggregates_state_and_a_changed_call_needs_the
     assert m.stages["t1_s0"].windows == {(0, "a"): {"lo": 3, "n": 2}}  # carried, cast
     feed(m, [("a", 1, at(9)), ("a", 5, at(16))])  # clock 00:11: the window closes
     assert [(r["lo"], r["n"]) for r in m.sinks["t1"]] == [(1, 3)]
+
+
+def test_a_join_new_where_the_snapshots_job_read_no_second_stream_reads_that_stream_from_its_start() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed_both(m, [("a", at(60))], [("a", at(50)), ("a", at(62))])  # clock 00:55; cl is read by none
+    cut = m.cut("s0")
+    assert cut.others is None
+    m.restore(cut, (TEN, JOIN), rollback=False)
+    # cl's files from the first: 00:50 is late on the job's clock, 01:02 is held.
+    assert m.late == {"i1_s0": 1} and [e.ts for e in m.stages["i1_s0"].right] == [at(62)]
+    feed_both(m, [("a", at(61))], [])
+    assert pairs(m) == [("a", 61, 62)]
+    assert m.cut("s1").others == 2

@@ -255,7 +255,7 @@ class Cut:
     keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]]  # each keyed sink's rows at the cut
     gapped: bool = False
     late: dict[str, int] = field(default_factory=dict)  # the job's late rows per stage at the cut
-    others: int = 0  # files of the second stream ``cl`` read
+    others: int | None = None  # files of the second stream ``cl`` read (None: the job read no cl)
 
 
 def merge(fn: str, acc: Any, value: Any) -> Any:
@@ -654,7 +654,7 @@ class Model:
             {s: [dict(r) for r in rows] for s, rows in self.sinks.items()},
             {s: {k: dict(r) for k, r in rows.items()} for s, rows in self.keyed.items()},
             late=dict(self.late),
-            others=self.read_others,
+            others=self.read_others if any(st.branch.interval for st in self.stages.values()) else None,
         )
         self.cuts.append(c)
         return c
@@ -748,7 +748,8 @@ class Model:
         # job reads that input again and counts it itself, under its own stages' names.
         self.late = dict(c.late)
         self.read = c.files
-        self.read_others = c.others
+        # A source the snapshot's job did not read is read from its start (EXPLAIN's source row).
+        self.read_others = c.others or 0
         self.state = "running"
         self.batch()
 
