@@ -398,3 +398,22 @@ def test_a_join_new_where_the_snapshots_job_read_no_second_stream_reads_that_str
     feed_both(m, [("a", at(61))], [])
     assert pairs(m) == [("a", 61, 62)]
     assert m.cut("s1").others == 2
+
+
+def test_having_keeps_the_windows_and_groups_it_holds_for_and_counts_from_its_own_accumulator() -> None:
+    windows = Branch("w1", "w1_s0", 10, ("total",), having=2)
+    totals = Branch("r1", "r1_s0", 0, ("total",))
+    assert windows.state_aggs == ("total", "n") and windows.sql().endswith(
+        "GROUP BY window_start, window_end, k HAVING COUNT(*) >= 2"
+    )
+    m = Model()
+    m.start((windows, totals))
+    feed(m, [("a", 1, at(1)), ("a", 2, at(2)), ("b", 4, at(3)), ("a", 1, at(20))])  # clock 00:15
+    assert [(r["k"], r["total"]) for r in m.sinks["w1"]] == [("a", 3)]  # b's window had one event
+    cut = m.cut("s0")
+    # HAVING put in the running aggregate: its COUNT(*) is an aggregate added, empty for every
+    # group seen before; the rows' batch writes every group, and HAVING keeps none of them yet.
+    m.restore(cut, (windows, replace(totals, having=2)), rollback=False)
+    assert m.rows("r1") == []
+    feed(m, [("a", 1, at(21)), ("a", 1, at(22)), ("b", 1, at(23))])
+    assert m.rows("r1") == [{"k": "a", "total": 6}]

@@ -39,7 +39,8 @@ FIXED_PG_AGGS = ("n", "total")
 @dataclass
 class Extra:
     """The features drawn from a generator of their own (``rnd``), so that a seed whose chain
-    draws none of them is the chain it always was: an interval join of ``ev`` and ``cl`` (added,
+    draws none of them is the chain it always was: a HAVING on a window or running aggregate (put
+    in, changed or taken out at a pit stop), an interval join of ``ev`` and ``cl`` (added,
     dropped, renamed, its bound narrowed or widened at a pit stop) and a window over a typed ``v``
     (sink ``t1``; widened at a pit stop). ``vtype``: the type ``t1``'s latest branch reads (its
     table's columns have it: a later branch into it reads the same, or a wider one)."""
@@ -88,7 +89,14 @@ def _new_branch(
         return _join_branch(x, used)
     if roll < 0.27 and "t1" not in sinks:
         return _typed_branch(x, used)
-    return regular
+    return _with_having(x, regular)
+
+
+def _with_having(x: Extra, b: Branch | None) -> Branch | None:
+    """Now and then a HAVING COUNT(*) >= 2 or 3 on a window or running aggregate."""
+    if b is not None and b.aggs and x.rnd.random() < 0.2:
+        return replace(b, having=x.rnd.choice([2, 3]))
+    return b
 
 
 def _regular_branch(
@@ -197,6 +205,12 @@ def _changed(
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
     if x is not None:
         joins = _join_changed(x, joins, branches, used)
+        grouped = [j for j, t in enumerate(branches) if t.aggs]
+        if grouped and x.rnd.random() < 0.2:  # a HAVING put in, changed or taken out
+            j = x.rnd.choice(grouped)
+            branches[j] = replace(
+                branches[j], having=x.rnd.choice([h for h in (0, 2, 3) if h != branches[j].having])
+            )
         typed = [j for j, t in enumerate(branches) if t.vtype in WIDER]
         if typed and x.rnd.random() < 0.4:  # v's type widened (INT -> BIGINT, ...)
             t = branches[typed[0]]
@@ -241,13 +255,14 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             and not any(b.session for b in job)
             and not any(b.sink in APPEND_ONLY for b in windows)
             and (not twice or all(b.sink in keyed for b in windows))
+            and not any(b.having for b in job)  # (HAVING with early results: not drawn)
         )
         if fits and rnd.random() < 0.3:
             keyed.update(b.sink for b in windows)
             return True
         return False
 
-    first = _regular_branch(rnd, used, (), pg=pg, kafka=kafka)
+    first = _with_having(x, _regular_branch(rnd, used, (), pg=pg, kafka=kafka))
     assert first is not None
     job: Job = (first,)
     if x.rnd.random() < 0.12:

@@ -104,10 +104,22 @@ class Branch:
     # after`` (minutes), its pairs appended (no aggregates)
     interval: tuple[int, int] | None = None
     vtype: str = ""  # the window reads ``v`` cast to this type (a CTE); "": the mapping's BIGINT
+    having: int = 0  # HAVING COUNT(*) >= having (0: none)
 
     @property
     def running(self) -> bool:
         return self.size == 0 and not self.dedup and not self.enrich and self.interval is None
+
+    @property
+    def state_aggs(self) -> tuple[str, ...]:
+        """The stage's aggregates: the SELECT's, then the HAVING's that the SELECT does not have
+        (pitstop plans an accumulator per call, in the order the calls first appear)."""
+        return (*self.aggs, "n") if self.having and "n" not in self.aggs else self.aggs
+
+    def holds(self, acc: Acc) -> bool:
+        """Whether the HAVING keeps a group or window (a COUNT(*) that started empty: NULL)."""
+        n = acc.get("n")
+        return not self.having or (n is not None and n >= self.having)
 
     @property
     def windowed(self) -> bool:
@@ -127,6 +139,7 @@ class Branch:
         cols = ", ".join(f"{FUNCTIONS[a]} AS {a}" for a in self.aggs)
         where = f" WHERE v >= {self.where}" if self.where is not None else ""
         hint = f"/*+ STAGE({self.stage}) */"
+        having = f" HAVING COUNT(*) >= {self.having}" if self.having else ""
         if self.interval is not None:
             before, after = self.interval
             low = f"e.ts - INTERVAL '{before}' MINUTE" if before else "e.ts"
@@ -154,7 +167,8 @@ class Branch:
             source = f"grouped_{self.sink}"
             cte = f"WITH {source} AS (SELECT e.id, g.g AS k, e.v, e.ts FROM ev e JOIN grp g ON e.k = g.k) "
         if self.running:
-            return f"{cte}INSERT INTO {self.sink} SELECT {hint} k, {cols} FROM {source}{where} GROUP BY k"
+            body = f"SELECT {hint} k, {cols} FROM {source}{where} GROUP BY k{having}"
+            return f"{cte}INSERT INTO {self.sink} {body}"
         if self.firsts:  # each id's first event, then the window
             source = f"firsts_{self.sink}"
             rn = "ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn"
@@ -169,7 +183,7 @@ class Branch:
             tvf = f"TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
         return (
             f"{cte}INSERT INTO {self.sink} SELECT {hint} window_start, window_end, k, {cols} "
-            f"FROM TABLE({tvf}){where} GROUP BY window_start, window_end, k"
+            f"FROM TABLE({tvf}){where} GROUP BY window_start, window_end, k{having}"
         )
 
     @property
@@ -479,20 +493,27 @@ class Model:
                 starts = [w for w in every if st.clock is None or w + size > st.clock]
                 self._dropped(b.stage, len(every) - len(starts))
             for start in starts:
-                acc = st.windows.setdefault((start, e.k), {a: None for a in b.aggs})
-                for a in b.aggs:
+                acc = st.windows.setdefault((start, e.k), {a: None for a in b.state_aggs})
+                for a in b.state_aggs:
                     acc[a] = merge(a, acc[a], contribution(a, e))
                 touched.add((start, e.k))
         if b.running:
             for key in sorted(touched):
                 acc = st.windows[key]
-                row = {"k": key[1], **{a: finish(a, v) for a, v in acc.items()}}
+                if not b.holds(acc):  # a group HAVING no longer keeps is deleted
+                    self.keyed[b.sink].pop((key[1],), None)
+                    continue
+                row = {"k": key[1], **{a: finish(a, acc[a]) for a in b.aggs}}
                 self.keyed[b.sink][(key[1],)] = row  # the whole row: other columns NULL
             return
         if st.early:  # each window the batch changed: its row as it is now (open: early)
             for start, k in sorted(touched):
                 row = self._window_row(b, start, k, st.windows[(start, k)])
-                self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": True}
+                key = (row["window_start"], row["window_end"], k)
+                if b.holds(st.windows[(start, k)]):
+                    self.keyed[b.sink][key] = {**row, "early": True}
+                else:
+                    self.keyed[b.sink].pop(key, None)
         if clocked:
             top = max(e.ts for e in clocked) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
@@ -546,7 +567,7 @@ class Model:
             ):
                 self._dropped(b.stage)
                 continue
-            new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.aggs}))
+            new.setdefault(e.k, []).append((e.ts, e.ts + gap, {a: contribution(a, e) for a in b.state_aggs}))
             keys.add(e.k)
         for k in keys:
             spans = [(start, acc["__end"], acc) for (start, kk), acc in st.windows.items() if kk == k]
@@ -555,11 +576,11 @@ class Model:
                 st.windows.pop((start, k), None)
             merged: list[list[Any]] = []
             for start, end, acc in sorted(spans, key=lambda x: (x[0], x[1])):
-                values = {a: acc.get(a) for a in b.aggs}
+                values = {a: acc.get(a) for a in b.state_aggs}
                 if merged and start <= merged[-1][1]:
                     last = merged[-1]
                     last[1] = max(last[1], end)
-                    for a in b.aggs:
+                    for a in b.state_aggs:
                         if values[a] is not None:
                             last[2][a] = merge(a, last[2][a], values[a])
                 else:
@@ -570,7 +591,9 @@ class Model:
             top = max(e.ts for e in passed) - DELAY
             st.clock = top if st.clock is None else max(st.clock, top)
         for (start, k), acc in sorted(st.windows.items()):
-            if st.clock is not None and acc["__end"] <= st.clock:
+            if st.clock is not None and acc["__end"] <= st.clock and not b.holds(acc):
+                del st.windows[(start, k)]
+            elif st.clock is not None and acc["__end"] <= st.clock:
                 self.sinks[b.sink].append(
                     {
                         "window_start": EPOCH + timedelta(seconds=start),
@@ -587,7 +610,7 @@ class Model:
             "window_start": EPOCH + timedelta(seconds=start),
             "window_end": EPOCH + timedelta(seconds=start + b.size * 60),
             "k": k,
-            **{a: finish(a, v) for a, v in acc.items()},
+            **{a: finish(a, acc[a]) for a in b.aggs},
         }
 
     def _emit(self, st: StageModel) -> None:
@@ -598,7 +621,10 @@ class Model:
         for (start, k), acc in sorted(st.windows.items()):
             if st.clock is not None and start + size <= st.clock:
                 row = self._window_row(b, start, k, acc)
-                if b.sink in self.keyed:
+                if not b.holds(acc):  # HAVING does not keep it: no row (an early one goes)
+                    if b.sink in self.keyed:
+                        self.keyed[b.sink].pop((row["window_start"], row["window_end"], k), None)
+                elif b.sink in self.keyed:
                     self.keyed[b.sink][(row["window_start"], row["window_end"], k)] = {**row, "early": False}
                 else:
                     self.sinks[b.sink].append(row)
@@ -713,8 +739,8 @@ class Model:
             native = (
                 fmt == "auto"
                 and old.committed
-                and (old.branch.aggs, old.branch.size, old.branch.slide, old.branch.vtype)
-                == (b.aggs, b.size, b.slide, b.vtype)
+                and (old.branch.state_aggs, old.branch.size, old.branch.slide, old.branch.vtype)
+                == (b.state_aggs, b.size, b.slide, b.vtype)
                 and old.branch.firsts == b.firsts  # a branch's checkpoint holds all its stages
                 and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
             )
@@ -724,20 +750,20 @@ class Model:
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             self._chained_first(st, c, job_clock)
-            carried = evolve(old.branch.aggs, b.aggs, old.branch.vtype, b.vtype)
+            carried = evolve(old.branch.state_aggs, b.state_aggs, old.branch.vtype, b.vtype)
             size = b.size * 60
             for (start, k), acc in old.windows.items():
                 if b.session:  # re-formed as [start, last event + new gap), merged in the first batch
                     end = acc["__end"] - old.branch.size * 60 + size
-                    values = {a: acc[carried[a]] if carried.get(a) else None for a in b.aggs}
+                    values = {a: acc[carried[a]] if carried.get(a) else None for a in b.state_aggs}
                     st.windows[(start, k)] = {**values, "__end": end}
                     continue
                 if b.slide:  # the new window with the same end
                     new_start = start + old.branch.size * 60 - size
                 else:  # the tumbling window that holds the old one's start
                     new_start = start - start % size if size else 0
-                target = st.windows.setdefault((new_start, k), {a: None for a in b.aggs})
-                for a in b.aggs:
+                target = st.windows.setdefault((new_start, k), {a: None for a in b.state_aggs})
+                for a in b.state_aggs:
                     src = carried.get(a)
                     if src is not None and acc[src] is not None:
                         target[a] = merge(a, target[a], acc[src])
