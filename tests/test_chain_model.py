@@ -417,3 +417,19 @@ def test_having_keeps_the_windows_and_groups_it_holds_for_and_counts_from_its_ow
     assert m.rows("r1") == []
     feed(m, [("a", 1, at(21)), ("a", 1, at(22)), ("b", 1, at(23))])
     assert m.rows("r1") == [{"k": "a", "total": 6}]
+
+
+def test_a_changed_watermark_delay_holds_from_the_cut_on_and_the_clock_never_goes_back() -> None:
+    first = Branch("d2", "d2_s0", 0, (), dedup="first")
+    m = Model()
+    m.start((TEN, first))
+    feed(m, [("a", 1, at(30))])  # clock 00:25; key 0 expires at 00:35 (first event + 5 min)
+    cut = m.cut("s0")
+    m.delay = 10 * 60  # CREATE OR REPLACE MAPPING ev ... ts - INTERVAL '10' MINUTE
+    m.restore(cut, (TEN, first), rollback=False)
+    m.events.append([Event(1, "a", 1, at(32))])
+    m.batch()  # 00:32 - 10 min is before the clock: it stays at 00:25
+    assert m.stages["w1_s0"].clock == at(25) and m.stages["d2_s0"].clock == at(25)
+    assert m.stages["d2_s0"].seen == {0: at(35), 1: at(42)}  # the old key keeps its expiry
+    feed(m, [("a", 1, at(50))])  # key 0 again, before it expires; then clock 00:40: it has
+    assert m.stages["w1_s0"].clock == at(40) and m.stages["d2_s0"].seen == {1: at(42)}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from chains.model import (
     APPEND_ONLY,
     BASE_SIZES,
     BOUNDS,
     DEDUP_SINKS,
+    DELAYS,
     ENRICH_SINKS,
     FUNCTIONS,
     RUNNING_SINKS,
@@ -41,13 +42,20 @@ class Extra:
     """The features drawn from a generator of their own (``rnd``), so that a seed whose chain
     draws none of them is the chain it always was: a HAVING on a window or running aggregate (put
     in, changed or taken out at a pit stop), an interval join of ``ev`` and ``cl`` (added,
-    dropped, renamed, its bound narrowed or widened at a pit stop) and a window over a typed ``v``
-    (sink ``t1``; widened at a pit stop). ``vtype``: the type ``t1``'s latest branch reads (its
-    table's columns have it: a later branch into it reads the same, or a wider one)."""
+    dropped, renamed, its bound narrowed or widened at a pit stop), a window over a typed ``v``
+    (sink ``t1``; widened at a pit stop), and ev's WATERMARK delay changed at a pit stop.
+    ``vtype``: the type ``t1``'s latest branch reads (its table's columns have it: a later branch
+    into it reads the same, or a wider one)."""
 
     rnd: random.Random
     vtype: str | None = None
-    names: set[str] = field(default_factory=set)
+    delay: int = 5  # ev's WATERMARK delay, minutes
+
+    def redelay(self) -> int:
+        """ev's WATERMARK delay for the next job: now and then another."""
+        if self.rnd.random() < 0.15:
+            self.delay = self.rnd.choice([d for d in DELAYS if d != self.delay])
+        return self.delay
 
 
 def _stage_name(sink: str, used: set[str]) -> str:
@@ -288,7 +296,7 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
                 roll = 0.8  # a restore from an older snapshot
         if roll < 0.45:
             job = _changed(rnd, job, used, frozenset(keyed), pg, kafka, x)
-            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
+            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job), x.redelay()))
             snapshots += 1
         elif roll < 0.6:
             chain.append(Snapshot())
@@ -302,7 +310,7 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             rollback = rnd.random() < 0.6 and which not in gapped
             job = _changed(rnd, job, used, frozenset(keyed), pg, kafka, x)
             fmt = rnd.choice(["auto", "canonical"])
-            chain.append(Restore(which, job, rollback, fmt, early(job), accept_gap=which in gapped))
+            chain.append(Restore(which, job, rollback, fmt, early(job), which in gapped, x.redelay()))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
             else:

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from chains.steps import Input
 
 EPOCH = datetime(2024, 1, 1)
-DELAY = 5 * 60  # the mapping's WATERMARK delay, seconds
+DELAY = 5 * 60  # the mappings' WATERMARK delay, seconds (ev's may change at a pit stop: DELAYS)
+DELAYS = (2, 5, 10)  # minutes: ev's WATERMARK delays a pit stop may change to
 KEYS = ("a", "b", "c")
 FUNCTIONS = {
     "n": "COUNT(*)",
@@ -242,6 +243,7 @@ class StageModel:
     right: list[Event] = field(default_factory=list)
     highest: dict[str, int] = field(default_factory=dict)
     wm: int | None = None
+    delay: int = DELAY  # ev's WATERMARK delay, seconds, as the stage's job was created with
 
     def copy(self) -> StageModel:
         return StageModel(
@@ -257,6 +259,7 @@ class StageModel:
             right=list(self.right),
             highest=dict(self.highest),
             wm=self.wm,
+            delay=self.delay,
         )
 
 
@@ -323,6 +326,7 @@ class Model:
         self.keyed: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
         self.columns: dict[str, list[str]] = {}  # each sink's columns, in the order they appeared
         self.cuts: list[Cut] = []
+        self.delay = DELAY  # ev's WATERMARK delay now, seconds
         # Rows each stage dropped as late (pitstop.late_rows): the job's runs' and, restored, those
         # of the job it was restored from up to the snapshot's cut (see :meth:`restore`).
         self.late: dict[str, int] = {}
@@ -369,11 +373,9 @@ class Model:
             ts = max(0, base + rnd.randint(-40, 70) * 60)
             out.append(Event(self.next_cid, rnd.choice(KEYS), rnd.randint(1, 50), ts))
             self.next_cid += 1
-        out.append(
-            Event(
-                self.next_cid, rnd.choice(KEYS), rnd.randint(1, 50), self.frontier + rnd.randint(0, 10) * 60
-            )
-        )
+        # (ev's greatest delay less cl's, or more, after ev's latest time: ev's watermark is the lesser)
+        last = self.frontier + rnd.randint(max(DELAYS) - DELAY // 60, 15) * 60
+        out.append(Event(self.next_cid, rnd.choice(KEYS), rnd.randint(1, 50), last))
         self.next_cid += 1
         return out
 
@@ -437,7 +439,7 @@ class Model:
                     [*(e.ts for e in rows), *([st.highest[side]] if side in st.highest else [])]
                 )
         if len(st.highest) == 2:
-            w = min(st.highest.values()) - DELAY
+            w = min(st.highest["ev"] - st.delay, st.highest["cl"] - DELAY)
             st.wm = w if st.wm is None else max(st.wm, w)
         if st.wm is not None:
             wm = st.wm
@@ -464,7 +466,7 @@ class Model:
                     self._dropped(b.firsts)
                     continue
                 if e.id not in st.seen:
-                    st.seen[e.id] = e.ts + DELAY
+                    st.seen[e.id] = e.ts + st.delay
                     kept.append(e)
             clocked = [e for e in events if not any(e.ts <= wm for wm in st.firsts_late)]
             events = kept
@@ -515,7 +517,7 @@ class Model:
                 else:
                     self.keyed[b.sink].pop(key, None)
         if clocked:
-            top = max(e.ts for e in clocked) - DELAY
+            top = max(e.ts for e in clocked) - st.delay
             st.clock = top if st.clock is None else max(st.clock, top)
             if b.firsts:
                 st.firsts_clock = top if st.firsts_clock is None else max(st.firsts_clock, top)
@@ -540,13 +542,13 @@ class Model:
                 continue
             if e.id in st.seen:
                 continue
-            st.seen[e.id] = e.ts + DELAY if first else None
+            st.seen[e.id] = e.ts + st.delay if first else None
             row = {"id": e.id, "k": e.k}
             if first:
                 row["ts"] = EPOCH + timedelta(seconds=e.ts)
             self.sinks[b.sink].append(row)
         if first and passed:
-            top = max(e.ts for e in passed) - DELAY
+            top = max(e.ts for e in passed) - st.delay
             st.clock = top if st.clock is None else max(st.clock, top)
             st.seen = {k: x for k, x in st.seen.items() if x is None or x > st.clock}
 
@@ -588,7 +590,7 @@ class Model:
             for start, end, acc in merged:
                 st.windows[(start, k)] = {**acc, "__end": end}
         if passed:
-            top = max(e.ts for e in passed) - DELAY
+            top = max(e.ts for e in passed) - st.delay
             st.clock = top if st.clock is None else max(st.clock, top)
         for (start, k), acc in sorted(st.windows.items()):
             if st.clock is not None and acc["__end"] <= st.clock and not b.holds(acc):
@@ -637,7 +639,9 @@ class Model:
 
     # statements
     def start(self, job: Job, early: bool = False) -> None:
-        self.stages = {b.stage: StageModel(b, None, early=early and b.windowed) for b in job}
+        self.stages = {
+            b.stage: StageModel(b, None, early=early and b.windowed, delay=self.delay) for b in job
+        }
         self.late = {}
         for b in job:
             self._sink_columns(b, early)
@@ -768,6 +772,8 @@ class Model:
                     if src is not None and acc[src] is not None:
                         target[a] = merge(a, target[a], acc[src])
             self.stages[b.stage] = st
+        for st in self.stages.values():  # ev's WATERMARK now: the delay holds from the cut on
+            st.delay = self.delay
         # The restored job's late rows: those of the job the snapshot was taken of, up to its cut
         # (README "Late rows"; the catalog's lineage): what was counted after the cut is the old
         # job's alone, whichever snapshot it is and with or without sinkRollback, since the new

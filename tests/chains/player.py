@@ -56,8 +56,7 @@ def mappings(folder: Path, pg_url: str | None, kafka: str | None = None, topic: 
     (groups / "groups.json").write_text(
         "".join(json.dumps({"k": k, "g": g}) + "\n" for k, g in GROUPS.items())
     )
-    out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+    out = f"""{ev_mapping(folder, 5)};
 CREATE MAPPING cl (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
     WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}-cl', 'format'='json');
 CREATE MAPPING grp (k VARCHAR, g VARCHAR) TYPE File OPTIONS ('path'='{groups}', 'format'='json');
@@ -78,6 +77,15 @@ CREATE MAPPING grp (k VARCHAR, g VARCHAR) TYPE File OPTIONS ('path'='{groups}', 
             for s in KAFKA_SINKS
         )
     return out
+
+
+def ev_mapping(folder: Path, delay: int, replace: bool = False) -> str:
+    """The source ``ev`` with a WATERMARK delay of ``delay`` minutes."""
+    create = "CREATE OR REPLACE" if replace else "CREATE"
+    return (
+        f"{create} MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,\n    WATERMARK FOR ts AS ts - "
+        f"INTERVAL '{delay}' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json')"
+    )
 
 
 class ChainFailure(AssertionError):
@@ -247,6 +255,7 @@ class Player:
             self.taken_of.append(self.running)
             self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
             c = m.cut(name)
+            self.remap(step.delay)
             self.sql(self._create(name, step.job, step.fmt, False, step.early))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, rollback=False, fmt=step.fmt, early=step.early)
@@ -260,6 +269,7 @@ class Player:
         elif isinstance(step, Restore):
             c = m.cuts[step.which]
             self.sql("DROP JOB c")
+            self.remap(step.delay)
             self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early, step.accept_gap))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, step.rollback, step.fmt, step.early)
@@ -278,6 +288,12 @@ class Player:
             self.serve(step)
         elif isinstance(step, Analyze):
             self.analyze(step)
+
+    def remap(self, delay: int) -> None:
+        """``ev``'s WATERMARK delay changed to ``delay`` minutes, between two jobs."""
+        if delay * 60 != self.model.delay:
+            self.sql(ev_mapping(self.folder, delay, replace=True))
+            self.model.delay = delay * 60
 
     def analyze(self, step: Analyze) -> None:
         """The replay of a snapshot's own SQL (issue 27): every sink and every stage the same."""
