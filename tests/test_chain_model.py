@@ -433,3 +433,22 @@ def test_a_changed_watermark_delay_holds_from_the_cut_on_and_the_clock_never_goe
     assert m.stages["d2_s0"].seen == {0: at(35), 1: at(42)}  # the old key keeps its expiry
     feed(m, [("a", 1, at(50))])  # key 0 again, before it expires; then clock 00:40: it has
     assert m.stages["w1_s0"].clock == at(40) and m.stages["d2_s0"].seen == {1: at(42)}
+
+
+def test_a_window_over_an_interval_joins_pairs_runs_on_the_clock_the_join_passes_on() -> None:
+    chain = Branch("i2", "i2_s0", 10, ("n",), interval=(0, 10), pairs="i2_j0")
+    assert chain.sql().startswith(
+        "WITH pairs_i2 AS (SELECT /*+ STAGE(i2_j0) */ e.id, e.k, e.v, e.ts FROM ev e JOIN cl c ON e.k = c.k "
+        "AND c.ts BETWEEN e.ts AND e.ts + INTERVAL '10' MINUTE) INSERT INTO i2 SELECT /*+ STAGE(i2_s0) */"
+    )
+    m = Model()
+    m.start((chain,))
+    feed_both(m, [("a", at(60)), ("a", at(62))], [("a", at(65)), ("a", at(80))])
+    # Two pairs in [01:00, 01:10); the join's clock 00:57 passes on 00:57 - 10 min - 1 s.
+    assert m.stages["i2_s0"].clock == at(46, 59) and m.stages["i2_s0"].windows == {(at(60), "a"): {"n": 2}}
+    feed_both(m, [("a", at(90))], [("a", at(95))])  # join's clock 01:25: the window closes
+    assert [(r["window_start"].minute, r["n"]) for r in m.sinks["i2"]] == [(0, 2)] and not m.late
+    cut = m.cut("s0")
+    # The job's clock is the join's (01:25), not the window's: a new stage starts on it.
+    m.restore(cut, (replace(chain, size=30), TEN), rollback=False)
+    assert m.stages["w1_s0"].clock == at(85) and m.stages["i2_s0"].windows == {(at(90), "a"): {"n": 1}}

@@ -66,7 +66,25 @@ def _stage_name(sink: str, used: set[str]) -> str:
 
 
 def _join_branch(x: Extra, used: set[str]) -> Branch:
+    """An interval join's pairs (sink i1), or now and then a window over them (sink i2)."""
+    if x.rnd.random() < 0.35:
+        aggs = tuple(x.rnd.sample(["n", "total", "hi"], x.rnd.randint(1, 2)))
+        return Branch(
+            "i2",
+            _stage_name("i2", used),
+            x.rnd.choice([10, 30]),
+            aggs,
+            interval=x.rnd.choice(BOUNDS),
+            pairs=_pairs_name(used),
+        )
     return Branch("i1", _stage_name("i1", used), 0, (), interval=x.rnd.choice(BOUNDS))
+
+
+def _pairs_name(used: set[str]) -> str:
+    n = 0
+    while f"i2_j{n}" in used:
+        n += 1
+    return f"i2_j{n}"
 
 
 def _typed_branch(x: Extra, used: set[str]) -> Branch:
@@ -93,7 +111,7 @@ def _new_branch(
         return regular
     sinks = {b.sink for b in job}
     roll = x.rnd.random()
-    if roll < 0.15 and "i1" not in sinks:
+    if roll < 0.15 and not any(b.interval for b in job):
         return _join_branch(x, used)
     if roll < 0.27 and "t1" not in sinks:
         return _typed_branch(x, used)
@@ -227,6 +245,7 @@ def _changed(
     out = (*branches, *joins)
     used.update(b.stage for b in out)
     used.update(b.firsts for b in out if b.firsts)
+    used.update(b.pairs for b in out if b.pairs)
     return out
 
 
@@ -239,10 +258,14 @@ def _join_changed(x: Extra, joins: list[Branch], others: list[Branch], used: set
     (j,) = joins
     if roll < 0.35:
         return [replace(j, interval=x.rnd.choice([b for b in BOUNDS if b != j.interval]))]
+    if roll < 0.45 and j.pairs and x.rnd.random() < 0.5:  # the join of a window over its pairs
+        return [replace(j, pairs=_pairs_name(used | {j.pairs}))]
     if roll < 0.45:
-        return [replace(j, stage=_stage_name("i1", used | {j.stage}))]
+        return [replace(j, stage=_stage_name(j.sink, used | {j.stage}))]
     if roll < 0.52 and others:
         return []
+    if roll < 0.6 and j.size and j.size <= 30:  # the window after the join resized
+        return [replace(j, size=j.size * x.rnd.choice([2, 3]))]
     return joins
 
 
@@ -263,7 +286,7 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             and not any(b.session for b in job)
             and not any(b.sink in APPEND_ONLY for b in windows)
             and (not twice or all(b.sink in keyed for b in windows))
-            and not any(b.having for b in job)  # (HAVING with early results: not drawn)
+            and not any(b.having or b.pairs for b in job)  # (not drawn with HAVING, a join's window)
         )
         if fits and rnd.random() < 0.3:
             keyed.update(b.sink for b in windows)
@@ -279,6 +302,7 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
         job = (*job, _join_branch(x, used))
     used.update(b.stage for b in job)
     used.update(b.firsts for b in job if b.firsts)
+    used.update(b.pairs for b in job if b.pairs)
     chain: list[Step] = [_input(rnd), Start(job, early(job)), _input(rnd)]
     snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
     gapped: set[int] = set()

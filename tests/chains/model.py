@@ -34,8 +34,9 @@ RUNNING_SINKS = ("r1", "r2")
 DEDUP_SINKS = ("d1", "d2")  # d1: DISTINCT, d2: ROW_NUMBER
 ENRICH_SINKS = ("j1",)  # a stateless join with the static table ``grp``: every event, with its group
 JOIN_SINKS = ("i1",)  # an interval join of ``ev`` and the second stream ``cl``: the pairs, appended
+CHAINED_SINKS = ("i2",)  # a TUMBLE window over such a join's pairs (two stages in one INSERT)
 TYPED_SINKS = ("t1",)  # a TUMBLE window over ``v`` cast to a type that a pit stop may widen
-SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS + ENRICH_SINKS + JOIN_SINKS + TYPED_SINKS
+SINKS = WINDOW_SINKS + RUNNING_SINKS + DEDUP_SINKS + ENRICH_SINKS + JOIN_SINKS + CHAINED_SINKS + TYPED_SINKS
 GROUPS = {"a": "x", "b": "x", "c": "y"}  # the static table ``grp (k, g)`` a join reads whole
 FILE_SINKS = ("f1",)
 PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended), p2 a running aggregate's
@@ -103,7 +104,10 @@ class Branch:
     enrich: bool = False  # no stage: ``ev JOIN grp``'s rows appended (``stage`` names nothing)
     # An interval join ``ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN e.ts - before AND e.ts +
     # after`` (minutes), its pairs appended (no aggregates)
+    # (with ``size``: a TUMBLE window by ``k`` over the pairs' ``ev`` times, the join a stage named
+    # ``pairs`` of the same INSERT)
     interval: tuple[int, int] | None = None
+    pairs: str = ""
     vtype: str = ""  # the window reads ``v`` cast to this type (a CTE); "": the mapping's BIGINT
     having: int = 0  # HAVING COUNT(*) >= having (0: none)
 
@@ -145,6 +149,15 @@ class Branch:
             before, after = self.interval
             low = f"e.ts - INTERVAL '{before}' MINUTE" if before else "e.ts"
             high = f"e.ts + INTERVAL '{after}' MINUTE"
+            if self.size:
+                source = f"pairs_{self.sink}"
+                on = f"e.k = c.k AND c.ts BETWEEN {low} AND {high}"
+                join = f"SELECT /*+ STAGE({self.pairs}) */ e.id, e.k, e.v, e.ts FROM ev e JOIN cl c ON {on}"
+                tvf = f"TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '{self.size}' MINUTE)"
+                return (
+                    f"WITH {source} AS ({join}) INSERT INTO {self.sink} SELECT {hint} window_start, "
+                    f"window_end, k, {cols} FROM TABLE({tvf}) GROUP BY window_start, window_end, k{having}"
+                )
             return (
                 f"INSERT INTO {self.sink} SELECT {hint} e.id, e.k, e.ts, c.id AS cid, c.ts AS cts "
                 f"FROM ev e JOIN cl c ON e.k = c.k AND c.ts BETWEEN {low} AND {high}"
@@ -189,7 +202,7 @@ class Branch:
 
     @property
     def key_columns(self) -> list[str]:
-        if self.interval is not None:
+        if self.interval is not None and not self.size:
             return ["id", "k", "ts", "cid", "cts"]
         if self.enrich:
             return ["id", "k", "v", "g"]
@@ -243,6 +256,7 @@ class StageModel:
     right: list[Event] = field(default_factory=list)
     highest: dict[str, int] = field(default_factory=dict)
     wm: int | None = None
+    joins: bool = False  # the join of a window over an interval join's pairs (``branch.pairs``)
     delay: int = DELAY  # ev's WATERMARK delay, seconds, as the stage's job was created with
 
     def copy(self) -> StageModel:
@@ -259,6 +273,7 @@ class StageModel:
             right=list(self.right),
             highest=dict(self.highest),
             wm=self.wm,
+            joins=self.joins,
             delay=self.delay,
         )
 
@@ -390,14 +405,32 @@ class Model:
             self.read = len(self.events)
         if cl:
             self.read_others = len(self.others)
+        fed: dict[str, tuple[list[Event], int | None]] = {}  # a chained window's pairs, its clock
         for st in self.stages.values():
-            if st.branch.interval is not None:
+            if st.branch.interval is not None and (st.joins or not st.branch.size):
                 if pending or others or st.reseed:
-                    self._join_batch(st, pending, others)
-            elif pending or st.reseed:
-                self._stage_batch(st, pending)
+                    pairs = self._join_batch(st, pending, others)
+                    if st.joins:
+                        fed[st.branch.stage] = (pairs, self.output_clock(st))
+        for st in self.stages.values():
+            if st.branch.interval is None:
+                if pending or st.reseed:
+                    self._stage_batch(st, pending)
+            elif st.branch.size and not st.joins and (st.branch.stage in fed or st.reseed):
+                pairs, clock = fed.get(st.branch.stage, ([], None))
+                self._stage_batch(st, pairs, clock)
 
-    def _join_batch(self, st: StageModel, left: list[Event], right: list[Event]) -> None:
+    @staticmethod
+    def output_clock(st: StageModel) -> int | None:
+        """The clock an interval join passes on to the stage after it (README: it lags the input
+        watermark by the join's bound; Spark's inclusive bounds, one ms less: one second here,
+        where every time is whole seconds)."""
+        assert st.branch.interval is not None
+        if st.clock is None:
+            return None
+        return st.clock - max(st.branch.interval) * 60 - 1
+
+    def _join_batch(self, st: StageModel, left: list[Event], right: list[Event]) -> list[Event]:
         """An interval join (README "Joins"): a row at or below the clock is late (dropped and
         counted); each other row is paired with every row of the other side that the stage holds
         and with the batch's own rows of the other side, then held. The watermark is the lesser of
@@ -411,10 +444,14 @@ class Model:
         st.reseed = False
         kept_l = [e for e in left if st.clock is None or e.ts > st.clock]
         kept_r = [c for c in right if st.clock is None or c.ts > st.clock]
-        self._dropped(b.stage, len(left) - len(kept_l) + len(right) - len(kept_r))
+        name = b.pairs if st.joins else b.stage
+        self._dropped(name, len(left) - len(kept_l) + len(right) - len(kept_r))
+        out: list[Event] = []
 
         def pair(e: Event, c: Event) -> None:
-            if e.k == c.k and e.ts - before <= c.ts <= e.ts + after:
+            if e.k == c.k and e.ts - before <= c.ts <= e.ts + after and st.joins:
+                out.append(e)  # the window after it reads the ev side's columns
+            elif e.k == c.k and e.ts - before <= c.ts <= e.ts + after:
                 self.sinks[b.sink].append(
                     {
                         "id": e.id,
@@ -446,8 +483,11 @@ class Model:
             st.clock = wm if st.clock is None else max(st.clock, wm)
             st.left = [e for e in st.left if e.ts + after >= wm]
             st.right = [c for c in st.right if c.ts + before >= wm]
+        return out
 
-    def _stage_batch(self, st: StageModel, events: list[Event]) -> None:
+    def _stage_batch(self, st: StageModel, events: list[Event], fed: int | None = None) -> None:
+        """A stage's micro-batch of ``events`` (a window after an interval join: the pairs, and
+        ``fed`` the clock the join passes on, which is the window's)."""
         b = st.branch
         st.committed = True
         if b.enrich:  # stateless: each event once, with its group
@@ -516,7 +556,10 @@ class Model:
                     self.keyed[b.sink][key] = {**row, "early": True}
                 else:
                     self.keyed[b.sink].pop(key, None)
-        if clocked:
+        if b.interval is not None:
+            if fed is not None:
+                st.clock = fed if st.clock is None else max(st.clock, fed)
+        elif clocked:
             top = max(e.ts for e in clocked) - st.delay
             st.clock = top if st.clock is None else max(st.clock, top)
             if b.firsts:
@@ -639,9 +682,11 @@ class Model:
 
     # statements
     def start(self, job: Job, early: bool = False) -> None:
-        self.stages = {
-            b.stage: StageModel(b, None, early=early and b.windowed, delay=self.delay) for b in job
-        }
+        self.stages = {}
+        for b in job:
+            if b.pairs:
+                self.stages[b.pairs] = StageModel(b, None, joins=True, delay=self.delay)
+            self.stages[b.stage] = StageModel(b, None, early=early and b.windowed, delay=self.delay)
         self.late = {}
         for b in job:
             self._sink_columns(b, early)
@@ -705,7 +750,9 @@ class Model:
             # A snapshot taken after this cut now holds state whose output is gone.
             for later in self.cuts[self.cuts.index(c) + 1 :]:
                 later.gapped = True
-        clocks = [st.clock for st in c.stages.values() if st.clock is not None]
+        # (of a branch's first stage: a window after an interval join runs on what it passes on)
+        after_join = [st for st in c.stages.values() if st.branch.pairs and not st.joins]
+        clocks = [st.clock for st in c.stages.values() if st.clock is not None and st not in after_join]
         job_clock = min(clocks) if clocks else None
         self.stages = {}
         for b in job:
@@ -721,9 +768,15 @@ class Model:
             if b.enrich:  # no state
                 self.stages[b.stage] = StageModel(b, None)
                 continue
-            if b.interval is not None:
+            if b.interval is not None and not b.size:
                 self.stages[b.stage] = self._restored_join(b, old, fmt, job_clock)
                 continue
+            if b.interval is not None:  # a window over a join's pairs: the join first
+                old_join = c.stages.get(b.pairs)
+                if old_join is not None and not old_join.joins:
+                    raise AssertionError(f"the generator changed stage {b.pairs}'s kind")
+                self.stages[b.pairs] = self._restored_join(b, old_join, fmt, job_clock)
+                self.stages[b.pairs].joins = True
             if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
                 clocked = b.dedup == "first" and job_clock is not None
                 late = [(0, job_clock)] if clocked and job_clock is not None else []
@@ -733,9 +786,12 @@ class Model:
                 # A tumbling stage's clock drops an event whose window had closed at the job's
                 # clock; a sliding one's, each window that had (the clock itself, per window).
                 tumbling = not b.running and not b.slide  # (a session's: its own gap)
-                late = [(b.size * 60, job_clock)] if job_clock is not None and tumbling else []
+                clock = job_clock
+                if b.pairs and job_clock is not None:  # what the join passes on of the job's clock
+                    clock = job_clock - max(b.interval or (0,)) * 60 - 1
+                late = [(b.size * 60, clock)] if clock is not None and tumbling else []
                 self.stages[b.stage] = StageModel(
-                    b, None if b.running else job_clock, {}, late, early=early and b.windowed
+                    b, None if b.running else clock, {}, late, early=early and b.windowed
                 )
                 self._chained_first(self.stages[b.stage], c, job_clock)
                 continue
@@ -746,6 +802,8 @@ class Model:
                 and (old.branch.state_aggs, old.branch.size, old.branch.slide, old.branch.vtype)
                 == (b.state_aggs, b.size, b.slide, b.vtype)
                 and old.branch.firsts == b.firsts  # a branch's checkpoint holds all its stages
+                and old.branch.pairs == b.pairs
+                and (not b.pairs or self.stages[b.pairs].committed)
                 and not (on and not old.early)  # turned on: from the rows, whose batch writes every window
             )
             st = StageModel(
@@ -753,6 +811,9 @@ class Model:
             )
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
+            if b.pairs and not native:  # a branch's stages go on from the native copy together
+                self.stages[b.pairs] = self._restored_join(b, c.stages.get(b.pairs), "canonical", job_clock)
+                self.stages[b.pairs].joins = True
             self._chained_first(st, c, job_clock)
             carried = evolve(old.branch.state_aggs, b.state_aggs, old.branch.vtype, b.vtype)
             size = b.size * 60
