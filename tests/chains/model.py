@@ -54,14 +54,8 @@ TYPED_FUNCTIONS = {
     "DECIMAL(8,0)": ("n", "total", "lo", "hi"),  # AVG of a DECIMAL is a DECIMAL, rounded
     "DECIMAL(12,0)": ("n", "total", "lo", "hi"),
 }
-BOUNDS = (
-    (0, 10),
-    (0, 30),
-    (10, 10),
-    (10, 30),
-    (0, 60),
-    (30, 60),
-)  # an interval join's (before, after) minutes
+# An interval join's bounds, (before, after) minutes: cl's ts BETWEEN ev's ts - before AND + after
+BOUNDS = ((0, 10), (0, 30), (10, 10), (10, 30), (0, 60), (30, 60))
 
 
 def state_type(fn: str, vtype: str = "") -> str:
