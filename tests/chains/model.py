@@ -763,13 +763,13 @@ class Model:
                 self.stages[b.stage] = StageModel(b, None)
                 continue
             if b.interval is not None and not b.size:
-                self.stages[b.stage] = self._restored_join(b, old, fmt, job_clock)
+                self.stages[b.stage] = self._restored_join(b, old, fmt, job_clock, self.delay)
                 continue
             if b.interval is not None:  # a window over a join's pairs: the join first
                 old_join = c.stages.get(b.pairs)
                 if old_join is not None and not old_join.joins:
                     raise AssertionError(f"the generator changed stage {b.pairs}'s kind")
-                self.stages[b.pairs] = self._restored_join(b, old_join, fmt, job_clock)
+                self.stages[b.pairs] = self._restored_join(b, old_join, fmt, job_clock, self.delay)
                 self.stages[b.pairs].joins = True
             if old is None and b.dedup:  # ROW_NUMBER: on the job's clock; DISTINCT: none
                 clocked = b.dedup == "first" and job_clock is not None
@@ -806,7 +806,9 @@ class Model:
             if old.clock is not None and not b.slide:
                 st.late_before = [(old.branch.size * 60, old.clock)]
             if b.pairs and not native:  # a branch's stages go on from the native copy together
-                self.stages[b.pairs] = self._restored_join(b, c.stages.get(b.pairs), "canonical", job_clock)
+                self.stages[b.pairs] = self._restored_join(
+                    b, c.stages.get(b.pairs), "canonical", job_clock, self.delay
+                )
                 self.stages[b.pairs].joins = True
             self._chained_first(st, c, job_clock)
             carried = evolve(old.branch.state_aggs, b.state_aggs, old.branch.vtype, b.vtype)
@@ -841,14 +843,17 @@ class Model:
         self.batch()
 
     @staticmethod
-    def _restored_join(b: Branch, old: StageModel | None, fmt: str, job_clock: int | None) -> StageModel:
+    def _restored_join(
+        b: Branch, old: StageModel | None, fmt: str, job_clock: int | None, delay: int
+    ) -> StageModel:
         """An interval join at a restore: new, empty on the job's clock; restored, its held rows
-        and its clock. From Spark's state files (same bound) its watermark goes on; from the
-        rows, the seeds go through the watermark again with the batch's input (README: rows
-        restored are never paired with each other; the new bound holds from the cut on)."""
+        and its clock. From Spark's state files (same bound and delays) its watermark goes on;
+        from the rows, the seeds go through the watermark again with the batch's input, under
+        ``delay`` (README: rows restored are never paired with each other; the new bound holds
+        from the cut on)."""
         if old is None:
             return StageModel(b, job_clock)
-        native = fmt == "auto" and old.committed and old.branch.interval == b.interval
+        native = fmt == "auto" and old.committed and old.branch.interval == b.interval and old.delay == delay
         st = StageModel(
             b, old.clock, committed=native, reseed=not native, left=list(old.left), right=list(old.right)
         )
