@@ -697,3 +697,19 @@ def test_a_widened_type_having_and_a_changed_watermark_delay_through_a_chain(tmp
             Input(4, 20, 30, 0.3, dup=0.2),
         ],
     )
+
+
+def test_a_min_by_pair_and_a_distinct_set_widen_with_their_column(tmp_path: Path) -> None:
+    """v cast to INT, FLOAT and DECIMAL(8,0) under MIN_BY / MAX_BY (a pair holding v) and
+    COUNT(DISTINCT v % 5) (a set of them), then widened to BIGINT, DOUBLE and DECIMAL(12,0): the
+    state types widen field by field and element by element, restored with a cast. They were
+    refused ("not a widening (INT -> BIGINT, ...)"), while the column was widened INT -> BIGINT."""
+    ints = Branch("t1", "t1_s0", 10, ("first", "kinds", "last"), vtype="INT")
+    floats = Branch("w1", "w1_s0", 30, ("first", "kinds"), vtype="FLOAT")
+    decimals = Branch("w2", "w2_s0", 10, ("last", "kinds", "total"), vtype="DECIMAL(8,0)")
+    wider = (
+        replace(ints, vtype=""),
+        replace(floats, vtype="DOUBLE"),
+        replace(decimals, vtype="DECIMAL(12,0)"),
+    )
+    play(tmp_path, [inputs(1), Start((ints, floats, decimals)), inputs(2), Update(wider), inputs(3)])

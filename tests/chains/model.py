@@ -43,16 +43,17 @@ PG_SINKS = ("p1", "p2")  # with a PostgreSQL server: p1 a window table (appended
 KAFKA_SINKS = ("k1",)  # with a Kafka broker: a window topic (appended; never rolled back)
 APPEND_ONLY = ("f1", "p1", "k1")  # no early results into them: File and Kafka append; p1 has no unique index
 # A typed window's ``v``: each narrow type and the type a pit stop widens it to (README: "state type
-# widened ... restored with a cast"); "" is the mapping's BIGINT. Only aggregates whose state is a
-# plain column of v's type (or a type that does not depend on it) are drawn for one.
+# widened ... restored with a cast"); "" is the mapping's BIGINT. A MIN_BY's pair and a COUNT
+# (DISTINCT)'s set widen with it.
 WIDER = {"INT": "", "FLOAT": "DOUBLE", "DECIMAL(8,0)": "DECIMAL(12,0)"}
+_ALL = ("n", "total", "lo", "hi", "mean", "first", "last", "kinds")
 TYPED_FUNCTIONS = {
-    "INT": ("n", "total", "lo", "hi", "mean"),
-    "": ("n", "total", "lo", "hi", "mean"),
-    "FLOAT": ("n", "total", "lo", "hi", "mean"),
-    "DOUBLE": ("n", "total", "lo", "hi", "mean"),
-    "DECIMAL(8,0)": ("n", "total", "lo", "hi"),  # AVG of a DECIMAL is a DECIMAL, rounded
-    "DECIMAL(12,0)": ("n", "total", "lo", "hi"),
+    "INT": _ALL,
+    "": _ALL,
+    "FLOAT": _ALL,
+    "DOUBLE": _ALL,
+    "DECIMAL(8,0)": tuple(a for a in _ALL if a != "mean"),  # AVG of a DECIMAL is a DECIMAL, rounded
+    "DECIMAL(12,0)": tuple(a for a in _ALL if a != "mean"),
 }
 # An interval join's bounds, (before, after) minutes: cl's ts BETWEEN ev's ts - before AND + after
 BOUNDS = ((0, 10), (0, 30), (10, 10), (10, 30), (0, 60), (30, 60))
