@@ -290,3 +290,165 @@ def test_late_rows_are_counted_per_stage_and_a_restore_counts_from_the_cuts() ->
     assert m.late == {"w1_s0": 3, "w2_s0": 5, "d2_s0": 4}
     m.restore(cut, (TEN,), rollback=False)  # reads 00:01 again: late for the old job, so for it
     assert m.late == {"w1_s0": 3, "w2_s0": 3, "d2_s0": 3}
+
+
+JOIN = Branch("i1", "i1_s0", 0, (), interval=(10, 30))  # cl's ts BETWEEN ev's ts - 10 min AND + 30 min
+
+
+def feed_both(model: Model, events: list[tuple[str, int]], others: list[tuple[str, int]]) -> None:
+    """One file of each stream, (k, ts seconds) rows, read in one micro-batch."""
+    model.events.append([Event(100 + i, k, 1, ts) for i, (k, ts) in enumerate(events)])
+    model.others.append([Event(200 + i, k, 1, ts) for i, (k, ts) in enumerate(others)])
+    model.batch()
+
+
+def pairs(model: Model) -> list[tuple[str, int, int]]:
+    """The join's pairs: key, ev's and cl's minute."""
+    day = datetime(2024, 1, 1)
+    return [
+        (r["k"], int((r["ts"] - day).total_seconds()) // 60, int((r["cts"] - day).total_seconds()) // 60)
+        for r in model.sinks["i1"]
+    ]
+
+
+def test_an_interval_join_pairs_each_row_once_drops_late_ones_and_lets_go_of_unmatchable_ones() -> None:
+    assert JOIN.sql() == (
+        "INSERT INTO i1 SELECT /*+ STAGE(i1_s0) */ e.id, e.k, e.ts, c.id AS cid, c.ts AS cts FROM ev e "
+        "JOIN cl c ON e.k = c.k AND c.ts BETWEEN e.ts - INTERVAL '10' MINUTE AND e.ts + INTERVAL '30' MINUTE"
+    )
+    m = Model()
+    m.start((JOIN,))
+    feed_both(m, [("a", at(60))], [("a", at(55)), ("a", at(95)), ("b", at(70))])
+    st = m.stages["i1_s0"]
+    assert pairs(m) == [("a", 60, 55)] and st.clock == at(55)  # the lesser side's: ev's 01:00 - 5 min
+    feed_both(m, [("a", at(85)), ("a", at(54))], [("a", at(50))])
+    # 00:54 and 00:50 are at or below the clock (00:55): late, counted; 01:25 pairs with 01:35.
+    assert pairs(m) == [("a", 60, 55), ("a", 85, 95)] and m.late == {"i1_s0": 2}
+    # Clock 01:20: cl's 00:55 can pair with no ev row still to come (those are after 01:20, and
+    # 00:55 + 10 min is before it); cl's b 01:10 can, at 01:20 exactly (inclusive), and stays.
+    assert st.clock == at(80)
+    assert [(e.k, e.ts // 60) for e in st.right] == [("a", 95), ("b", 70)]
+    assert [e.ts // 60 for e in st.left] == [60, 85]
+
+
+def test_a_widened_join_bound_misses_the_straddling_pairs_of_rows_let_go_under_the_old_one() -> None:
+    m = Model()
+    m.start((JOIN,))
+    feed_both(m, [("a", at(60))], [("a", at(55)), ("a", at(95)), ("b", at(70))])
+    feed_both(m, [("a", at(85))], [])  # clock 01:20: cl's a 00:55 is let go, b 01:10 is held
+    cut = m.cut("s0")
+    m.restore(cut, (replace(JOIN, interval=(30, 30)),), rollback=False)
+    st = m.stages["i1_s0"]
+    assert not st.committed or st.clock == at(80)  # from the rows (the bound changed), its clock
+    feed_both(m, [("a", at(82)), ("b", at(95))], [])
+    # b 01:35 pairs with the held b 01:10 under the new bound (25 min apart); a 01:22 with a 01:35,
+    # but not with a 00:55 (27 min apart, within the new bound): the old job had let it go.
+    assert pairs(m)[-2:] == [("a", 82, 95), ("b", 95, 70)] and len(pairs(m)) == 4
+    # Held rows restored are never paired with each other: ev's a 01:00 and 01:25 and cl's a 01:35
+    # were paired before the cut, where they could be.
+    assert ("a", 60, 95) not in pairs(m)
+
+
+def test_a_narrowed_join_bound_is_exact_and_a_new_join_starts_on_the_jobs_clock() -> None:
+    m = Model()
+    m.start((TEN, JOIN))
+    feed_both(m, [("a", at(60))], [("a", at(70))])  # clock 00:55
+    cut = m.cut("s0")
+    m.restore(cut, (TEN, replace(JOIN, interval=(0, 10))), rollback=False)
+    feed_both(m, [("a", at(62)), ("a", at(40))], [("a", at(64))])
+    # 01:02 pairs with the held 01:10 and with 01:04; 01:04 with the held 01:00; 00:40 is late.
+    assert pairs(m) == [("a", 60, 70), ("a", 62, 70), ("a", 62, 64), ("a", 60, 64)]
+    # Renamed: a new stage, empty, on the job's clock (00:55); the rollback removed the pairs
+    # written after the cut, and it reads the file after the cut again: 00:40 is late.
+    m.restore(cut, (TEN, replace(JOIN, stage="i1_s1")), rollback=True)
+    assert pairs(m) == [("a", 60, 70), ("a", 62, 64)]
+    assert m.late == {"w1_s0": 1, "i1_s1": 1} and m.stages["i1_s1"].clock == at(57)
+
+
+def test_a_widened_type_keeps_each_aggregates_state_and_a_changed_call_needs_the_same_state_type() -> None:
+    assert evolve(("lo", "total", "mean"), ("lo", "total", "mean"), "INT", "") == {
+        "lo": "lo",
+        "total": "total",
+        "mean": "mean",
+    }
+    assert evolve(("lo",), ("total",), "INT", "INT") == {"total": None}  # INT and BIGINT (SUM's)
+    assert evolve(("lo",), ("total",), "", "") == {"total": "lo"}  # both BIGINT
+    assert evolve(("total",), ("hi",), "DECIMAL(8,0)", "DECIMAL(12,0)") == {"hi": None}
+    typed = Branch("t1", "t1_s0", 10, ("lo", "n"), vtype="FLOAT")
+    assert "WITH typed_t1 AS (SELECT id, k, CAST(v AS FLOAT) AS v, ts FROM ev)" in typed.sql()
+    m = Model()
+    m.start((typed,))
+    feed(m, [("a", 7, at(1)), ("a", 3, at(2))])
+    cut = m.cut("s0")
+    m.restore(cut, (replace(typed, vtype="DOUBLE"),), rollback=False)
+    assert m.stages["t1_s0"].windows == {(0, "a"): {"lo": 3, "n": 2}}  # carried, cast
+    feed(m, [("a", 1, at(9)), ("a", 5, at(16))])  # clock 00:11: the window closes
+    assert [(r["lo"], r["n"]) for r in m.sinks["t1"]] == [(1, 3)]
+
+
+def test_a_join_new_where_the_snapshots_job_read_no_second_stream_reads_that_stream_from_its_start() -> None:
+    m = Model()
+    m.start((TEN,))
+    feed_both(m, [("a", at(60))], [("a", at(50)), ("a", at(62))])  # clock 00:55; cl is read by none
+    cut = m.cut("s0")
+    assert cut.others is None
+    m.restore(cut, (TEN, JOIN), rollback=False)
+    # cl's files from the first: 00:50 is late on the job's clock, 01:02 is held.
+    assert m.late == {"i1_s0": 1} and [e.ts for e in m.stages["i1_s0"].right] == [at(62)]
+    feed_both(m, [("a", at(61))], [])
+    assert pairs(m) == [("a", 61, 62)]
+    assert m.cut("s1").others == 2
+
+
+def test_having_keeps_the_windows_and_groups_it_holds_for_and_counts_from_its_own_accumulator() -> None:
+    windows = Branch("w1", "w1_s0", 10, ("total",), having=2)
+    totals = Branch("r1", "r1_s0", 0, ("total",))
+    assert windows.state_aggs == ("total", "n") and windows.sql().endswith(
+        "GROUP BY window_start, window_end, k HAVING COUNT(*) >= 2"
+    )
+    m = Model()
+    m.start((windows, totals))
+    feed(m, [("a", 1, at(1)), ("a", 2, at(2)), ("b", 4, at(3)), ("a", 1, at(20))])  # clock 00:15
+    assert [(r["k"], r["total"]) for r in m.sinks["w1"]] == [("a", 3)]  # b's window had one event
+    cut = m.cut("s0")
+    # HAVING put in the running aggregate: its COUNT(*) is an aggregate added, empty for every
+    # group seen before; the rows' batch writes every group, and HAVING keeps none of them yet.
+    m.restore(cut, (windows, replace(totals, having=2)), rollback=False)
+    assert m.rows("r1") == []
+    feed(m, [("a", 1, at(21)), ("a", 1, at(22)), ("b", 1, at(23))])
+    assert m.rows("r1") == [{"k": "a", "total": 6}]
+
+
+def test_a_changed_watermark_delay_holds_from_the_cut_on_and_the_clock_never_goes_back() -> None:
+    first = Branch("d2", "d2_s0", 0, (), dedup="first")
+    m = Model()
+    m.start((TEN, first))
+    feed(m, [("a", 1, at(30))])  # clock 00:25; key 0 expires at 00:35 (first event + 5 min)
+    cut = m.cut("s0")
+    m.delay = 10 * 60  # CREATE OR REPLACE MAPPING ev ... ts - INTERVAL '10' MINUTE
+    m.restore(cut, (TEN, first), rollback=False)
+    m.events.append([Event(1, "a", 1, at(32))])
+    m.batch()  # 00:32 - 10 min is before the clock: it stays at 00:25
+    assert m.stages["w1_s0"].clock == at(25) and m.stages["d2_s0"].clock == at(25)
+    assert m.stages["d2_s0"].seen == {0: at(35), 1: at(42)}  # the old key keeps its expiry
+    feed(m, [("a", 1, at(50))])  # key 0 again, before it expires; then clock 00:40: it has
+    assert m.stages["w1_s0"].clock == at(40) and m.stages["d2_s0"].seen == {1: at(42)}
+
+
+def test_a_window_over_an_interval_joins_pairs_runs_on_the_clock_the_join_passes_on() -> None:
+    chain = Branch("i2", "i2_s0", 10, ("n",), interval=(0, 10), pairs="i2_j0")
+    assert chain.sql().startswith(
+        "WITH pairs_i2 AS (SELECT /*+ STAGE(i2_j0) */ e.id, e.k, e.v, e.ts FROM ev e JOIN cl c ON e.k = c.k "
+        "AND c.ts BETWEEN e.ts AND e.ts + INTERVAL '10' MINUTE) INSERT INTO i2 SELECT /*+ STAGE(i2_s0) */"
+    )
+    m = Model()
+    m.start((chain,))
+    feed_both(m, [("a", at(60)), ("a", at(62))], [("a", at(65)), ("a", at(80))])
+    # Two pairs in [01:00, 01:10); the join's clock 00:57 passes on 00:57 - 10 min - 1 s.
+    assert m.stages["i2_s0"].clock == at(46, 59) and m.stages["i2_s0"].windows == {(at(60), "a"): {"n": 2}}
+    feed_both(m, [("a", at(90))], [("a", at(95))])  # join's clock 01:25: the window closes
+    assert [(r["window_start"].minute, r["n"]) for r in m.sinks["i2"]] == [(0, 2)] and not m.late
+    cut = m.cut("s0")
+    # The job's clock is the join's (01:25), not the window's: a new stage starts on it.
+    m.restore(cut, (replace(chain, size=30), TEN), rollback=False)
+    assert m.stages["w1_s0"].clock == at(85) and m.stages["i2_s0"].windows == {(at(90), "a"): {"n": 1}}

@@ -108,6 +108,15 @@ def test_reordered_aggregates_keep_their_own_state() -> None:
         ("MAX(qty)", {"qty": "INT"}, {"qty": "BIGINT"}, "INT", "BIGINT"),
         ("SUM(amount)", {"precision": 12}, {"precision": 16}, "DECIMAL(22,2)", "DECIMAL(26,2)"),
         ("MIN(price)", {"price": "FLOAT"}, {"price": "DOUBLE"}, "FLOAT", "DOUBLE"),
+        # a pair and a set of the widened column: "not a widening (INT -> BIGINT, ...)" before
+        (
+            "MIN_BY(qty, ts)",
+            {"qty": "INT"},
+            {"qty": "BIGINT"},
+            "STRUCT<ord: TIMESTAMP, val: INT>",
+            "STRUCT<ord: TIMESTAMP, val: BIGINT>",
+        ),
+        ("COUNT(DISTINCT price)", {"price": "FLOAT"}, {"price": "DOUBLE"}, "ARRAY<FLOAT>", "ARRAY<DOUBLE>"),
     ],
 )
 def test_a_widened_state_column_is_restored_with_a_cast(
@@ -175,6 +184,9 @@ def test_an_added_or_removed_group_key_stays_refused_saying_why(old_keys: str, n
 
 def test_widening_is_only_lossless_casts() -> None:
     assert widens("SMALLINT", "BIGINT") and widens("DECIMAL(12,2)", "DECIMAL(18,2)")
+    assert widens("STRUCT<ord: TIMESTAMP, val: DECIMAL(8,2)>", "STRUCT<ord: TIMESTAMP, val: DECIMAL(10,2)>")
+    assert not widens("STRUCT<ord: TIMESTAMP, val: INT>", "STRUCT<o: TIMESTAMP, val: BIGINT>")  # renamed
+    assert not widens("ARRAY<BIGINT>", "ARRAY<INT>") and not widens("ARRAY<INT>", "STRUCT<val: INT>")
     assert not widens("DECIMAL(12,2)", "DECIMAL(18,4)")  # another scale: digits before the point may shrink
     assert not widens("BIGINT", "DOUBLE") and not widens("DOUBLE", "FLOAT") and not widens("INT", "STRING")
 

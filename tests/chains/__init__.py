@@ -4,7 +4,12 @@ model after every step, and a shrinker that makes a failing chain small enough t
 
 The job reads one File mapping ``ev (id, k, v, ts)`` with a 5-minute watermark and writes one
 DuckDB table per branch; each branch is a TUMBLE window by ``k`` with some of ``COUNT(*)``,
-``SUM(v)``, ``MIN(v)``, ``MAX(v)`` and perhaps a filter ``v >= x``. A chain is a list of steps:
+``SUM(v)``, ``MIN(v)``, ``MAX(v)`` and perhaps a filter ``v >= x`` (and the other kinds
+``model.Branch`` lists: HOP, SESSION, running aggregates, deduplications, static joins, a
+``HAVING``, a window over ``v`` cast to a narrower type that a pit stop widens, and an interval
+join of ``ev`` with a second File mapping ``cl`` whose pairs are appended; its bound narrowed or
+widened at a pit stop). ``ev``'s WATERMARK delay may change at a pit stop (CREATE OR REPLACE
+MAPPING between the DROP and the CREATE). A chain is a list of steps:
 input arriving (one file, some of it out of order and late), the first ``CREATE JOB``, a pit stop
 (``DROP JOB ... WITH SNAPSHOT``, then ``CREATE JOB ... FROM SNAPSHOT`` with a changed job: a branch
 added, dropped or renamed, a filter changed, an aggregate added or dropped, a window resized by k;
@@ -26,6 +31,17 @@ The model is the documented rules (README "How it works", DESIGN.md section 4), 
   event arrives);
 - a restore reads every file after the snapshot's cut; ``sinkRollback`` first removes every row
   written after the cut; without it those rows stay and are written again;
+- an interval join (README "Joins"): a row at or below its clock is late; every other row pairs
+  with the rows the other side holds and with the batch's own; its watermark is the lesser
+  side's, and a row goes once it can pair with nothing still to come (README: Spark's rule). Each
+  input writes ``cl``'s file first (the player awaits the job between the two), and ``cl``'s
+  latest row leads ``ev``'s by ``ev``'s greatest delay, so that ``ev``'s watermark is the lesser
+  whatever micro-batches and restarts the files fall in. Restored, its held rows are never paired
+  with each other and the new bound holds from the cut on (rows let go under a narrower old bound
+  miss their pairs); a join new where the snapshot's job read no ``cl`` reads ``cl`` from its
+  start, on the job's clock;
+- a HAVING's ``COUNT(*)`` is an aggregate of its own where the SELECT has none (added at a pit
+  stop: empty for the windows and groups in flight); a widened ``v`` keeps each aggregate's state;
 - late rows (README "Late rows"): each event a stage drops by the rules above is counted under the
   stage's name, once (a HOP event once per window it misses; a ROW_NUMBER's late rule is "at or
   below the clock", as Spark's deduplication drops); a restored job's counts are the snapshot's

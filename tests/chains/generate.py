@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from chains.model import (
     APPEND_ONLY,
     BASE_SIZES,
+    BOUNDS,
     DEDUP_SINKS,
+    DELAYS,
     ENRICH_SINKS,
     FUNCTIONS,
     RUNNING_SINKS,
+    TYPED_FUNCTIONS,
+    WIDER,
     WINDOW_SINKS,
     Branch,
     Job,
@@ -33,7 +37,95 @@ from chains.steps import (
 FIXED_PG_AGGS = ("n", "total")
 
 
+@dataclass
+class Extra:
+    """The features drawn from a generator of their own (``rnd``), so that a seed whose chain
+    draws none of them is the chain it always was: a HAVING on a window or running aggregate (put
+    in, changed or taken out at a pit stop), an interval join of ``ev`` and ``cl`` (added,
+    dropped, renamed, its bound narrowed or widened at a pit stop), a window over a typed ``v``
+    (sink ``t1``; widened at a pit stop), and ev's WATERMARK delay changed at a pit stop.
+    ``vtype``: the type ``t1``'s latest branch reads (its table's columns have it: a later branch
+    into it reads the same, or a wider one)."""
+
+    rnd: random.Random
+    vtype: str | None = None
+    delay: int = 5  # ev's WATERMARK delay, minutes
+
+    def redelay(self) -> int:
+        """ev's WATERMARK delay for the next job: now and then another."""
+        if self.rnd.random() < 0.15:
+            self.delay = self.rnd.choice([d for d in DELAYS if d != self.delay])
+        return self.delay
+
+
+def _stage_name(sink: str, used: set[str]) -> str:
+    n = 0
+    while f"{sink}_s{n}" in used:
+        n += 1
+    return f"{sink}_s{n}"
+
+
+def _join_branch(x: Extra, used: set[str]) -> Branch:
+    """An interval join's pairs (sink i1), or now and then a window over them (sink i2)."""
+    if x.rnd.random() < 0.35:
+        aggs = tuple(x.rnd.sample(["n", "total", "hi"], x.rnd.randint(1, 2)))
+        return Branch(
+            "i2",
+            _stage_name("i2", used),
+            x.rnd.choice([10, 30]),
+            aggs,
+            interval=x.rnd.choice(BOUNDS),
+            pairs=_pairs_name(used),
+        )
+    return Branch("i1", _stage_name("i1", used), 0, (), interval=x.rnd.choice(BOUNDS))
+
+
+def _pairs_name(used: set[str]) -> str:
+    n = 0
+    while f"i2_j{n}" in used:
+        n += 1
+    return f"i2_j{n}"
+
+
+def _typed_branch(x: Extra, used: set[str]) -> Branch:
+    rnd = x.rnd
+    if x.vtype is None:
+        x.vtype = rnd.choice(list(WIDER))
+    pool = TYPED_FUNCTIONS[x.vtype]
+    aggs = tuple(rnd.sample(pool, rnd.randint(1, 3)))
+    where = rnd.choice([None, None, 10, 25])
+    return Branch("t1", _stage_name("t1", used), rnd.choice(BASE_SIZES), aggs, where, vtype=x.vtype)
+
+
 def _new_branch(
+    rnd: random.Random,
+    used: set[str],
+    job: Job,
+    keyed: frozenset[str] = frozenset(),
+    pg: bool = False,
+    kafka: bool = False,
+    x: Extra | None = None,
+) -> Branch | None:
+    regular = _regular_branch(rnd, used, job, keyed, pg, kafka)
+    if x is None:
+        return regular
+    sinks = {b.sink for b in job}
+    roll = x.rnd.random()
+    if roll < 0.15 and not any(b.interval for b in job):
+        return _join_branch(x, used)
+    if roll < 0.27 and "t1" not in sinks:
+        return _typed_branch(x, used)
+    return _with_having(x, regular)
+
+
+def _with_having(x: Extra, b: Branch | None) -> Branch | None:
+    """Now and then a HAVING COUNT(*) >= 2 or 3 on a window or running aggregate."""
+    if b is not None and b.aggs and x.rnd.random() < 0.2:
+        return replace(b, having=x.rnd.choice([2, 3]))
+    return b
+
+
+def _regular_branch(
     rnd: random.Random,
     used: set[str],
     job: Job,
@@ -84,27 +176,34 @@ def _changed(
     keyed: frozenset[str] = frozenset(),
     pg: bool = False,
     kafka: bool = False,
+    x: Extra | None = None,
 ) -> Job:
-    """The job with one change (or none: the same SQL again)."""
+    """The job with one change (or none: the same SQL again), and perhaps one drawn from ``x``
+    (see :class:`Extra`). An interval join's branch is last, and only ``x`` changes it."""
     change = rnd.choice(["same", "add", "drop", "rename", "filter", "agg+", "agg-", "resize", "join"])
-    branches = list(job)
+    branches = [b for b in job if b.interval is None]
+    joins = [b for b in job if b.interval is not None]
     i = rnd.randrange(len(branches))
     b = branches[i]
     if (b.dedup or b.enrich) and change in ("agg+", "agg-", "resize", "join"):  # no aggregates
+        change = "same"
+    if b.vtype and change == "join":  # a typed window reads ev, not a join
         change = "same"
     if change == "join" and b.firsts:  # a ROW_NUMBER reads the source, not a join
         change = "same"
     if b.sink == "p1" and change == "agg+":  # refused: an appended PostgreSQL table gains no column
         change = "same"
     if change == "add":
-        new = _new_branch(rnd, used, job, keyed, pg, kafka)
-        if new is not None:
+        new = _new_branch(rnd, used, job, keyed, pg, kafka, x)
+        if new is not None and new.interval is not None:
+            joins.append(new)
+        elif new is not None:
             branches.append(new)
     elif change == "drop" and len(branches) > 1:
         del branches[i]
     elif change == "join":  # the stage's input grouped by the static table's g, or no longer
         branches[i] = replace(b, joined=not b.joined)
-    elif change == "rename" and b.windowed and not b.joined and rnd.random() < 0.5:
+    elif change == "rename" and b.windowed and not b.joined and not b.vtype and rnd.random() < 0.5:
         # the chained ROW_NUMBER: renamed, added or removed
         n = 0
         while f"{b.sink}_f{n}" in used:
@@ -118,7 +217,7 @@ def _changed(
     elif change == "filter":
         branches[i] = replace(b, where=rnd.choice([w for w in (None, 5, 10, 25, 40) if w != b.where]))
     elif change == "agg+":
-        missing = [a for a in FUNCTIONS if a not in b.aggs]
+        missing = [a for a in (TYPED_FUNCTIONS[b.vtype] if b.vtype else FUNCTIONS) if a not in b.aggs]
         if missing:
             branches[i] = replace(b, aggs=(*b.aggs, rnd.choice(missing)))
     elif change == "agg-" and len(b.aggs) > 1:
@@ -130,16 +229,51 @@ def _changed(
         branches[i] = replace(b, size=max(b.slide, b.size + b.slide * rnd.choice([-1, 1])))
     elif change == "resize" and 0 < b.size <= 60:
         branches[i] = replace(b, size=b.size * rnd.choice([2, 3]))
-    out = tuple(branches)
-    used.update(x.stage for x in out)
-    used.update(x.firsts for x in out if x.firsts)
+    if x is not None:
+        joins = _join_changed(x, joins, branches, used)
+        grouped = [j for j, t in enumerate(branches) if t.aggs]
+        if grouped and x.rnd.random() < 0.2:  # a HAVING put in, changed or taken out
+            j = x.rnd.choice(grouped)
+            branches[j] = replace(
+                branches[j], having=x.rnd.choice([h for h in (0, 2, 3) if h != branches[j].having])
+            )
+        typed = [j for j, t in enumerate(branches) if t.vtype in WIDER]
+        if typed and x.rnd.random() < 0.4:  # v's type widened (INT -> BIGINT, ...)
+            t = branches[typed[0]]
+            x.vtype = WIDER[t.vtype]
+            branches[typed[0]] = replace(t, vtype=x.vtype)
+    out = (*branches, *joins)
+    used.update(b.stage for b in out)
+    used.update(b.firsts for b in out if b.firsts)
+    used.update(b.pairs for b in out if b.pairs)
     return out
+
+
+def _join_changed(x: Extra, joins: list[Branch], others: list[Branch], used: set[str]) -> list[Branch]:
+    """The interval join's change at a pit stop, if any: its bound narrowed or widened, renamed,
+    dropped; or one added."""
+    roll = x.rnd.random()
+    if not joins:
+        return [_join_branch(x, used)] if roll < 0.15 else []
+    (j,) = joins
+    if roll < 0.35:
+        return [replace(j, interval=x.rnd.choice([b for b in BOUNDS if b != j.interval]))]
+    if roll < 0.45 and j.pairs and x.rnd.random() < 0.5:  # the join of a window over its pairs
+        return [replace(j, pairs=_pairs_name(used | {j.pairs}))]
+    if roll < 0.45:
+        return [replace(j, stage=_stage_name(j.sink, used | {j.stage}))]
+    if roll < 0.52 and others:
+        return []
+    if roll < 0.6 and j.size and j.size <= 30:  # the window after the join resized
+        return [replace(j, size=j.size * x.rnd.choice([2, 3]))]
+    return joins
 
 
 def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> list[Step]:
     """A chain: input, the first job, then ``steps`` steps with input between them (``pg``: with
     PostgreSQL sinks among the others)."""
     rnd = random.Random(seed)
+    x = Extra(random.Random(seed * 6151 + 5))
     used: set[str] = set()
     keyed: set[str] = set()  # window sinks an early-results job keyed by window
     twice = False  # a restore without rollback wrote windows again: a key may not fit a table
@@ -152,16 +286,23 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             and not any(b.session for b in job)
             and not any(b.sink in APPEND_ONLY for b in windows)
             and (not twice or all(b.sink in keyed for b in windows))
+            and not any(b.having or b.pairs for b in job)  # (not drawn with HAVING, a join's window)
         )
         if fits and rnd.random() < 0.3:
             keyed.update(b.sink for b in windows)
             return True
         return False
 
-    first = _new_branch(rnd, used, (), pg=pg, kafka=kafka)
+    first = _with_having(x, _regular_branch(rnd, used, (), pg=pg, kafka=kafka))
     assert first is not None
     job: Job = (first,)
-    used.update(x for x in (first.stage, first.firsts) if x)
+    if x.rnd.random() < 0.12:
+        job = (_typed_branch(x, used),)
+    if x.rnd.random() < 0.3:
+        job = (*job, _join_branch(x, used))
+    used.update(b.stage for b in job)
+    used.update(b.firsts for b in job if b.firsts)
+    used.update(b.pairs for b in job if b.pairs)
     chain: list[Step] = [_input(rnd), Start(job, early(job)), _input(rnd)]
     snapshots = 0  # snapshots taken so far (each Update and Snapshot takes one)
     gapped: set[int] = set()
@@ -178,8 +319,8 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             else:
                 roll = 0.8  # a restore from an older snapshot
         if roll < 0.45:
-            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka)
-            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job)))
+            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka, x)
+            chain.append(Update(job, rnd.choice(["auto", "auto", "canonical"]), early(job), x.redelay()))
             snapshots += 1
         elif roll < 0.6:
             chain.append(Snapshot())
@@ -191,9 +332,9 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
         elif roll < 0.85 and snapshots > 0:
             which = rnd.randrange(snapshots)
             rollback = rnd.random() < 0.6 and which not in gapped
-            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka)
+            job = _changed(rnd, job, used, frozenset(keyed), pg, kafka, x)
             fmt = rnd.choice(["auto", "canonical"])
-            chain.append(Restore(which, job, rollback, fmt, early(job), accept_gap=which in gapped))
+            chain.append(Restore(which, job, rollback, fmt, early(job), which in gapped, x.redelay()))
             if rollback:
                 gapped.update(range(which + 1, snapshots))
             else:
@@ -215,12 +356,20 @@ def _with_analyses(seed: int, chain: list[Step]) -> list[Step]:
     rnd = random.Random(seed * 7919 + 27)
     out: list[Step] = []
     snapshots = 0
+    delay, taken = 5, []  # ev's WATERMARK delay now, and that of the job each snapshot was taken of
     for step in chain:
         out.append(step)
         if isinstance(step, Update | Snapshot):
             snapshots += 1
-            if rnd.random() < 0.2:
-                out.append(Analyze(rnd.randrange(snapshots)))
+            taken.append(delay)
+        if isinstance(step, Update | Restore):
+            delay = step.delay
+        if isinstance(step, Update | Snapshot) and rnd.random() < 0.2:
+            which = rnd.randrange(snapshots)
+            # (not across a changed delay: the snapshot's job ran on the old one, a replay of its
+            # SQL on the mapping as it is now holds other rows)
+            if taken[which] == delay:
+                out.append(Analyze(which))
     return out
 
 

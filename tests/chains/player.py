@@ -48,16 +48,17 @@ from pitstop.manager import Manager
 
 # -- the runner ----------------------------------------------------------------------------------
 def mappings(folder: Path, pg_url: str | None, kafka: str | None = None, topic: str = "k1") -> str:
-    """The source and every sink a chain may write (PostgreSQL's with a server's URL, Kafka's with
-    a broker's address, into ``topic``), and the static table ``grp`` that joins read (its file
-    written here)."""
+    """The source, the second stream ``cl`` that interval joins read (``{folder}-cl``), every sink
+    a chain may write (PostgreSQL's with a server's URL, Kafka's with a broker's address, into
+    ``topic``), and the static table ``grp`` that joins read (its file written here)."""
     groups = Path(f"{folder}-grp")
     groups.mkdir(parents=True, exist_ok=True)
     (groups / "groups.json").write_text(
         "".join(json.dumps({"k": k, "g": g}) + "\n" for k, g in GROUPS.items())
     )
-    out = f"""CREATE MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
-    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json');
+    out = f"""{ev_mapping(folder, 5)};
+CREATE MAPPING cl (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,
+    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{folder}-cl', 'format'='json');
 CREATE MAPPING grp (k VARCHAR, g VARCHAR) TYPE File OPTIONS ('path'='{groups}', 'format'='json');
 """
     out += "".join(f"CREATE MAPPING {s} TYPE DuckDB;\n" for s in SINKS if s not in FILE_SINKS)
@@ -76,6 +77,15 @@ CREATE MAPPING grp (k VARCHAR, g VARCHAR) TYPE File OPTIONS ('path'='{groups}', 
             for s in KAFKA_SINKS
         )
     return out
+
+
+def ev_mapping(folder: Path, delay: int, replace: bool = False) -> str:
+    """The source ``ev`` with a WATERMARK delay of ``delay`` minutes."""
+    create = "CREATE OR REPLACE" if replace else "CREATE"
+    return (
+        f"{create} MAPPING ev (id BIGINT, k VARCHAR, v BIGINT, ts TIMESTAMP,\n    WATERMARK FOR ts AS ts - "
+        f"INTERVAL '{delay}' MINUTE) TYPE File OPTIONS ('path'='{folder}', 'format'='json')"
+    )
 
 
 class ChainFailure(AssertionError):
@@ -119,6 +129,7 @@ class Player:
         self.snapshots: list[str] = []
         self.taken_of: list[tuple[Job, bool]] = []  # each snapshot's job and its early results
         self.running: tuple[Job, bool] = ((), False)
+        self.pending_step: Input | None = None  # the Input whose ev file is next
 
     def sql(self, text: str) -> list[Any]:
         from pitstop.driver import Driver
@@ -203,18 +214,33 @@ class Player:
     def text(self) -> str:
         return "\n".join(self.script)
 
-    def write_input(self, step: Input) -> None:
-        events = self.model.arrive(step)
+    def write_other(self, step: Input) -> None:
+        """The model draws ``step``'s events of both streams; the second stream's file is written
+        (it is read before ``ev``'s: the player awaits the job between the two, or writes it
+        before a process starts the job)."""
+        self.model.arrive(step)
+        self._write(Path(f"{self.folder}-cl"), self.model.others[-1], f"{step}, stream cl")
+
+    def write_events(self) -> None:
+        self._write(self.folder, self.model.events[-1], str(self.pending_step))
+
+    def _write(self, folder: Path, events: list[Any], what: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
         name = f"f{len(self.model.events):04d}.json"
-        tmp = self.folder / f".{name}.tmp"
+        tmp = folder / f".{name}.tmp"
         tmp.write_text("".join(e.json() + "\n" for e in events))
-        os.replace(tmp, self.folder / name)
-        self.script.append(f"-- input: {name}, {len(events)} events ({step})")
+        os.replace(tmp, folder / name)
+        self.script.append(f"-- input: {folder.name}/{name}, {len(events)} events ({what})")
 
     def step(self, step: Step) -> None:
         m = self.model
         if isinstance(step, Input):
-            self.write_input(step)
+            self.pending_step = step
+            self.write_other(step)
+            if m.state == "running":
+                self.sql("AWAIT JOB c")
+                m.batch(ev=False)
+            self.write_events()
             if m.state == "running":
                 self.sql("AWAIT JOB c")
                 m.batch()
@@ -230,6 +256,7 @@ class Player:
             self.taken_of.append(self.running)
             self.sql(f"DROP JOB c WITH SNAPSHOT {name}")
             c = m.cut(name)
+            self.remap(step.delay)
             self.sql(self._create(name, step.job, step.fmt, False, step.early))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, rollback=False, fmt=step.fmt, early=step.early)
@@ -243,6 +270,7 @@ class Player:
         elif isinstance(step, Restore):
             c = m.cuts[step.which]
             self.sql("DROP JOB c")
+            self.remap(step.delay)
             self.sql(self._create(c.name, step.job, step.fmt, step.rollback, step.early, step.accept_gap))
             self.sql("AWAIT JOB c")
             m.restore(c, step.job, step.rollback, step.fmt, step.early)
@@ -261,6 +289,12 @@ class Player:
             self.serve(step)
         elif isinstance(step, Analyze):
             self.analyze(step)
+
+    def remap(self, delay: int) -> None:
+        """``ev``'s WATERMARK delay changed to ``delay`` minutes, between two jobs."""
+        if delay * 60 != self.model.delay:
+            self.sql(ev_mapping(self.folder, delay, replace=True))
+            self.model.delay = delay * 60
 
     def analyze(self, step: Analyze) -> None:
         """The replay of a snapshot's own SQL (issue 27): every sink and every stage the same."""
@@ -293,6 +327,8 @@ class Player:
         process resumes the job, input arrives, and the process is killed with SIGKILL
         ``step.after_ms`` later; this process opens the home again and resumes the job."""
         self.close()
+        self.pending_step = step.input
+        self.write_other(step.input)  # pending when the process starts the job
         self.script.append(
             f"-- a pitstop run process resumes the job; SIGKILL {step.after_ms} ms after input"
         )
@@ -309,7 +345,7 @@ class Player:
             assert proc.stdin is not None
             proc.stdin.write("AWAIT JOB c;\n")  # stdin stays open: the process runs its jobs
             proc.stdin.flush()
-            self.write_input(step.input)
+            self.write_events()
             time.sleep(step.after_ms / 1000)  # the kill lands where the process happens to be
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(60)
@@ -325,9 +361,11 @@ class Player:
         import psycopg
 
         self.close()
+        self.pending_step = step.input
+        self.write_other(step.input)  # pending when the server resumes the job
         proc, port = start_server(self.home)
         try:
-            self.write_input(step.input)
+            self.write_events()
             self.script.append("-- through pitstop serve and psycopg:")
             with psycopg.connect(f"postgresql://127.0.0.1:{port}/pitstop", autocommit=True) as conn:
                 self.script.append("AWAIT JOB c;")
@@ -459,10 +497,10 @@ class Player:
         if not rows:
             return []
         con = duckdb.connect()
-        fixed = ["window_start", "window_end", "k", "id", "ts", "early", "v", "g"]
+        fixed = ["window_start", "window_end", "k", "id", "ts", "early", "v", "g", "cid", "cts"]
         con.execute(
             "CREATE TABLE t (window_start TIMESTAMP, window_end TIMESTAMP, k VARCHAR, id BIGINT, "
-            + "ts TIMESTAMP, early BOOLEAN, v BIGINT, g VARCHAR, "
+            + "ts TIMESTAMP, early BOOLEAN, v BIGINT, g VARCHAR, cid BIGINT, cts TIMESTAMP, "
             + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
             + ")"
         )

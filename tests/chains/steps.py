@@ -34,6 +34,7 @@ class Update:
     job: Job
     fmt: str = "auto"
     early: bool = False
+    delay: int = 5  # minutes: ev's WATERMARK delay (CREATE OR REPLACE MAPPING ev first if changed)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Restore:
     # 'acceptSinkGap': the snapshot was taken past a cut the sinks were rolled back to since
     # (what the job wrote between the two is gone from the sinks and is not written again)
     accept_gap: bool = False
+    delay: int = 5  # as :class:`Update`'s
 
 
 @dataclass(frozen=True)

@@ -93,15 +93,55 @@ _INTEGRAL_ORDER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
 def widens(old: str, new: str) -> bool:
     """Whether a state column of type ``old`` casts to ``new`` without loss: a longer integer,
-    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale."""
+    FLOAT to DOUBLE, or a DECIMAL with more digits before the point and the same scale; and a
+    STRUCT or ARRAY of such (a ``MIN_BY``'s pair, a ``COUNT(DISTINCT x)``'s set of x, x widened),
+    field by field (the same names, in the same order) or element by element."""
     if old == new:
         return True
     if old in _INTEGRAL_ORDER and new in _INTEGRAL_ORDER:
         return _INTEGRAL_ORDER.index(old) < _INTEGRAL_ORDER.index(new)
     if (old, new) == ("FLOAT", "DOUBLE"):
         return True
+    was, now = _nested(old), _nested(new)
+    if was is not None and now is not None:
+        return (
+            was[0] == now[0]
+            and [n for n, _ in was[1]] == [n for n, _ in now[1]]
+            and all(widens(a, b) for (_, a), (_, b) in zip(was[1], now[1], strict=True))
+        )
     before, after = decimal_parts(old), decimal_parts(new)
     return before is not None and after is not None and after[1] == before[1] and after[0] > before[0]
+
+
+_NESTED = re.compile(r"(ARRAY|STRUCT)<(.*)>", re.IGNORECASE | re.DOTALL)
+
+
+def _nested(type_text: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """``ARRAY<t>`` as ("ARRAY", [("", t)]), ``STRUCT<a: t, ...>`` as ("STRUCT", [("a", t), ...]);
+    None for any other type."""
+    m = _NESTED.fullmatch(type_text.strip())
+    if m is None:
+        return None
+    kind, body = m.group(1).upper(), m.group(2)
+    if kind == "ARRAY":
+        return kind, [("", body.strip())]
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+    items.append(body[start:])
+    fields = []
+    for item in items:
+        name, colon, typ = item.partition(":")
+        if not colon:
+            return None
+        fields.append((name.strip(), typ.strip()))
+    return kind, fields
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

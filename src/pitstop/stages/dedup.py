@@ -19,9 +19,11 @@ State contract, format 1: one row per key seen and not yet expired::
 ``expiresAtMicros`` for ``dropDuplicatesWithinWatermark``; read positionally.)
 
 Restore from rows: the keys seen go back into the operator's state with the first micro-batch (a
-seed row per key, stamped at ``expires_at`` minus the old delay, so that it expires when it
-would have; seeds are never emitted), and every live row whose key is among them and whose event
-time is before its ``expires_at`` is dropped on the way in (a left anti join with the snapshot's
+seed row per key, stamped at ``expires_at`` minus the stage's delay, so that it expires when it
+would have whatever the delay is now; seeds are never emitted, and join the live rows after the
+watermark: the live rows alone set it, so that the stage goes on from the snapshot's clock, not
+from the seeds' stamps less a shortened delay), and every live row whose key is among them and
+whose event time is before its ``expires_at`` is dropped on the way in (a left anti join with the snapshot's
 rows), so that a duplicate of an event seen before the cut is dropped after it whatever order
 Spark reads the first batch in. A live row the old job would have dropped as late (event time
 at or below the snapshot's watermark, as Spark drops it) is dropped too, and so is it by a
@@ -202,7 +204,8 @@ class Dedup(StageKind):
 
     # -- restore ---------------------------------------------------------------------------------
     def seed(self, old: AggregateStage, new: AggregateStage, path: str, watermark_ms: int) -> StageSeed:
-        # old_size_micros: the old watermark delay (a seed is stamped at expires_at minus it).
+        # old_size_micros: the old watermark delay (a seed is stamped at expires_at minus the
+        # new one: :meth:`frame`).
         return StageSeed(path=path, old_size_micros=old.watermark_delay_micros, old_watermark_ms=watermark_ms)
 
     def clock(self, stage: AggregateStage, watermark_ms: int) -> StageSeed | None:
@@ -253,6 +256,12 @@ class Dedup(StageKind):
             wm_us = seed.old_watermark_ms * 1000
             if wm_us > 0:  # late for the old job (at or below its watermark): late for this one
                 rows = rows.filter(F.unix_micros(F.col(f"`{ts}`")) > F.lit(wm_us))  # (one clock per job)
+        if ts is not None and not watermarked:
+            # The live rows alone set the watermark (as a window's do): the seeds, stamped for
+            # their expiry under the new delay, would put it past the snapshot's clock when the
+            # delay was shortened. The union keeps the live side's event-time column.
+            wait = duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
+            rows = rows.withWatermark(ts, wait)
         if seed is not None and not seed.clock_only:
             schema = self.state_schema(stage)
             seen = spark.read.schema(schema).parquet(seed.path).withColumnRenamed("expires_at", "__expires")
@@ -265,9 +274,11 @@ class Dedup(StageKind):
             rows = rows.join(seen, cond, "left_anti")
             seeds = spark.readStream.schema(schema).parquet(seed.path)
             stamped = [F.col(f"`{n}`") for n in names]
-            if ts is not None:
+            if ts is not None:  # Spark's expiry, the stamp + the (new) delay, is the old one
                 stamped.append(
-                    F.expr(f"timestamp_micros(unix_micros(expires_at) - {seed.old_size_micros})").alias(ts)
+                    F.expr(
+                        f"timestamp_micros(unix_micros(expires_at) - {stage.watermark_delay_micros})"
+                    ).alias(ts)
                 )
             seeds = seeds.select(*stamped)
             for name, typ in zip(rows.columns, rows.schema.fields, strict=True):
@@ -276,13 +287,8 @@ class Dedup(StageKind):
             rows = rows.withColumn(SEED, F.lit(False)).unionByName(seeds.withColumn(SEED, F.lit(True)))
         if ts is None:
             out = rows.dropDuplicates(names)
-        elif watermarked:
-            out = rows.dropDuplicatesWithinWatermark(names)
         else:
-            out = rows.withWatermark(
-                ts, duration(stage.watermark_delay_micros) if stage.watermark_delay_micros else "0 seconds"
-            )
-            out = out.dropDuplicatesWithinWatermark(names)
+            out = rows.dropDuplicatesWithinWatermark(names)
         if seed is not None and not seed.clock_only:
             out = out.filter(~F.col(SEED)).drop(SEED)
         return out
