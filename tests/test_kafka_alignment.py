@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -201,6 +202,13 @@ def late_rows(manager: Manager) -> int:
     return int(rows[0][0])
 
 
+def late_by_partition(manager: Manager) -> dict[int, int]:
+    _, rows = manager.catalog.query(
+        "SELECT partition, CAST(sum(rows) AS BIGINT) FROM pitstop.late_rows WHERE job = 'j' GROUP BY 1"
+    )
+    return {int(p): int(n) for p, n in rows}
+
+
 def watermark_after(last_id: int):  # noqa: ANN201 - a datetime
     return EPOCH + timedelta(seconds=(last_id - 1) * STEP) - timedelta(minutes=5)
 
@@ -245,6 +253,10 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
     produce(broker, range(300, 600), keep=lambda i: not paused(i))
     run(manager, "AWAIT JOB j;")  # 0 and 2 read to 14:58: the watermark is 14:53
     produce(broker, range(300, 600), keep=paused)
+    # Meanwhile partitions 0 and 2 get a few orders sent again from 00:04 to 00:13, long closed:
+    # late too, theirs (a count per partition that mixed them up would show it).
+    again = [3, 6, 9, 5, 8]
+    broker.produce("orders", [(i % 3, make_orders.order(i, STEP)) for i in again])
     run(manager, "AWAIT JOB j;")
     # Partition 1's orders 301 to 559 (before 14:00) are in windows that closed: lost, and late.
     lost = orders(range(300, 600), keep=lambda i: paused(i) and i < 560)
@@ -254,7 +266,15 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
     assert got != everything
     kept = [o for o in orders(range(600)) if o not in lost]
     assert got == closed(batch_windows(kept, HOUR), HOUR, watermark_after(600))
-    assert late_rows(manager) == len(lost)
+    assert late_rows(manager) == len(lost) + len(again)
+    # Each under the partition it was read from (order i is in partition i % 3).
+    truth = Counter([*(int(str(o["order_id"])) % 3 for o in lost), *(i % 3 for i in again)])
+    assert late_by_partition(manager) == dict(truth) == {0: 3, 1: 87, 2: 2}
+    [(_, text)] = [r for r in run(manager, "DESCRIBE JOB j;")[0].rows if r[0].startswith("late rows")]
+    assert text.startswith(
+        "92 row(s) dropped behind the watermark: 92 from orders "
+        "(partition 0: 3, partition 1: 87, partition 2: 2), first seen"
+    )
     run(manager, "DROP JOB j;")
 
 
