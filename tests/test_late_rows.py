@@ -270,19 +270,28 @@ def test_counts_come_from_batch_reports_and_spark_s_figure_for_a_later_stage(tmp
 
 
 def test_step_4_sums_each_metric_s_late_rows_per_partition(tmp_path: Path) -> None:
-    """A source with partitions (Kafka) lists each late row's partition and count in its metric;
-    step 4 sums them per partition. A HOP row late for two windows counts 2, as it does in the
-    metric's total; what the list does not account for has no partition."""
+    """A source with partitions (Kafka) counts its late rows per partition and windows missed in
+    a histogram; step 4 sums it per partition. A HOP row late for two windows counts 2, as it does
+    in the metric's total; one value may come in several bins (Spark's merge keeps them apart);
+    what the histogram does not account for has no partition, nor has a full histogram's."""
     name = late.metric_name("hourly", "orders")
-    pairs = [{"p": 1, "n": 1}, {"p": 0, "n": 2}, {"p": 1, "n": 1}, {"p": None, "n": 1}, {"p": 1, "n": 3}]
-    assert late.partition_rows(pairs) == {1: 5, 0: 2, None: 1}
+    pair = late.PAIR
+    bins = [
+        {"x": 1 * pair + 1, "y": 2.0},  # partition 1: two rows late for one window
+        {"x": 0 * pair + 2, "y": 1.0},  # partition 0: one row late for two
+        {"x": 1 * pair + 1, "y": 1.0},  # partition 1 again, from another task
+        {"x": -1 * pair + 1, "y": 1.0},  # a row whose partition was not told
+        {"x": 1 * pair + 2, "y": 1.0},
+    ]
+    assert late.partition_rows(bins) == {1: 5, 0: 2, None: 1}
     assert late.partition_rows([]) == {}
+    assert late.partition_rows([{"x": pair + 1, "y": 1.0}] * late.BINS) is None
 
     hourly = _stage("hourly", WindowSpec("hop", "ts", 3_600_000_000, 1_800_000_000))
     branch = Branch(0, "out", "orders", None, hourly, (), "")
     other = late.metric_name("hourly", "clicks")  # a source without partitions: one count
     reports = [
-        late.BatchReport(2, {name: 8, other: 3}, (), {name: late.partition_rows(pairs)}),
+        late.BatchReport(2, {name: 8, other: 3}, (), {name: {1: 5, 0: 2, None: 1}}),
         late.BatchReport(3, {name: 4}, (), {name: {2: 3}}),  # 1 not accounted for
         late.BatchReport(4, {name: 0}, ()),
     ]

@@ -18,8 +18,9 @@ same rule as Spark (checked against it, including the first batch after a restar
 2. Before each stateful stage, its kind's :class:`~pitstop.stages.base.Lateness` says, in Spark
    SQL, how many windows drop the row (a HOP row may miss several); an observed metric (Spark's
    ``Dataset.observe``) sums it per micro-batch, per stage and source, in the batch's execution,
-   and, where the rows carry their partition, lists each late row's partition and count (observed
-   metrics take aggregates only; late rows are few, and a batch without any lists nothing).
+   and, where the rows carry their partition, counts its late rows per partition and windows
+   missed in a bounded, exact histogram (observed metrics take aggregates only; a batch without
+   late rows adds an empty one: :func:`watched`).
    Nothing is dropped here: Spark (and a restored stage's own filter) drops the rows as before, so
    the job's results never depend on this count. A stage later in a chain has no such columns:
    only its own restore filter is counted this way, and Spark's ``numRowsDroppedByWatermark`` of
@@ -32,8 +33,8 @@ same rule as Spark (checked against it, including the first batch after a restar
 4. The batch's counts are recorded where the batch is: the branch's sink callback, once the
    batch is computed and before its rows are written, reads them from the query's execution of
    that batch (the observed metrics and the stateful operators' figures its progress report will
-   show, :func:`batch_report`; the partitions' list, only where there are late rows, is read as
-   one JSON text and summed per partition, :func:`partition_rows`) and writes them to
+   show, :func:`batch_report`; the partitions' histogram, only where there are late rows, is read
+   as one JSON text and summed per partition, :func:`partition_rows`) and writes them to
    ``<run>/branches/<i>/late_counts/<batch>.json``
    (temp file + rename; a batch run again writes the same). Spark commits a batch only after the
    callback returns, so every committed batch has its counts on disk, whatever becomes of the
@@ -77,6 +78,14 @@ HIDDEN = (BATCH, WATERMARK, PART)
 LATE = "__pitstop_late"
 METRIC = "pitstop_late "
 """Observed metrics of late rows are named this, then ``[stage, source]`` as JSON."""
+PAIR = 1_000_000
+"""A late row's partition and the windows it missed, as one number of the partitions' histogram:
+``partition * PAIR + windows`` (partition -1: not told; exact as a double below 2**53)."""
+BINS = 10_000
+"""The histogram's bins: one per partition and number of windows missed, each task's apart until
+the driver merges them. Fewer than this in the merged result: no two values were ever merged, so
+the counts are exact; as many: some may have been (a batch whose late rows span thousands of
+partitions), and that batch's rows are counted without their partitions."""
 LATE_DIR = "late"
 COUNTS_DIR = "late_counts"
 _WRITER = (  # Spark's stateful operators that write state: what its progress lists, in this order
@@ -105,17 +114,20 @@ def watched(
     ``keep``, written where :func:`collect_kept` finds them (only where ``df`` has :data:`HIDDEN`:
     the batch names the file). ``slot`` tells apart the files of the inputs of one branch.
 
-    Where ``df`` has :data:`PART` (a source with partitions), the metric also lists each late
-    row's partition and count (``parts``; :func:`partition_rows` sums them at step 4): Spark's
-    observed metrics take aggregates only, and late rows are few; a batch with none collects an
-    empty list."""
+    Where ``df`` has :data:`PART` (a source with partitions), the metric also counts the late
+    rows per partition and windows missed (``parts``, Spark's ``histogram_numeric`` of
+    :data:`PAIR` values; :func:`partition_rows` sums it at step 4). Spark's observed metrics take
+    aggregates only; a list of the late rows (``collect_list``) ran the driver out of memory with
+    2M late rows in a batch, where the histogram holds a bin per partition and windows missed
+    (each task reads one Kafka partition); a batch without late rows keeps it empty."""
     from pyspark.sql import functions as F
 
     late_count = F.expr(lateness.count_sql)
     metrics = [F.coalesce(F.sum(late_count), F.lit(0)).alias("rows")]
     if PART in df.columns:
-        pair = F.struct(F.col(PART).alias("p"), late_count.alias("n"))
-        metrics.append(F.collect_list(F.when(late_count > 0, pair)).alias("parts"))
+        windows = F.least(late_count, F.lit(PAIR - 1))  # more would not fit: counted without partition
+        pair = F.coalesce(F.col(PART), F.lit(-1)) * PAIR + windows
+        metrics.append(F.histogram_numeric(F.when(late_count > 0, pair), F.lit(BINS)).alias("parts"))
     counted = df.observe(metric_name(stage, source), *metrics)
     if keep is None or BATCH not in df.columns:
         return counted
@@ -235,14 +247,18 @@ class BatchReport:
         )
 
 
-def partition_rows(pairs: Sequence[dict[str, Any]]) -> dict[int | None, int]:
-    """Step 4's sum of a metric's ``parts`` (one ``{"p": partition, "n": rows}`` per late row, a
-    HOP row's ``n`` being the windows it missed) per partition."""
+def partition_rows(bins: Sequence[dict[str, Any]]) -> dict[int | None, int] | None:
+    """Step 4's sum of a metric's ``parts`` per partition: each bin ``{"x": value, "y": rows}``
+    counts the late rows of one :data:`PAIR` value (its partition and the windows each missed: a
+    HOP row late for two windows counts 2; one value may have several bins, Spark's merge keeps
+    them apart). None if the histogram is full: its bins may have been merged (:data:`BINS`)."""
+    if len(bins) >= BINS:
+        return None
     out: dict[int | None, int] = {}
-    for pair in pairs:
-        part = pair.get("p")
-        key = None if part is None else int(part)
-        out[key] = out.get(key, 0) + int(pair["n"])
+    for b in bins:
+        part, windows = divmod(int(b["x"]), PAIR)
+        key = None if part < 0 else part
+        out[key] = out.get(key, 0) + windows * int(b["y"])
     return out
 
 
@@ -267,7 +283,18 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
             row = pair._2()
             observed[name] = 0 if row.isNullAt(0) else int(row.getLong(0))
             if observed[name] and row.size() > 1:  # late rows of a source with partitions
-                parts[name] = partition_rows(json.loads(str(row.json()))["parts"])
+                by_part = partition_rows(json.loads(str(row.json()))["parts"])
+                if by_part is None:
+                    log.warning(
+                        "query '%s', batch %d: late rows of more partitions than pitstop tells apart "
+                        "(%d); its %d late row(s) are counted without their partitions",
+                        query_name,
+                        batch_id,
+                        BINS,
+                        observed[name],
+                    )
+                else:
+                    parts[name] = by_part
     writer = _writer_class(session) if operators else None
     dropped: list[int] = []
     nodes = [execution.executedPlan()] if writer is not None else []
