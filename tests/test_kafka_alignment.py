@@ -153,14 +153,14 @@ def test_the_lag_says_which_partitions_alignment_holds_back_not_that_they_are_lo
 
 
 # -- the paused partition, on a real broker and real Spark -----------------------------------------
-def mapping(b: Broker, options: str = "") -> str:
+def mapping(b: Broker, options: str = "", job_options: str = "") -> str:
     return f"""
     CREATE MAPPING orders (
         order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
         WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
     ) TYPE Kafka OPTIONS ('bootstrap.servers'='{b.bootstrap}', 'topic'='orders'{options});
     CREATE MAPPING revenue TYPE DuckDB;
-    CREATE JOB j AS {HOURLY};
+    CREATE JOB j {job_options} AS {HOURLY};
     """
 
 
@@ -249,7 +249,9 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
 ) -> None:
     broker.create_topic("orders", 3)
     produce(broker, range(0, 300))
-    run(manager, mapping(broker, ", 'alignmentMaxDrift'='off'") + "AWAIT JOB j;")
+    # The late rows kept too, each with its partition.
+    keep = "OPTIONS ('lateRows'='keep')"
+    run(manager, mapping(broker, ", 'alignmentMaxDrift'='off'", keep) + "AWAIT JOB j;")
     produce(broker, range(300, 600), keep=lambda i: not paused(i))
     run(manager, "AWAIT JOB j;")  # 0 and 2 read to 14:58: the watermark is 14:53
     produce(broker, range(300, 600), keep=paused)
@@ -270,9 +272,14 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
     # Each under the partition it was read from (order i is in partition i % 3).
     truth = Counter([*(int(str(o["order_id"])) % 3 for o in lost), *(i % 3 for i in again)])
     assert late_by_partition(manager) == dict(truth) == {0: 3, 1: 87, 2: 2}
+    _, kept = manager.catalog.query(
+        "SELECT partition, count(*), count(*) FILTER (CAST(record->>'order_id' AS BIGINT) % 3 = partition) "
+        "FROM pitstop.late_records WHERE job = 'j' GROUP BY 1 ORDER BY 1"
+    )
+    assert kept == [(0, 3, 3), (1, 87, 87), (2, 2, 2)]
     [(_, text)] = [r for r in run(manager, "DESCRIBE JOB j;")[0].rows if r[0].startswith("late rows")]
     assert text.startswith(
-        "92 row(s) dropped behind the watermark: 92 from orders "
+        "92 row(s) dropped behind the watermark (kept in pitstop.late_records): 92 from orders "
         "(partition 0: 3, partition 1: 87, partition 2: 2), first seen"
     )
     run(manager, "DROP JOB j;")
