@@ -86,6 +86,8 @@ BINS = 10_000
 the driver merges them. Fewer than this in the merged result: no two values were ever merged, so
 the counts are exact; as many: some may have been (a batch whose late rows span thousands of
 partitions), and that batch's rows are counted without their partitions."""
+_WINDOWS = "__pitstop_late_windows"  # columns of the metric by partition only (_watched_by_partition)
+_PAIR = "__pitstop_late_pair"
 LATE_DIR = "late"
 COUNTS_DIR = "late_counts"
 _WRITER = (  # Spark's stateful operators that write state: what its progress lists, in this order
@@ -122,13 +124,11 @@ def watched(
     (each task reads one Kafka partition); a batch without late rows keeps it empty."""
     from pyspark.sql import functions as F
 
-    late_count = F.expr(lateness.count_sql)
-    metrics = [F.coalesce(F.sum(late_count), F.lit(0)).alias("rows")]
+    name = metric_name(stage, source)
     if PART in df.columns:
-        windows = F.least(late_count, F.lit(PAIR - 1))  # more would not fit: counted without partition
-        pair = F.coalesce(F.col(PART), F.lit(-1)) * PAIR + windows
-        metrics.append(F.histogram_numeric(F.when(late_count > 0, pair), F.lit(BINS)).alias("parts"))
-    counted = df.observe(metric_name(stage, source), *metrics)
+        counted = _watched_by_partition(df, lateness, name)
+    else:
+        counted = df.observe(name, F.coalesce(F.sum(F.expr(lateness.count_sql)), F.lit(0)).alias("rows"))
     if keep is None or BATCH not in df.columns:
         return counted
     late = F.expr(
@@ -139,6 +139,29 @@ def watched(
     columns = [c for c in df.columns if c not in HIDDEN]
     write = partial(_keep_late, keep.run_dir, keep.branch, stage, source, slot, columns, PART in df.columns)
     return marked.mapInArrow(write, marked.schema).drop(LATE)
+
+
+def _watched_by_partition(df: DataFrame, lateness: Lateness, name: str) -> DataFrame:
+    """The metric of a source with partitions: its late rows, and their :data:`PAIR` values'
+    histogram. Both read columns computed first (and dropped after): Spark evaluates an imperative
+    aggregate's input row by row, interpreted, where a projection is compiled; the histogram then
+    only finds a NULL in a row that is not late. Measured on 2 loaded cores, 4M cached rows, a
+    TUMBLE stage's rule, minimum of 8 runs: the metric alone (sum) 1.9 s without late rows, 1.2 s
+    all late; this one 2.3 s and 1.7 s; the histogram over the rule itself 3.0 s and 4.0 s."""
+    from pyspark.sql import functions as F
+
+    windows = F.col(_WINDOWS)
+    pair = F.coalesce(F.col(PART), F.lit(-1)) * PAIR + F.least(windows, F.lit(PAIR - 1))  # more: no partition
+    return (
+        df.withColumn(_WINDOWS, F.expr(lateness.count_sql))
+        .withColumn(_PAIR, F.when(windows > 0, pair))
+        .observe(
+            name,
+            F.coalesce(F.sum(windows), F.lit(0)).alias("rows"),
+            F.histogram_numeric(F.col(_PAIR), F.lit(BINS)).alias("parts"),
+        )
+        .drop(_WINDOWS, _PAIR)
+    )
 
 
 def _keep_late(
