@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -152,14 +153,14 @@ def test_the_lag_says_which_partitions_alignment_holds_back_not_that_they_are_lo
 
 
 # -- the paused partition, on a real broker and real Spark -----------------------------------------
-def mapping(b: Broker, options: str = "") -> str:
+def mapping(b: Broker, options: str = "", job_options: str = "") -> str:
     return f"""
     CREATE MAPPING orders (
         order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
         WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
     ) TYPE Kafka OPTIONS ('bootstrap.servers'='{b.bootstrap}', 'topic'='orders'{options});
     CREATE MAPPING revenue TYPE DuckDB;
-    CREATE JOB j AS {HOURLY};
+    CREATE JOB j {job_options} AS {HOURLY};
     """
 
 
@@ -199,6 +200,13 @@ def until(what: str, check, timeout_s: float = 90.0) -> None:  # noqa: ANN001 - 
 def late_rows(manager: Manager) -> int:
     _, rows = manager.catalog.query("SELECT coalesce(sum(rows), 0) FROM pitstop.late_rows WHERE job = 'j'")
     return int(rows[0][0])
+
+
+def late_by_partition(manager: Manager) -> dict[int, int]:
+    _, rows = manager.catalog.query(
+        "SELECT partition, CAST(sum(rows) AS BIGINT) FROM pitstop.late_rows WHERE job = 'j' GROUP BY 1"
+    )
+    return {int(p): int(n) for p, n in rows}
 
 
 def watermark_after(last_id: int):  # noqa: ANN201 - a datetime
@@ -241,10 +249,16 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
 ) -> None:
     broker.create_topic("orders", 3)
     produce(broker, range(0, 300))
-    run(manager, mapping(broker, ", 'alignmentMaxDrift'='off'") + "AWAIT JOB j;")
+    # The late rows kept too, each with its partition.
+    keep = "OPTIONS ('lateRows'='keep')"
+    run(manager, mapping(broker, ", 'alignmentMaxDrift'='off'", keep) + "AWAIT JOB j;")
     produce(broker, range(300, 600), keep=lambda i: not paused(i))
     run(manager, "AWAIT JOB j;")  # 0 and 2 read to 14:58: the watermark is 14:53
     produce(broker, range(300, 600), keep=paused)
+    # Meanwhile partitions 0 and 2 get a few orders sent again from 00:04 to 00:13, long closed:
+    # late too, theirs (a count per partition that mixed them up would show it).
+    again = [3, 6, 9, 5, 8]
+    broker.produce("orders", [(i % 3, make_orders.order(i, STEP)) for i in again])
     run(manager, "AWAIT JOB j;")
     # Partition 1's orders 301 to 559 (before 14:00) are in windows that closed: lost, and late.
     lost = orders(range(300, 600), keep=lambda i: paused(i) and i < 560)
@@ -254,7 +268,20 @@ def test_without_alignment_every_row_a_paused_partition_loses_is_counted_late(
     assert got != everything
     kept = [o for o in orders(range(600)) if o not in lost]
     assert got == closed(batch_windows(kept, HOUR), HOUR, watermark_after(600))
-    assert late_rows(manager) == len(lost)
+    assert late_rows(manager) == len(lost) + len(again)
+    # Each under the partition it was read from (order i is in partition i % 3).
+    truth = Counter([*(int(str(o["order_id"])) % 3 for o in lost), *(i % 3 for i in again)])
+    assert late_by_partition(manager) == dict(truth) == {0: 3, 1: 87, 2: 2}
+    _, kept = manager.catalog.query(
+        "SELECT partition, count(*), count(*) FILTER (CAST(record->>'order_id' AS BIGINT) % 3 = partition) "
+        "FROM pitstop.late_records WHERE job = 'j' GROUP BY 1 ORDER BY 1"
+    )
+    assert kept == [(0, 3, 3), (1, 87, 87), (2, 2, 2)]
+    [(_, text)] = [r for r in run(manager, "DESCRIBE JOB j;")[0].rows if r[0].startswith("late rows")]
+    assert text.startswith(
+        "92 row(s) dropped behind the watermark (kept in pitstop.late_records): 92 from orders "
+        "(partition 0: 3, partition 1: 87, partition 2: 2), first seen"
+    )
     run(manager, "DROP JOB j;")
 
 

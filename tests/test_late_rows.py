@@ -14,14 +14,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from command_helpers import pitstop
 from conftest import batch_windows, closed, orders_mapping, revenue_select, run, settings, sink_windows
-from pitstop.catalog.rows import Job, LateCount, Run
+from pitstop import describe
+from pitstop.catalog.rows import Job, LateCount, LateSummary, Run
 from pitstop.catalog.schema import MIGRATIONS, SCHEMA_VERSION
 from pitstop.catalog.store import Catalog
 from pitstop.engine import late
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
-from pitstop.plan.model import AggregateStage, Branch, Step, WindowSpec
+from pitstop.plan.model import AggregateStage, Branch, JobPlan, Step, WindowSpec
 from pitstop.stages import hop, session, tumble
 from pitstop.stages.base import StageSeed
 
@@ -265,6 +267,155 @@ def test_counts_come_from_batch_reports_and_spark_s_figure_for_a_later_stage(tmp
     read, files = late.collect_reports(tmp_path, 0, 4)
     assert read == reports[:2] and [f.name for f in files] == ["000000000003.json", "000000000004.json"]
     assert late.collect_reports(tmp_path, 0, None) == ([], [])
+
+
+def test_step_4_sums_each_metric_s_late_rows_per_partition(tmp_path: Path) -> None:
+    """A source with partitions (Kafka) counts its late rows per partition and windows missed in
+    a histogram; step 4 sums it per partition. A HOP row late for two windows counts 2, as it does
+    in the metric's total; one value may come in several bins (Spark's merge keeps them apart);
+    what the histogram does not account for has no partition, nor has a full histogram's."""
+    name = late.metric_name("hourly", "orders")
+    pair = late.PAIR
+    bins = [
+        {"x": 1 * pair + 1, "y": 2.0},  # partition 1: two rows late for one window
+        {"x": 0 * pair + 2, "y": 1.0},  # partition 0: one row late for two
+        {"x": 1 * pair + 1, "y": 1.0},  # partition 1 again, from another task
+        {"x": -1 * pair + 1, "y": 1.0},  # a row whose partition was not told
+        {"x": 1 * pair + 2, "y": 1.0},
+    ]
+    assert late.partition_rows(bins) == {1: 5, 0: 2, None: 1}
+    assert late.partition_rows([]) == {}
+    assert late.partition_rows([{"x": pair + 1, "y": 1.0}] * late.BINS) is None
+
+    hourly = _stage("hourly", WindowSpec("hop", "ts", 3_600_000_000, 1_800_000_000))
+    branch = Branch(0, "out", "orders", None, hourly, (), "")
+    other = late.metric_name("hourly", "clicks")  # a source without partitions: one count
+    reports = [
+        late.BatchReport(2, {name: 8, other: 3}, (), {name: {1: 5, 0: 2, None: 1}}),
+        late.BatchReport(3, {name: 4}, (), {name: {2: 3}}),  # 1 not accounted for
+        late.BatchReport(4, {name: 0}, ()),
+    ]
+    assert late.counts(reports, branch, "j") == [
+        LateCount(0, 2, "hourly", "clicks", 3),
+        LateCount(0, 2, "hourly", "orders", 1, None),
+        LateCount(0, 2, "hourly", "orders", 2, 0),
+        LateCount(0, 2, "hourly", "orders", 5, 1),
+        LateCount(0, 3, "hourly", "orders", 1, None),
+        LateCount(0, 3, "hourly", "orders", 3, 2),
+    ]
+    # On disk and back, partitions and all; a file an earlier pitstop wrote has none.
+    late.write_report(str(tmp_path), 0, reports[0])
+    read, _ = late.collect_reports(tmp_path, 0, 2)
+    assert read == reports[:1]
+    assert late.BatchReport.from_json('{"batch": 5, "observed": {"x": 1}, "dropped": []}').parts == {}
+
+
+def test_late_rows_are_listed_per_partition_and_totals_stay_per_stage_and_source(tmp_path: Path) -> None:
+    """The catalog keeps each count's partition; a batch counted again replaces its partitions'
+    counts; SHOW JOBS's total and the per stage and source sums are what they were."""
+    catalog = Catalog(tmp_path / "home" / "catalog.duckdb")
+    try:
+        now = datetime(2024, 1, 1)
+        catalog.create_job(
+            Job("j", "", "SUSPENDED", "", "j-1", None, now, now),
+            Run("j-1", "j", "/x", {"job": "j", "branches": []}, None, now),
+        )
+        batch = [LateCount(0, 4, "st", "orders", 5_042, 1), LateCount(0, 4, "st", "orders", 7, 0)]
+        catalog.add_late("j", "j-1", batch, [])
+        catalog.add_late("j", "j-1", batch, [])  # counted again: the same
+        catalog.add_late(
+            "j", "j-1", [LateCount(0, 5, "st", "orders", 3, 1), LateCount(0, 5, "st", "files", 2)], []
+        )
+        assert catalog.late_counts() == {"j": 5_054}
+        assert catalog.late_by_stage() == {("j", "st"): 5_054}
+        assert [(s.source, s.rows, s.partitions) for s in catalog.late_summary("j")] == [
+            ("files", 2, ()),
+            ("orders", 5_052, ((0, 7), (1, 5_045))),
+        ]
+        _, rows = catalog.query(
+            "SELECT job, stage, source, partition, rows FROM pitstop.late_rows ORDER BY ALL"
+        )
+        assert rows == [
+            ("j", "st", "files", None, 2),
+            ("j", "st", "orders", 0, 7),
+            ("j", "st", "orders", 1, 5_045),
+        ]
+    finally:
+        catalog.close()
+
+
+def test_a_version_7_home_keeps_its_late_counts_without_a_partition(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "catalog.duckdb"
+    path.parent.mkdir()
+    db = duckdb.connect(str(path))  # a home as version 7 left it, with a late count
+    for version in range(1, 8):
+        for statement in MIGRATIONS[version]:
+            db.execute(statement)
+    db.execute("INSERT INTO pitstop.meta VALUES ('schema_version', '7')")
+    db.execute("INSERT INTO pitstop.late_counts VALUES ('j', 'j-1', 0, 3, 'st', 'orders', 12, '2024-01-01')")
+    db.close()
+    catalog = Catalog(path)
+    try:
+        now = datetime(2024, 1, 1)
+        catalog.create_job(
+            Job("j", "", "SUSPENDED", "", "j-1", None, now, now),
+            Run("j-1", "j", "/x", {"job": "j", "branches": []}, None, now),
+        )
+        assert catalog.schema_version() == SCHEMA_VERSION == 8
+        assert catalog.late_counts() == {"j": 12}
+        _, rows = catalog.query("SELECT source, partition, rows FROM pitstop.late_rows")
+        assert rows == [("orders", None, 12)]
+        catalog.add_late("j", "j-1", [LateCount(0, 4, "st", "orders", 1, 2)], [])
+        assert [(s.rows, s.partitions) for s in catalog.late_summary("j")] == [(13, ((2, 1),))]
+        assert late_text(catalog.late_summary("j")).startswith(
+            "13 row(s) dropped behind the watermark: 13 from orders "
+            "(partition 2: 1, partition not recorded: 12), first seen "
+        )
+    finally:
+        catalog.close()
+
+
+def late_text(summary: list[LateSummary]) -> str:
+    [(_, text)] = describe.late_rows(JobPlan("j", ()), summary)
+    return text
+
+
+def test_describe_job_and_pitstop_late_rows_show_the_partitions_through_the_cli(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    catalog = Catalog(home / "catalog.duckdb")
+    try:
+        now = datetime(2024, 1, 1)
+        catalog.create_job(  # suspended: the command starts nothing
+            Job("j", "", "SUSPENDED", "", "j-1", None, now, now),
+            Run("j-1", "j", str(tmp_path / "run"), {"job": "j", "branches": []}, None, now),
+        )
+        catalog.add_late(
+            "j",
+            "j-1",
+            [LateCount(0, 4, "st", "orders", 5_042, 1), LateCount(0, 4, "st", "orders", 7, 0)]
+            + [LateCount(0, 4, "st", "files", 2)],
+            [],
+        )
+    finally:
+        catalog.close()
+    done = pitstop(
+        "run",
+        "--format",
+        "json",
+        "-c",
+        "DESCRIBE JOB j; SELECT job, stage, source, partition, rows FROM pitstop.late_rows ORDER BY ALL;",
+        home=home,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "5,049 from orders (partition 0: 7, partition 1: 5,042), first seen" in done.stdout
+    assert "2 from files, first seen" in done.stdout
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    listed = [line for line in lines if "partition" in line]
+    assert listed == [
+        {"job": "j", "stage": "st", "source": "files", "partition": None, "rows": 2},
+        {"job": "j", "stage": "st", "source": "orders", "partition": 0, "rows": 7},
+        {"job": "j", "stage": "st", "source": "orders", "partition": 1, "rows": 5_042},
+    ]
 
 
 # -- each kind's rule against Spark's own window assignment ------------------------------------------

@@ -310,8 +310,8 @@ def late_rows(plan: JobPlan, late: list[LateSummary]) -> list[tuple[str, str]]:
             continue
         total = sum(s.rows for s in found)
         sources = "; ".join(
-            f"{s.rows:,} from {s.source}, first seen {s.first_seen:%Y-%m-%d %H:%M:%S} UTC, "
-            f"last seen {s.last_seen:%Y-%m-%d %H:%M:%S} UTC"
+            f"{s.rows:,} from {s.source}{partitions_text(s)}, first seen {s.first_seen:%Y-%m-%d %H:%M:%S} "
+            f"UTC, last seen {s.last_seen:%Y-%m-%d %H:%M:%S} UTC"
             for s in found
         )
         out.append(
@@ -321,6 +321,18 @@ def late_rows(plan: JobPlan, late: list[LateSummary]) -> list[tuple[str, str]]:
             )
         )
     return out
+
+
+def partitions_text(summary: LateSummary) -> str:
+    """`` (partition 0: 12, partition 1: 5,042)`` for a source with partitions; rows counted
+    without one (before pitstop counted partitions) are said apart; nothing for other sources."""
+    if not summary.partitions:
+        return ""
+    told = [f"partition {p}: {n:,}" for p, n in summary.partitions]
+    untold = summary.rows - sum(n for _p, n in summary.partitions)
+    if untold:
+        told.append(f"partition not recorded: {untold:,}")
+    return f" ({', '.join(told)})"
 
 
 def describe_snapshot(snap: Snapshot) -> tuple[tuple[str, str], ...]:

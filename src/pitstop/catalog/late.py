@@ -10,24 +10,37 @@ from pitstop.catalog.rows import LateCount, LateRecord, LateSummary, dumps
 
 
 class LateStore(CatalogBase):
-    """Recording late rows and counting them per job, stage and source."""
+    """Recording late rows and counting them per job, stage, source and partition."""
 
     def add_late(self, job: str, run_id: str, counts: list[LateCount], records: list[LateRecord]) -> None:
-        """Record late counts (a micro-batch counted again replaces its count: the same number)
-        and kept late rows (one already recorded is left as it is), in one transaction."""
+        """Record late counts (a micro-batch counted again replaces its counts of each stage and
+        source, all partitions: the same numbers) and kept late rows (one already recorded is left
+        as it is), in one transaction."""
         if not counts and not records:
             return
         seen = now()
         with self.transaction() as tx:
             if counts:
+                keys = sorted({(c.branch, c.batch_id, c.stage, c.source) for c in counts})
                 tx.executemany(
-                    "INSERT OR REPLACE INTO pitstop.late_counts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[job, run_id, c.branch, c.batch_id, c.stage, c.source, c.rows, seen] for c in counts],
+                    "DELETE FROM pitstop.late_counts "
+                    "WHERE run_id = ? AND branch = ? AND batch_id = ? AND stage = ? AND source = ?",
+                    [[run_id, *key] for key in keys],
+                )
+                tx.executemany(
+                    "INSERT INTO pitstop.late_counts "
+                    "(job, run_id, branch, batch_id, stage, source, partition, rows, seen_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        [job, run_id, c.branch, c.batch_id, c.stage, c.source, c.partition, c.rows, seen]
+                        for c in counts
+                    ],
                 )
             if records:
                 tx.executemany(
-                    "INSERT OR IGNORE INTO pitstop.late_records "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO pitstop.late_records (job, run_id, branch, batch_id, stage, "
+                    "source, part, line, window_start, window_end, event_time, watermark, record, seen_at, "
+                    "partition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         [
                             job,
@@ -44,6 +57,7 @@ class LateStore(CatalogBase):
                             r.watermark,
                             dumps(r.record),
                             seen,
+                            r.partition,
                         ]
                         for r in records
                     ],
@@ -69,13 +83,28 @@ class LateStore(CatalogBase):
             self.cursor()
             .execute(
                 f"""{LATE_LINEAGE}
-                SELECT stage, source, sum(rows), min(seen_at), max(seen_at) FROM owned
-                WHERE job = lower(?) AND rows > 0 GROUP BY ALL ORDER BY stage, source""",
+                SELECT stage, source, partition, sum(rows), min(seen_at), max(seen_at) FROM owned
+                WHERE job = lower(?) AND rows > 0 GROUP BY ALL ORDER BY stage, source, partition""",
                 [job],
             )
             .fetchall()
         )
-        return [LateSummary(stage, source, int(n), first, last) for stage, source, n, first, last in rows]
+        out: list[LateSummary] = []
+        for stage, source, part, n, first, last in rows:
+            parts = () if part is None else ((int(part), int(n)),)
+            if out and (out[-1].stage, out[-1].source) == (stage, source):
+                prev = out[-1]
+                out[-1] = LateSummary(
+                    stage,
+                    source,
+                    prev.rows + int(n),
+                    min(prev.first_seen, first),
+                    max(prev.last_seen, last),
+                    prev.partitions + parts,
+                )
+            else:
+                out.append(LateSummary(stage, source, int(n), first, last, parts))
+        return out
 
     def late_by_stage(self) -> dict[tuple[str, str], int]:
         """Late rows per existing job (lower-case name) and stage, counted as :meth:`late_counts`

@@ -27,9 +27,12 @@ for a run recorded before that, the snapshot's manifest if it is still listed), 
 Batches of the old run after the cut are not the restored job's: it read that input again."""
 
 
-def late_rows() -> str:
+def late_rows(by_partition: bool = True) -> str:
+    """The ``pitstop.late_rows`` view: per job, stage, source and partition (``by_partition``, from
+    schema version 8; before it, the counts had no partition)."""
+    partition = " o.partition," if by_partition else ""
     return f"""{LATE_LINEAGE}
-        SELECT j.name AS job, o.stage, o.source, sum(o.rows) AS rows,
+        SELECT j.name AS job, o.stage, o.source,{partition} sum(o.rows) AS rows,
                min(o.seen_at) AS first_seen, max(o.seen_at) AS last_seen
         FROM owned o JOIN pitstop.jobs j ON lower(j.name) = o.job
         WHERE o.rows > 0

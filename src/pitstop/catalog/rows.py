@@ -166,13 +166,14 @@ class RejectSummary:
 @dataclass(frozen=True)
 class LateCount:
     """How many rows one stage dropped as late in one micro-batch of a run's branch, from one
-    source (see :mod:`pitstop.engine.late`)."""
+    source and, for a source with partitions, one of its partitions (see :mod:`pitstop.engine.late`)."""
 
     branch: int
     batch_id: int
     stage: str
     source: str
     rows: int
+    partition: int | None = None  # None: the source has no partitions, or it was not told
 
 
 @dataclass(frozen=True)
@@ -191,17 +192,21 @@ class LateRecord:
     event_time: datetime | None
     watermark: datetime  # the watermark that made it late
     record: dict[str, Any]  # the stage's input row, as JSON values
+    partition: int | None = None  # the source's partition it was read from (Kafka); None: none
 
 
 @dataclass(frozen=True)
 class LateSummary:
-    """What DESCRIBE JOB shows of one stage's late rows from one source."""
+    """What DESCRIBE JOB shows of one stage's late rows from one source: all of them and, for a
+    source with partitions, per partition (those counted without one, before pitstop counted
+    partitions, are not listed there)."""
 
     stage: str
     source: str
     rows: int
     first_seen: datetime
     last_seen: datetime
+    partitions: tuple[tuple[int, int], ...] = ()  # (partition, rows), by partition
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pitstop.catalog.lineage import late_rows
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -107,7 +107,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "OPTIONS (''lateRows''=''keep''): one per window missed; kept after their job is dropped'",
         "COMMENT ON COLUMN pitstop.late_records.record IS 'the stage''s input row, as JSON'",
         "COMMENT ON COLUMN pitstop.late_records.watermark IS 'the watermark that made the row late'",
-        f"CREATE OR REPLACE VIEW pitstop.late_rows AS {late_rows()}",
+        f"CREATE OR REPLACE VIEW pitstop.late_rows AS {late_rows(by_partition=False)}",
         "COMMENT ON VIEW pitstop.late_rows IS 'per existing job, stage and source: the rows dropped "
         "as late by the job and the runs it was restored from (as SHOW JOBS counts them)'",
     ],
@@ -139,5 +139,32 @@ MIGRATIONS: dict[int, list[str]] = {
         "COMMENT ON COLUMN pitstop.metrics.lag IS 'records behind, per source and partition (JSON)'",
         "COMMENT ON COLUMN pitstop.metrics.restarts IS 'restarts of the branch from its checkpoint "
         "since this pitstop process started'",
+    ],
+    8: [
+        # Late rows per partition of a source that has them (Kafka): a batch's count of a stage and
+        # source is one row per partition. The key cannot hold the partition (DuckDB key columns
+        # cannot be NULL, and a File source has none): Catalog.add_late replaces a batch's rows.
+        # Rows counted before this version have no partition (NULL).
+        """CREATE OR REPLACE TABLE pitstop.late_counts_v8 (
+            job VARCHAR NOT NULL, run_id VARCHAR NOT NULL, branch INTEGER NOT NULL,
+            batch_id BIGINT NOT NULL, stage VARCHAR NOT NULL, source VARCHAR NOT NULL,
+            partition INTEGER, rows BIGINT NOT NULL, seen_at TIMESTAMP NOT NULL)""",
+        # BY NAME: a partition only where the table has one (a home taken back a version or two,
+        # whose migrations run again), else NULL.
+        "INSERT INTO pitstop.late_counts_v8 BY NAME SELECT * FROM pitstop.late_counts",
+        "DROP TABLE pitstop.late_counts",
+        "ALTER TABLE pitstop.late_counts_v8 RENAME TO late_counts",
+        "COMMENT ON TABLE pitstop.late_counts IS 'rows each stage dropped as late (behind the "
+        "watermark), per run, branch, micro-batch, source and partition; kept after their job is dropped'",
+        "COMMENT ON COLUMN pitstop.late_counts.partition IS 'the source''s partition (Kafka); NULL for a "
+        "source without partitions, and for rows counted before pitstop counted partitions'",
+        "ALTER TABLE pitstop.late_records ADD COLUMN IF NOT EXISTS partition INTEGER",
+        "COMMENT ON COLUMN pitstop.late_records.partition IS 'the source''s partition the row was read "
+        "from (Kafka); NULL for a source without partitions'",
+        "COMMENT ON COLUMN pitstop.late_records.part IS 'the Spark partition that read the row'",
+        f"CREATE OR REPLACE VIEW pitstop.late_rows AS {late_rows()}",
+        "COMMENT ON VIEW pitstop.late_rows IS 'per existing job, stage, source and partition (Kafka; NULL "
+        "for a source without partitions): the rows dropped as late by the job and the runs it was "
+        "restored from (as SHOW JOBS counts them)'",
     ],
 }

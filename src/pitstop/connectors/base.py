@@ -163,6 +163,11 @@ class Connector:
     upserts: ClassVar[bool] = False
     """As a sink, it replaces rows by key: a running aggregate may write it (its rows change as
     input arrives). A sink that only appends refuses one when the job is planned."""
+    partitioned: ClassVar[bool] = False
+    """As a source, each input partition of its stream reader reads one partition of the source,
+    which it names in its attribute ``source_partition`` (an int: Kafka's partition number): late
+    rows are counted per partition (:mod:`pitstop.engine.late`). A File source's input partitions
+    are chunks of the micro-batch's files, which say nothing of the input: it has none."""
     positions: ClassVar[Positions] = COUNT
     position_unit: ClassVar[str] = "events"  # what a position counts, e.g. "files"
     whole: ClassVar[str] = ""

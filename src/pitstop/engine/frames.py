@@ -52,12 +52,13 @@ def source_format(spark: SparkSession, mapping: Mapping, query_key: str, stamped
     while the map changes, and Spark fails it with ``java.io.OptionalDataException`` (seen when
     two branches start together). One registration per query gives each query its own map.
     """
-    base = registry.connector(mapping.type).stream_source()
+    connector = registry.connector(mapping.type)
+    base = connector.stream_source()
     name = f"{base.name()}_{re.sub(r'[^A-Za-z0-9]', '_', query_key)}"
-    if stamped:  # its rows with their batch and watermark (pitstop.engine.late, step 1)
+    if stamped:  # its rows with their batch, watermark and partition (pitstop.engine.late, step 1)
         from pitstop.engine.stamped import stamped as stamping
 
-        own = stamping(base, name)
+        own = stamping(base, name, connector.partitioned)
     else:
         own = type(f"{base.__name__}_{len(name)}", (base,), {"name": classmethod(lambda cls, n=name: n)})
     spark.dataSource.register(own)
@@ -74,10 +75,11 @@ def source_frame(
     checkpoint: str | None = None,
 ) -> DataFrame:
     """The mapping's stream; with ``checkpoint`` (the query's), stamped with each row's batch and
-    watermark (:data:`pitstop.engine.late.HIDDEN`)."""
+    watermark and, for a source with partitions, its partition (:data:`pitstop.engine.late.HIDDEN`)."""
     schema = ddl(mapping)
     if checkpoint is not None:
-        schema += "".join(f", {c} BIGINT" for c in late.HIDDEN)
+        stamps = late.HIDDEN if registry.connector(mapping.type).partitioned else late.HIDDEN[:2]
+        schema += "".join(f", {c} BIGINT" for c in stamps)
     reader = (
         spark.readStream.schema(schema)
         .option("source", mapping.name)

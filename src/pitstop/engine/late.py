@@ -1,6 +1,6 @@
 """Late rows are data, not silence: every row a stateful stage drops because it is behind the
-watermark is counted, per stage and source, and with ``OPTIONS ('lateRows'='keep')`` kept in
-``pitstop.late_records`` with the window it missed.
+watermark is counted, per stage, source and (a source with partitions: Kafka) partition, and with
+``OPTIONS ('lateRows'='keep')`` kept in ``pitstop.late_records`` with the window it missed.
 
 Spark drops a late row inside its stateful operator, and its progress's
 ``numRowsDroppedByWatermark`` does not count rows: an aggregation's operator counts the groups
@@ -11,11 +11,16 @@ same rule as Spark (checked against it, including the first batch after a restar
 1. The branch's sources are read through :mod:`pitstop.engine.stamped`, which appends to every row
    its micro-batch and the watermark Spark drops late rows by in that batch: the previous batch's
    (``offsets/<n-1>`` of the checkpoint; Spark's ``PropagateWatermarkSimulator`` judges the late
-   events of batch n by the watermark of batch n - 1). The columns go through the projections,
-   WHERE and a static join to the branch's first stateful stage, and no further.
+   events of batch n by the watermark of batch n - 1), and, from a source with partitions
+   (:attr:`pitstop.connectors.base.Connector.partitioned`), the partition the row was read from.
+   The columns go through the projections, WHERE and a static join to the branch's first stateful
+   stage, and no further.
 2. Before each stateful stage, its kind's :class:`~pitstop.stages.base.Lateness` says, in Spark
    SQL, how many windows drop the row (a HOP row may miss several); an observed metric (Spark's
-   ``Dataset.observe``) sums it per micro-batch, per stage and source, in the batch's execution.
+   ``Dataset.observe``) sums it per micro-batch, per stage and source, in the batch's execution,
+   and, where the rows carry their partition, counts its late rows per partition and windows
+   missed in a bounded, exact histogram (observed metrics take aggregates only; a batch without
+   late rows adds an empty one: :func:`watched`).
    Nothing is dropped here: Spark (and a restored stage's own filter) drops the rows as before, so
    the job's results never depend on this count. A stage later in a chain has no such columns:
    only its own restore filter is counted this way, and Spark's ``numRowsDroppedByWatermark`` of
@@ -28,7 +33,9 @@ same rule as Spark (checked against it, including the first batch after a restar
 4. The batch's counts are recorded where the batch is: the branch's sink callback, once the
    batch is computed and before its rows are written, reads them from the query's execution of
    that batch (the observed metrics and the stateful operators' figures its progress report will
-   show, :func:`batch_report`) and writes them to ``<run>/branches/<i>/late_counts/<batch>.json``
+   show, :func:`batch_report`; the partitions' histogram, only where there are late rows, is read
+   as one JSON text and summed per partition, :func:`partition_rows`) and writes them to
+   ``<run>/branches/<i>/late_counts/<batch>.json``
    (temp file + rename; a batch run again writes the same). Spark commits a batch only after the
    callback returns, so every committed batch has its counts on disk, whatever becomes of the
    process: a process killed right after a commit loses none (its progress reports, which
@@ -47,7 +54,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -66,10 +73,21 @@ log = logging.getLogger(__name__)
 
 BATCH = "__pitstop_batch"  # the same names as pitstop.engine.stamped, which imports pyspark
 WATERMARK = "__pitstop_wm"
-HIDDEN = (BATCH, WATERMARK)
+PART = "__pitstop_part"  # only from a source with partitions
+HIDDEN = (BATCH, WATERMARK, PART)
 LATE = "__pitstop_late"
 METRIC = "pitstop_late "
 """Observed metrics of late rows are named this, then ``[stage, source]`` as JSON."""
+PAIR = 1_000_000
+"""A late row's partition and the windows it missed, as one number of the partitions' histogram:
+``partition * PAIR + windows`` (partition -1: not told; exact as a double below 2**53)."""
+BINS = 10_000
+"""The histogram's bins: one per partition and number of windows missed, each task's apart until
+the driver merges them. Fewer than this in the merged result: no two values were ever merged, so
+the counts are exact; as many: some may have been (a batch whose late rows span thousands of
+partitions), and that batch's rows are counted without their partitions."""
+_WINDOWS = "__pitstop_late_windows"  # columns of the metric by partition only (_watched_by_partition)
+_PAIR = "__pitstop_late_pair"
 LATE_DIR = "late"
 COUNTS_DIR = "late_counts"
 _WRITER = (  # Spark's stateful operators that write state: what its progress lists, in this order
@@ -96,12 +114,21 @@ def watched(
 ) -> DataFrame:
     """``df`` (a stage's input) with its late rows counted in an observed metric, and, with
     ``keep``, written where :func:`collect_kept` finds them (only where ``df`` has :data:`HIDDEN`:
-    the batch names the file). ``slot`` tells apart the files of the inputs of one branch."""
+    the batch names the file). ``slot`` tells apart the files of the inputs of one branch.
+
+    Where ``df`` has :data:`PART` (a source with partitions), the metric also counts the late
+    rows per partition and windows missed (``parts``, Spark's ``histogram_numeric`` of
+    :data:`PAIR` values; :func:`partition_rows` sums it at step 4). Spark's observed metrics take
+    aggregates only; a list of the late rows (``collect_list``) ran the driver out of memory with
+    2M late rows in a batch, where the histogram holds a bin per partition and windows missed
+    (each task reads one Kafka partition); a batch without late rows keeps it empty."""
     from pyspark.sql import functions as F
 
-    counted = df.observe(
-        metric_name(stage, source), F.coalesce(F.sum(F.expr(lateness.count_sql)), F.lit(0)).alias("rows")
-    )
+    name = metric_name(stage, source)
+    if PART in df.columns:
+        counted = _watched_by_partition(df, lateness, name)
+    else:
+        counted = df.observe(name, F.coalesce(F.sum(F.expr(lateness.count_sql)), F.lit(0)).alias("rows"))
     if keep is None or BATCH not in df.columns:
         return counted
     late = F.expr(
@@ -110,8 +137,31 @@ def watched(
     )
     marked = counted.withColumn(LATE, late)
     columns = [c for c in df.columns if c not in HIDDEN]
-    write = partial(_keep_late, keep.run_dir, keep.branch, stage, source, slot, columns)
+    write = partial(_keep_late, keep.run_dir, keep.branch, stage, source, slot, columns, PART in df.columns)
     return marked.mapInArrow(write, marked.schema).drop(LATE)
+
+
+def _watched_by_partition(df: DataFrame, lateness: Lateness, name: str) -> DataFrame:
+    """The metric of a source with partitions: its late rows, and their :data:`PAIR` values'
+    histogram. Both read columns computed first (and dropped after): Spark evaluates an imperative
+    aggregate's input row by row, interpreted, where a projection is compiled; the histogram then
+    only finds a NULL in a row that is not late. Measured on 2 loaded cores, 4M cached rows, a
+    TUMBLE stage's rule, minimum of 8 runs: the metric alone (sum) 1.9 s without late rows, 1.2 s
+    all late; this one 2.3 s and 1.7 s; the histogram over the rule itself 3.0 s and 4.0 s."""
+    from pyspark.sql import functions as F
+
+    windows = F.col(_WINDOWS)
+    pair = F.coalesce(F.col(PART), F.lit(-1)) * PAIR + F.least(windows, F.lit(PAIR - 1))  # more: no partition
+    return (
+        df.withColumn(_WINDOWS, F.expr(lateness.count_sql))
+        .withColumn(_PAIR, F.when(windows > 0, pair))
+        .observe(
+            name,
+            F.coalesce(F.sum(windows), F.lit(0)).alias("rows"),
+            F.histogram_numeric(F.col(_PAIR), F.lit(BINS)).alias("parts"),
+        )
+        .drop(_WINDOWS, _PAIR)
+    )
 
 
 def _keep_late(
@@ -121,6 +171,7 @@ def _keep_late(
     source: str,
     slot: int,
     columns: list[str],
+    partitioned: bool,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Step 3, in a Python worker: the partition's rows go on unchanged; its late ones are written,
@@ -138,8 +189,9 @@ def _keep_late(
         late = rb.column(LATE)
         if late.null_count < rb.num_rows:
             rows = rb.filter(pc.is_valid(late))
-            for mark, record in zip(
-                rows.column(LATE).to_pylist(), rows.select(columns).to_pylist(), strict=True
+            parts = rows.column(PART).to_pylist() if partitioned else [None] * rows.num_rows
+            for mark, record, source_part in zip(
+                rows.column(LATE).to_pylist(), rows.select(columns).to_pylist(), parts, strict=True
             ):
                 for window in mark["windows"]:
                     lines.append(
@@ -147,6 +199,7 @@ def _keep_late(
                             {
                                 "stage": stage,
                                 "source": source,
+                                "partition": source_part,
                                 "window_start": _iso(window["start"]),
                                 "window_end": _iso(window["end"]),
                                 "event_time": _iso(mark["time"]),
@@ -191,21 +244,45 @@ def _iso(value: datetime | None) -> str | None:
 class BatchReport:
     """What one micro-batch's progress says of late rows: pitstop's observed counts (metric name ->
     rows) and each stateful operator's ``numRowsDroppedByWatermark``, in Spark's order (the
-    progress's ``stateOperators``: from the sink back to the source)."""
+    progress's ``stateOperators``: from the sink back to the source); ``parts``: for a metric
+    whose source has partitions, its rows per partition (None: the row's partition was not told)."""
 
     batch_id: int
     observed: dict[str, int]
     dropped: tuple[int, ...]
+    parts: dict[str, dict[int | None, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps({"batch": self.batch_id, "observed": self.observed, "dropped": list(self.dropped)})
+        parts = {name: [[p, n] for p, n in by.items()] for name, by in self.parts.items()}
+        return json.dumps(
+            {"batch": self.batch_id, "observed": self.observed, "dropped": list(self.dropped), "parts": parts}
+        )
 
     @staticmethod
     def from_json(text: str) -> BatchReport:
         d = json.loads(text)
+        parts = {  # absent from a file an earlier pitstop wrote
+            str(name): {None if p is None else int(p): int(n) for p, n in pairs}
+            for name, pairs in d.get("parts", {}).items()
+        }
         return BatchReport(
-            int(d["batch"]), {str(k): int(v) for k, v in d["observed"].items()}, tuple(d["dropped"])
+            int(d["batch"]), {str(k): int(v) for k, v in d["observed"].items()}, tuple(d["dropped"]), parts
         )
+
+
+def partition_rows(bins: Sequence[dict[str, Any]]) -> dict[int | None, int] | None:
+    """Step 4's sum of a metric's ``parts`` per partition: each bin ``{"x": value, "y": rows}``
+    counts the late rows of one :data:`PAIR` value (its partition and the windows each missed: a
+    HOP row late for two windows counts 2; one value may have several bins, Spark's merge keeps
+    them apart). None if the histogram is full: its bins may have been merged (:data:`BINS`)."""
+    if len(bins) >= BINS:
+        return None
+    out: dict[int | None, int] = {}
+    for b in bins:
+        part, windows = divmod(int(b["x"]), PAIR)
+        key = None if part < 0 else part
+        out[key] = out.get(key, 0) + windows * int(b["y"])
+    return out
 
 
 def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) -> BatchReport | None:
@@ -220,6 +297,7 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
     if execution is None or int(execution.currentBatchId()) != batch_id:
         return None
     observed: dict[str, int] = {}
+    parts: dict[str, dict[int | None, int]] = {}
     metrics = execution.observedMetrics().iterator()
     while metrics.hasNext():
         pair = metrics.next()
@@ -227,6 +305,19 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
         if name.startswith(METRIC):
             row = pair._2()
             observed[name] = 0 if row.isNullAt(0) else int(row.getLong(0))
+            if observed[name] and row.size() > 1:  # late rows of a source with partitions
+                by_part = partition_rows(json.loads(str(row.json()))["parts"])
+                if by_part is None:
+                    log.warning(
+                        "query '%s', batch %d: late rows of more partitions than pitstop tells apart "
+                        "(%d); its %d late row(s) are counted without their partitions",
+                        query_name,
+                        batch_id,
+                        BINS,
+                        observed[name],
+                    )
+                else:
+                    parts[name] = by_part
     writer = _writer_class(session) if operators else None
     dropped: list[int] = []
     nodes = [execution.executedPlan()] if writer is not None else []
@@ -236,7 +327,7 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
             dropped.append(int(node.getProgress().numRowsDroppedByWatermark()))
         children = node.children()
         nodes.extend(children.apply(i) for i in reversed(range(children.size())))
-    return BatchReport(batch_id, observed, tuple(dropped))
+    return BatchReport(batch_id, observed, tuple(dropped), parts)
 
 
 def _writer_class(session: Any) -> Any:
@@ -313,11 +404,12 @@ def collect_reports(
 
 
 def counts(reports: Sequence[BatchReport], branch: Branch, job: str) -> list[LateCount]:
-    """The late counts of a branch's batch reports (zero counts left out). Spark's own figure is
-    taken for a stage later in a chain (step 2) and, for the first stage of such a branch (the
-    only ones whose reports carry it), only checked: it can never exceed pitstop's, which counts
-    each row where Spark counts each group."""
-    out: dict[tuple[int, str, str], int] = {}
+    """The late counts of a branch's batch reports (zero counts left out), per partition where the
+    source has partitions (what the metric's ``parts`` do not account for has none). Spark's own
+    figure is taken for a stage later in a chain (step 2) and, for the first stage of such a branch
+    (the only ones whose reports carry it), only checked: it can never exceed pitstop's, which
+    counts each row where Spark counts each group."""
+    out: dict[tuple[int, str, str, int | None], int] = {}
     first = branch.stages[0].name if branch.stages else None
     operators = kinds.operator_ids(branch)
     for report in reports:
@@ -326,8 +418,13 @@ def counts(reports: Sequence[BatchReport], branch: Branch, job: str) -> list[Lat
         for name, rows in report.observed.items():
             stage, source = json.loads(name[len(METRIC) :])
             ours[stage] = ours.get(stage, 0) + rows
-            if rows:
-                out[(batch, stage, source)] = out.get((batch, stage, source), 0) + rows
+            by_part = dict(report.parts.get(name, {}))
+            rest = rows - sum(by_part.values())
+            if rest:
+                by_part[None] = by_part.get(None, 0) + rest
+            for part, n in by_part.items():
+                if n:
+                    out[(batch, stage, source, part)] = out.get((batch, stage, source, part), 0) + n
         spark = report.dropped
         for stage in branch.stages:
             ids = operators.get(stage.name, [])
@@ -336,7 +433,7 @@ def counts(reports: Sequence[BatchReport], branch: Branch, job: str) -> list[Lat
             dropped = sum(spark[i] for i in ids)
             if stage.name != first:
                 if dropped:
-                    key = (batch, stage.name, branch.source)
+                    key = (batch, stage.name, branch.source, None)
                     out[key] = out.get(key, 0) + dropped
             elif dropped > ours.get(stage.name, 0):
                 log.warning(
@@ -348,7 +445,15 @@ def counts(reports: Sequence[BatchReport], branch: Branch, job: str) -> list[Lat
                     dropped,
                     ours.get(stage.name, 0),
                 )
-    return [LateCount(branch.index, b, stage, source, n) for (b, stage, source), n in sorted(out.items())]
+    return [
+        LateCount(branch.index, b, stage, source, n, part)
+        for (b, stage, source, part), n in sorted(out.items(), key=_count_order)
+    ]
+
+
+def _count_order(item: tuple[tuple[int, str, str, int | None], int]) -> tuple[int, str, str, int]:
+    (batch, stage, source, part), _ = item
+    return batch, stage, source, -1 if part is None else part
 
 
 def late_dir(run_dir: str | os.PathLike[str], branch: int) -> Path:
@@ -390,6 +495,7 @@ def collect_kept(
                     _time(d["event_time"]),
                     _time(d["watermark"]) or datetime(1970, 1, 1),
                     d["record"],
+                    d.get("partition"),  # absent from a file an earlier pitstop wrote
                 )
             )
         seen.add(name)

@@ -1,5 +1,6 @@
-"""A source's rows stamped with their micro-batch and the watermark Spark drops late rows by in it
-(step 1 of :mod:`pitstop.engine.late`).
+"""A source's rows stamped with their micro-batch and the watermark Spark drops late rows by in it,
+and, for a source with partitions (Kafka), the partition each row was read from (step 1 of
+:mod:`pitstop.engine.late`).
 
 A wrapper around any connector's stream reader: the query's own registration of the source
 (:func:`pitstop.engine.frames.source_format`) reads through it when the branch counts late rows.
@@ -21,13 +22,23 @@ from pitstop.engine import checkpoint
 
 BATCH = "__pitstop_batch"
 WATERMARK = "__pitstop_wm"
-HIDDEN = (BATCH, WATERMARK)
-"""The columns a stamped source adds after the mapping's, both BIGINT."""
+PART = "__pitstop_part"
+HIDDEN = (BATCH, WATERMARK, PART)
+"""The columns a stamped source adds after the mapping's, all BIGINT: :data:`PART` only for a
+source with partitions (:attr:`pitstop.connectors.base.Connector.partitioned`)."""
 CHECKPOINT_OPTION = "late_checkpoint"
 
 
-def hidden_fields() -> list[StructField]:
-    return [StructField(BATCH, LongType(), False), StructField(WATERMARK, LongType(), False)]
+def hidden_fields(partitioned: bool) -> list[StructField]:
+    fields = [StructField(BATCH, LongType(), False), StructField(WATERMARK, LongType(), False)]
+    return fields + ([StructField(PART, LongType(), True)] if partitioned else [])
+
+
+def source_partition(partition: InputPartition) -> int | None:
+    """The partition of its source a connector's input partition reads (its attribute
+    ``source_partition``; Kafka: the partition number); None if it does not say."""
+    part = getattr(partition, "source_partition", None)
+    return None if part is None else int(part)
 
 
 def late_watermark(ckpt: Path) -> tuple[int, int]:
@@ -44,19 +55,22 @@ def late_watermark(ckpt: Path) -> tuple[int, int]:
 
 
 class StampedPartition(InputPartition):
-    def __init__(self, inner: InputPartition, batch: int, watermark_ms: int) -> None:
+    def __init__(self, inner: InputPartition, batch: int, watermark_ms: int, part: int | None) -> None:
         super().__init__(None)
         self.inner = inner
         self.batch = batch
         self.watermark_ms = watermark_ms
+        self.part = part
 
 
 class StampedReader(DataSourceStreamReader):
-    """The inner reader's rows with :data:`HIDDEN` appended; everything else is the inner's."""
+    """The inner reader's rows with :data:`HIDDEN` appended (:data:`PART` if ``partitioned``);
+    everything else is the inner's."""
 
-    def __init__(self, inner: DataSourceStreamReader, ckpt: str) -> None:
+    def __init__(self, inner: DataSourceStreamReader, ckpt: str, partitioned: bool) -> None:
         self.inner = inner
         self.checkpoint = ckpt
+        self.partitioned = partitioned
 
     def initialOffset(self) -> dict[str, Any]:
         return self.inner.initialOffset()
@@ -72,21 +86,22 @@ class StampedReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         batch, watermark = late_watermark(Path(self.checkpoint))
-        return [StampedPartition(p, batch, watermark) for p in self.inner.partitions(start, end)]
+        inner = self.inner.partitions(start, end)
+        return [StampedPartition(p, batch, watermark, source_partition(p)) for p in inner]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StampedPartition)
+        names = list(HIDDEN if self.partitioned else HIDDEN[:2])
         for batch in self.inner.read(partition.inner):
             assert isinstance(batch, pa.RecordBatch), type(batch)
             n = batch.num_rows
-            yield pa.RecordBatch.from_arrays(
-                [
-                    *batch.columns,
-                    pa.array([partition.batch] * n, pa.int64()),
-                    pa.array([partition.watermark_ms] * n, pa.int64()),
-                ],
-                names=[*batch.schema.names, *HIDDEN],
-            )
+            stamps = [
+                pa.array([partition.batch] * n, pa.int64()),
+                pa.array([partition.watermark_ms] * n, pa.int64()),
+            ]
+            if self.partitioned:
+                stamps.append(pa.array([partition.part] * n, pa.int64()))
+            yield pa.RecordBatch.from_arrays([*batch.columns, *stamps], names=[*batch.schema.names, *names])
 
     def commit(self, end: dict[str, Any]) -> None:
         self.inner.commit(end)
@@ -95,14 +110,15 @@ class StampedReader(DataSourceStreamReader):
         self.inner.stop()
 
 
-def stamped(base: type[DataSource], name: str) -> type[DataSource]:
+def stamped(base: type[DataSource], name: str, partitioned: bool) -> type[DataSource]:
     """``base`` registered as ``name``, reading through :class:`StampedReader`: its schema ends
-    with :data:`HIDDEN`, and its option ``late_checkpoint`` names the query's checkpoint."""
+    with :data:`HIDDEN` (without :data:`PART` unless ``partitioned``), and its option
+    ``late_checkpoint`` names the query's checkpoint."""
 
     def stream_reader(self: DataSource, schema: StructType) -> DataSourceStreamReader:
         inner_schema = StructType([f for f in schema.fields if f.name not in HIDDEN])
         inner = base.streamReader(self, inner_schema)
-        return StampedReader(inner, self.options[CHECKPOINT_OPTION])
+        return StampedReader(inner, self.options[CHECKPOINT_OPTION], partitioned)
 
     return type(
         f"{base.__name__}_stamped_{len(name)}",

@@ -1,7 +1,7 @@
 """Late rows: ``CREATE JOB j OPTIONS ('lateRows'='keep') AS ...``.
 
-Every row a stateful stage drops because it is behind the watermark is counted, per stage and
-source (:mod:`pitstop.engine.late`): SHOW JOBS, DESCRIBE JOB and ``pitstop.late_rows`` show the
+Every row a stateful stage drops because it is behind the watermark is counted, per stage,
+source and partition (:mod:`pitstop.engine.late`): SHOW JOBS, DESCRIBE JOB and ``pitstop.late_rows`` show the
 counts. The option says what else becomes of them:
 
 - ``count`` (the default): counted only;

@@ -115,6 +115,7 @@ class KafkaConnector(Connector):
     )
     source = True
     sink = True
+    partitioned = True
     positions = KAFKA_POSITIONS
     position_unit = "records"
     passthrough = (

@@ -31,6 +31,11 @@ class KafkaPartition(InputPartition):
         self.start = start
         self.end = end
 
+    @property
+    def source_partition(self) -> int:
+        """The Kafka partition it reads (what late rows are counted by: pitstop.engine.stamped)."""
+        return self.partition
+
 
 class KafkaWorkerRead(KafkaReaderBase):
     """The workers' part of the reader."""
