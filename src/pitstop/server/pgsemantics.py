@@ -47,7 +47,7 @@ from sqlglot import exp
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
-from pitstop.server import pgkinds, pgnumeric, pgtochar
+from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgtochar
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, schema_of
 
 __all__ = ["NO_SCHEMA", "PgError", "Schema", "StrictParser", "Translation", "apply", "prepare", "schema_of"]
@@ -82,7 +82,7 @@ CREATE OR REPLACE TEMP MACRO pgs_fit(t) AS CASE
     THEN error('SQLSTATE 22003: the numeric ' || t || ' is used in an expression, where pitstop holds '
                || 'numeric(38,{TEXT_SCALE}); round it (round(x, n)) or cast it (::float8)')
     ELSE CAST(t AS DECIMAL(38, {TEXT_SCALE})) END;
-"""
+{pgfunctions.PERCENTILE_MACRO}"""
 
 
 def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
@@ -99,7 +99,9 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
 
 _TEXT = "pgs_text"  # meta flag: the node's value is a numeric text
 D = exp.DType
-_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case)
+_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case, exp.Extract,
+          exp.WithinGroup, exp.Sub, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop, exp.StddevSamp,
+          exp.Variance, exp.VariancePop)  # fmt: skip
 
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -121,7 +123,9 @@ class StrictParser(PostgresParser):
     FUNCTIONS = {
         **PostgresParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
+        "DATE_PART": lambda args: exp.Anonymous(this="date_part", expressions=args),  # not extract's type
     }
+    FUNCTION_PARSERS = {name: f for name, f in PostgresParser.FUNCTION_PARSERS.items() if name != "DATE_PART"}
 
     def _parse_csv(self, parse_method: Callable[[], Any], sep: TokenType = TokenType.COMMA) -> list[Any]:
         items = []
@@ -157,9 +161,16 @@ class Translation:
 class _Context:
     types: dict[int, exp.DataType]
     root: exp.Expr
+    columns: dict[str, exp.DataType] = field(default_factory=dict)
+    """The types of the statement's columns by their text: a column sqlglot left untyped (one the
+    qualified copy replaced, in an ORDER BY that repeats a result column) is typed as the same
+    column elsewhere."""
 
     def type(self, node: exp.Expr) -> exp.DataType | None:
-        return self.types.get(node.meta.get(pgkinds.ID, -1))
+        found = self.types.get(node.meta.get(pgkinds.ID, -1))
+        if found is None and isinstance(node, exp.Column):
+            return self.columns.get(node.sql())
+        return found
 
     def kind(self, node: exp.Expr) -> str:
         return "numeric" if node.meta.get(_TEXT) else pgkinds.kind_of(self.type(node))
@@ -242,6 +253,10 @@ _INT_DIGITS = {D.TINYINT: 3, D.SMALLINT: 5, D.INT: 10, D.BIGINT: 19}
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
     operand, to = node.this, node.to
+    try:
+        pgfunctions.check_cast(node, ctx)
+    except pgfunctions.Refused as exc:
+        raise PgError(exc.code, exc.message) from None
     if operand.meta.get(_TEXT) and to.this in (D.TEXT, D.VARCHAR):
         operand.meta.pop(_TEXT)  # (a / b)::text is PostgreSQL's text of the quotient
         return exp.cast(operand, exp.DataType.build("VARCHAR"))
@@ -299,19 +314,24 @@ def _to_char(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
     return pgtochar.to_char_time(_fitted(value), pattern.name, _duckdb)
 
 
-def _choice(values: list[exp.Expr], ctx: _Context) -> list[exp.Expr] | None:
+def _choice(values: list[exp.Expr], ctx: _Context, result: bool = False) -> list[exp.Expr] | None:
     """The values of a COALESCE or a CASE as numeric texts when one of them is one and the others
     are integers or numerics (``coalesce(sum(a) / nullif(sum(b), 0), 0)``): PostgreSQL's result
-    is numeric with each value's own scale. None when they are not."""
+    is numeric with each value's own scale. Also, for a ``result`` column, when they are numerics
+    of different scales or numerics and integers (``coalesce(revenue, 0)`` is ``0``, not
+    ``0.00``). None when they are not."""
     if not any(v.meta.get(_TEXT) for v in values):
-        return None
+        kinds = [ctx.kind(v) for v in values if not isinstance(v, exp.Null)]
+        scales = {str(ctx.type(v)) for v in values if not isinstance(v, exp.Null)}
+        if not (result and "numeric" in kinds and len(scales) > 1):
+            return None
     if not all(isinstance(v, exp.Null) or ctx.kind(v) in ("int", "numeric") for v in values):
         return None
     return [_as_text(v) for v in values]
 
 
 def _coalesce(node: exp.Coalesce, ctx: _Context) -> exp.Expr | None:
-    texts = _choice([node.this, *node.expressions], ctx)
+    texts = _choice([node.this, *node.expressions], ctx, result=_is_result(node, ctx))
     if texts is None:
         return None
     return _numeric_text(exp.Coalesce(this=texts[0], expressions=texts[1:]))
@@ -338,6 +358,31 @@ def _case(node: exp.Case, ctx: _Context) -> exp.Expr | None:
     return _numeric_text(node) if texts is not None else node
 
 
+def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
+    name = str(node.this).lower()
+    if name == "to_char":
+        return _to_char(node, ctx)
+    if name == "date_part":
+        return pgfunctions.date_part(node, ctx)
+    return None
+
+
+def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
+    return pgfunctions.ntile(node) or _aggregate(node, ctx)
+
+
+def _refusing(rewrite: Callable[[Any, Any], exp.Expr | None]) -> Callable[[Any, _Context], exp.Expr | None]:
+    """A rewrite of :mod:`pgfunctions` whose refusals are PgErrors."""
+
+    def refusing(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+        try:
+            return rewrite(node, ctx)
+        except pgfunctions.Refused as exc:
+            raise PgError(exc.code, exc.message) from None
+
+    return refusing
+
+
 def _paren(node: exp.Paren, ctx: _Context) -> exp.Expr | None:
     return node.this if node.this.meta.get(_TEXT) else None
 
@@ -347,9 +392,23 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Avg: _aggregate,
     exp.Sum: _aggregate,
     exp.Filter: _aggregate,
-    exp.Window: _aggregate,
+    exp.Window: _window,
     exp.Cast: _cast,
-    exp.Anonymous: _to_char,
+    exp.Anonymous: _anonymous,
+    exp.Extract: pgfunctions.extract,
+    exp.WithinGroup: pgfunctions.percentile_cont,
+    exp.Length: pgfunctions.int4_result,
+    exp.StrPosition: pgfunctions.int4_result,
+    exp.Sub: pgfunctions.date_difference,
+    exp.Like: pgfunctions.like,
+    exp.ILike: pgfunctions.like,
+    exp.Round: _refusing(pgfunctions.round_float),
+    exp.Substring: pgfunctions.regex_substring,
+    **dict.fromkeys(
+        (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop),
+        _refusing(pgfunctions.spread),
+    ),
+    exp.Sign: pgfunctions.sign,
     exp.Paren: _paren,
     exp.Coalesce: _coalesce,
     exp.If: _if,
@@ -420,6 +479,12 @@ def apply(tree: exp.Expr, schema: Schema) -> tuple[exp.Expr, frozenset[int]]:
     text columns (:attr:`Translation.numeric_columns`). Raises PgError for what pitstop refuses."""
     if not any(True for _ in tree.find_all(*_REWRITES)):
         return tree, frozenset()
-    ctx = _Context(pgkinds.types(tree, schema, _TYPED), tree)
+    types = pgkinds.types(tree, schema, _TYPED)
+    columns: dict[str, exp.DataType] = {}
+    for column in tree.find_all(exp.Column):
+        found = types.get(column.meta.get(pgkinds.ID, -1))
+        if found is not None:
+            columns.setdefault(column.sql(), found)
+    ctx = _Context(types, tree, columns)
     tree = _rewrite(tree, ctx)
     return tree, _numeric_columns(tree)
