@@ -223,8 +223,6 @@ DIFFERENT: dict[str, str] = {
     "aggregates-19": _FLOAT_OVERFLOW,
     "numeric_edges-80": _FLOAT_OVERFLOW,
     "numeric_edges-20": "exp() of a large double: PostgreSQL's error (22003), DuckDB's Infinity",
-    "aggregates-24": "avg(numeric) * 100: the display scale of an expression over a quotient is 24 here, "
-                     "PostgreSQL's varies per value (pgsemantics' known gap)",
     "date_arithmetic-23": "extract(julian ...) is a numeric in PostgreSQL, a double in pitstop",
     "date_arithmetic-41": "interval * bigint out of range: PostgreSQL says 22008, pitstop 22003",
     "casts-2": _BEFORE_LIMIT,

@@ -19,7 +19,15 @@ import math
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
-__all__ = ["float_numeric", "numeric_div", "numeric_in", "to_char_number"]
+__all__ = [
+    "float_numeric",
+    "numeric_add",
+    "numeric_div",
+    "numeric_in",
+    "numeric_mul",
+    "numeric_sub",
+    "to_char_number",
+]
 
 MIN_SIG_DIGITS = 16  # NUMERIC_MIN_SIG_DIGITS
 MAX_DISPLAY_SCALE = 1000  # NUMERIC_MAX_DISPLAY_SCALE
@@ -105,6 +113,31 @@ def numeric_div(dividend: str, divisor: str) -> str:
     quotient = (2 * num + den) // (2 * den)  # half away from zero, on magnitudes
     negative = bool(a_sign) != bool(b_sign) and quotient != 0
     return _text(Decimal((int(negative), tuple(map(int, str(quotient))), -scale)), scale)
+
+
+def _exact(operation: str, left: str, right: str) -> str:
+    a, b = _parse(left), _parse(right)
+    scale = _scale(a) + _scale(b) if operation == "*" else max(_scale(a), _scale(b))
+    with localcontext() as ctx:
+        ctx.prec = 2 * (len(a.as_tuple().digits) + len(b.as_tuple().digits)) + 2 * scale + 10  # exact
+        value = a * b if operation == "*" else a + b if operation == "+" else a - b
+        value = value.quantize(Decimal(1).scaleb(-scale))
+    return _text(value, scale)
+
+
+def numeric_mul(left: str, right: str) -> str:
+    """``numeric * numeric`` as PostgreSQL computes it: exact, the sum of the operands' scales."""
+    return _exact("*", left, right)
+
+
+def numeric_add(left: str, right: str) -> str:
+    """``numeric + numeric``: exact, the larger of the operands' scales."""
+    return _exact("+", left, right)
+
+
+def numeric_sub(left: str, right: str) -> str:
+    """``numeric - numeric``: exact, the larger of the operands' scales."""
+    return _exact("-", left, right)
 
 
 def numeric_in(text: str) -> str:

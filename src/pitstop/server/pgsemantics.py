@@ -29,10 +29,13 @@ Numeric texts. A value whose scale PostgreSQL chooses per row (a quotient, ``tex
 computed as PostgreSQL's text. A result column of the outermost SELECT that is such a value is sent
 as that text, typed numeric (:attr:`Translation.numeric_columns`); anywhere else it is read as
 ``DECIMAL(38, 24)`` (the same number; an error, not a rounded one, when it has more than 24
-decimals or 14 integer digits). Known gaps: the display scale of an expression over a quotient
-(``avg(x) * 100``) is 24 there, PostgreSQL's varies per row; a volatile divisor (``random()``) is
-evaluated twice; an operand of unknown type that is an interval (``age(ts) / 2``) is refused by
-DuckDB's binder (no ``//`` for intervals).
+decimals or 14 integer digits). ``+``, ``-`` and ``*`` of such a text and an integer or a numeric
+(``avg(x) * 100``) are computed on the texts too, exactly, at PostgreSQL's scale
+(:func:`~pitstop.server.pgnumeric.numeric_mul`). Known gaps: the display scale of other
+expressions over a quotient (``abs(avg(x))``, ``greatest(avg(x), 0)``) is 24 there,
+PostgreSQL's varies per row; a volatile divisor (``random()``) is evaluated twice; an operand of
+unknown type that is an interval (``age(ts) / 2``) is refused by DuckDB's binder (no ``//`` for
+intervals).
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ _BOOLEAN = duckdb.sqltype("BOOLEAN")
 _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_div", pgnumeric.numeric_div, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_in", pgnumeric.numeric_in, [_VARCHAR], _VARCHAR),
+    ("pgs_numeric_mul", pgnumeric.numeric_mul, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_add", pgnumeric.numeric_add, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_sub", pgnumeric.numeric_sub, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
@@ -100,8 +106,8 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
 _TEXT = "pgs_text"  # meta flag: the node's value is a numeric text
 D = exp.DType
 _TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case, exp.Extract,
-          exp.WithinGroup, exp.Sub, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop, exp.StddevSamp,
-          exp.Variance, exp.VariancePop)  # fmt: skip
+          exp.WithinGroup, exp.Sub, exp.Add, exp.Mul, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop,
+          exp.StddevSamp, exp.Variance, exp.VariancePop)  # fmt: skip
 
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -215,6 +221,21 @@ def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
     if kinds <= {"int", "numeric", "float"}:
         return exp.Div(this=_fitted(a), expression=_call("pgs_nonzero", _fitted(b)))
     return _call("pgs_div", _fitted(a), _fitted(b))
+
+
+_ARITHMETIC = {exp.Mul: "pgs_numeric_mul", exp.Add: "pgs_numeric_add", exp.Sub: "pgs_numeric_sub"}
+
+
+def _arithmetic(node: exp.Mul | exp.Add | exp.Sub, ctx: _Context) -> exp.Expr | None:
+    """``avg(x) * 100``, ``sum(a) / sum(b) - 1``: a numeric text with an integer or a numeric is
+    PostgreSQL's exact result, at its scale (the sum of the scales for ``*``, the larger for ``+``
+    and ``-``), as a numeric text again; ``date - date`` is int4 (pgfunctions)."""
+    a, b = node.this, node.expression
+    if not (a.meta.get(_TEXT) or b.meta.get(_TEXT)):
+        return pgfunctions.date_difference(node, ctx) if isinstance(node, exp.Sub) else None
+    if not all(x.meta.get(_TEXT) or ctx.kind(x) in ("int", "numeric") for x in (a, b)):
+        return None
+    return _numeric_text(_call(_ARITHMETIC[type(node)], _as_text(a), _as_text(b)))
 
 
 def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
@@ -399,7 +420,9 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.WithinGroup: pgfunctions.percentile_cont,
     exp.Length: pgfunctions.int4_result,
     exp.StrPosition: pgfunctions.int4_result,
-    exp.Sub: pgfunctions.date_difference,
+    exp.Sub: _arithmetic,
+    exp.Add: _arithmetic,
+    exp.Mul: _arithmetic,
     exp.Like: pgfunctions.like,
     exp.ILike: pgfunctions.like,
     exp.Round: _refusing(pgfunctions.round_float),
