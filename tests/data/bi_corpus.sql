@@ -218,6 +218,12 @@ SELECT region, count(*) FROM sales_windows GROUP BY region HAVING sum(revenue) >
 SELECT k, count(*) AS c, count(DISTINCT id) AS ids, min(ts), max(ts) FROM dedup_events GROUP BY k ORDER BY k;
 SELECT string_agg(DISTINCT k, ',' ORDER BY k) FROM dedup_events;
 SELECT region, array_agg(orders ORDER BY window_start) FILTER (WHERE orders > 90) FROM sales_windows WHERE region = 'eu' GROUP BY region;
+SELECT region, sum(revenue) * 100.0 / sum(sum(revenue)) OVER () AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT region, avg(orders) - 1 AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT region, sum(revenue) / nullif(sum(orders), 0) * 100 AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT region, avg(revenue) + avg(orders) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT region, 100 * count(*) / sum(count(*)) OVER () AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT region, round(avg(revenue) * 100, 1) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
 
 -- kind: top_n
 -- source: ORDER BY ... LIMIT/OFFSET as Superset's row limit and Metabase's 'top 10' / pagination send them
