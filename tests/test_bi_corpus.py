@@ -232,7 +232,6 @@ DIFFERENT: dict[str, str] = {
     "casts-15": _VARCHAR,
     "casts-16": _VARCHAR,
     "casts-18": _VARCHAR,
-    "casts-31": "double::text: DuckDB's text of a double ('0.0', 'inf'), not PostgreSQL's ('0', 'Infinity')",
     "null_handling-14": "greatest(numeric(12,2), 0): PostgreSQL keeps each value's scale ('0'), pitstop the "
                         "column's ('0.00')",
     "null_handling-18": "numeric + NULL: DuckDB types it NULL, described as text; PostgreSQL's is numeric",

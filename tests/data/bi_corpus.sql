@@ -413,6 +413,9 @@ SELECT 'abc'::bytea AS v;
 SELECT 12::text || 'x' AS v;
 SELECT '1 day'::interval AS v;
 SELECT '01:02:03'::time AS v;
+SELECT region, CAST(lo AS text) AS v, (lo * 3)::text AS w FROM region_totals ORDER BY region;
+SELECT 1e15::float8::text, '-0'::float8::text, 'NaN'::float8::text, 0.1::float8::text, 1e-5::float8::text;
+SELECT region, 'lo=' || lo::text AS label FROM region_totals ORDER BY region;
 
 -- kind: null_handling
 -- source: COALESCE / NULLIF / IS DISTINCT FROM / NULL ordering, as BI tools and users write them

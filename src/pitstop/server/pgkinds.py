@@ -44,7 +44,7 @@ _SIMPLE_TYPES = re.compile(
     r"DECIMAL\(\d+,\d+\))"
 )
 _NEEDS_TYPES = re.compile(
-    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|-",
+    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-",
     re.I,
 )
 

@@ -21,6 +21,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
 __all__ = [
     "float_numeric",
+    "float_text",
     "numeric_add",
     "numeric_div",
     "numeric_in",
@@ -158,6 +159,30 @@ def float_numeric(value: float) -> str:
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     return numeric_in(f"{value:.{DBL_DIG}g}")
+
+
+def float_text(value: float) -> str:
+    """``float8::text``: PostgreSQL's float8out, the shortest digits that read back as the same
+    double, in fixed notation for decimal exponents -4 to 14 (``100``, ``0.001``), else as
+    ``1.5e-07`` / ``1e+15``; ``NaN``, ``Infinity``, ``-0``. (DuckDB's text is ``100.0``, ``inf``.)"""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    shortest = Decimal(repr(abs(value)))
+    _, digit_tuple, exponent = shortest.as_tuple()
+    assert isinstance(exponent, int)
+    written = "".join(map(str, digit_tuple))
+    digits = written.rstrip("0") or "0"
+    adjusted = len(written) - 1 + exponent if value else 0
+    if -4 <= adjusted < 15:
+        text = format(shortest, "f")
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+    else:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        text = f"{mantissa}e{'+' if adjusted >= 0 else '-'}{abs(adjusted):02d}"
+    return sign + text
 
 
 # -- to_char(number, pattern) ----------------------------------------------------------------------

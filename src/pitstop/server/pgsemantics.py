@@ -69,6 +69,7 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_add", pgnumeric.numeric_add, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_sub", pgnumeric.numeric_sub, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
+    ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
 )
@@ -281,6 +282,10 @@ def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
     if operand.meta.get(_TEXT) and to.this in (D.TEXT, D.VARCHAR):
         operand.meta.pop(_TEXT)  # (a / b)::text is PostgreSQL's text of the quotient
         return exp.cast(operand, exp.DataType.build("VARCHAR"))
+    operand_type = ctx.type(operand)
+    if to.this in (D.TEXT, D.VARCHAR) and not to.expressions and operand_type is not None:
+        if operand_type.this == D.DOUBLE:  # PostgreSQL's float8out, not DuckDB's 100.0 and inf
+            return _call("pgs_float_text", operand)
     if to.this != D.DECIMAL:
         return None
     if to.expressions:  # numeric(p, s): DuckDB's DECIMAL(p, s) rounds as PostgreSQL does
