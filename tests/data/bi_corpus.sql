@@ -267,6 +267,7 @@ SELECT percentile_cont(ARRAY[0.25, 0.5, 0.75]) WITHIN GROUP (ORDER BY orders) FR
 SELECT mode() WITHIN GROUP (ORDER BY region) FROM sales_windows;
 SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_start) FROM sales_windows;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue DESC) FROM sales_windows;
+SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) FILTER (WHERE orders > 2) AS p FROM sales_windows GROUP BY region ORDER BY region;
 
 -- kind: window_functions
 -- source: Superset's advanced analytics (rolling / cumulative) and hand-written dashboard SQL: OVER (PARTITION BY ... ORDER BY ... ROWS ...)

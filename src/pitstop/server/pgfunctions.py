@@ -165,13 +165,18 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
         return None
     if len(order.expressions) != 1 or not isinstance(function.this, exp.Literal | exp.Neg):
         return None
+    if isinstance(node.parent, exp.Window):
+        return None
     ordered = order.expressions[0]
     value = ordered.this
     if ctx.kind(value) not in ("int", "numeric", "float"):
         return None
+    condition: exp.Expr = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
+    if isinstance(node.parent, exp.Filter):  # its FILTER (WHERE c) goes with the list's (pgsemantics)
+        condition = exp.and_(condition, exp.Paren(this=node.parent.expression.this.copy()))
     values = exp.Filter(
         this=exp.Anonymous(this="list", expressions=[_cast(value.copy(), "DOUBLE")]),
-        expression=exp.Where(this=exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))),
+        expression=exp.Where(this=condition),
     )
     sort = "list_reverse_sort" if ordered.args.get("desc") else "list_sort"
     sorted_values = exp.Anonymous(this=sort, expressions=[values])

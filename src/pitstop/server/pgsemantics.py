@@ -243,6 +243,9 @@ def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``avg`` and ``sum``, bare or under FILTER and OVER (rewritten at the outermost of these)."""
     if isinstance(node.parent, exp.Filter | exp.Window):
         return None
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous):
+        if str(node.this.this) == "pgs_percentile_cont":  # its filter is inside (pgfunctions)
+            return node.this.copy()
     chain, agg = [], node
     while isinstance(agg, exp.Filter | exp.Window):
         chain.append(agg)
