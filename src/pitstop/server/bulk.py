@@ -200,6 +200,11 @@ def _text_float(arr: pa.Array) -> Field:
     return _variable(pa.array(texts, pa.large_string()))
 
 
+def _text_float4(arr: pa.Array) -> Field:
+    texts = [None if v is None else pgtypes._text_float4(v) for v in arr.to_pylist()]
+    return _variable(pa.array(texts, pa.large_string()))
+
+
 # -- binary format --------------------------------------------------------------------------------
 def _binary_numeric(arr: pa.Array) -> Field:
     """PostgreSQL's numeric send format (``pgtypes._bin_numeric``): int16 count of base-10000
@@ -299,7 +304,9 @@ def _encoder(duckdb_type: str, pgtype: PgType, binary: bool) -> Encode | None:
         return _text_decimal
     if name in _INTEGERS and oid in (*_BIG_ENDIAN, pgtypes.NUMERIC.oid):
         return _text_cast
-    if name in ("FLOAT", "DOUBLE") and oid in (pgtypes.FLOAT4.oid, pgtypes.FLOAT8.oid):
+    if name in ("FLOAT", "DOUBLE") and oid == pgtypes.FLOAT4.oid:
+        return _text_float4
+    if name in ("FLOAT", "DOUBLE") and oid == pgtypes.FLOAT8.oid:
         return _text_float
     if name in _TIMESTAMPS and oid == pgtypes.TIMESTAMP.oid:
         return _text_timestamp("")

@@ -43,7 +43,10 @@ _SIMPLE_TYPES = re.compile(
     r"VARCHAR|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS|INTERVAL|UUID|BLOB|"
     r"DECIMAL\(\d+,\d+\))"
 )
-_NEEDS_TYPES = re.compile(r"/|avg|sum|numeric|decimal|to_char", re.I)
+_NEEDS_TYPES = re.compile(
+    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-",
+    re.I,
+)
 
 
 def _sqlglot_type(duckdb_type: str) -> str:
@@ -112,6 +115,10 @@ def _annotate_sum(self: Any, e: exp.Sum) -> exp.Expr:
     return self._set_type(e, {"numeric": D.DECIMAL, "float": D.DOUBLE}.get(kind, D.UNKNOWN))
 
 
+def _annotate_extract(self: Any, e: exp.Extract) -> exp.Expr:
+    return self._set_type(e, D.DECIMAL)  # numeric since PostgreSQL 14
+
+
 def _annotate_literal(self: Any, e: exp.Literal) -> exp.Expr:
     if e.is_string:
         return self._set_type(e, D.VARCHAR)
@@ -127,12 +134,19 @@ _METADATA = {
     exp.Avg: {"annotator": _annotate_avg},
     exp.Sum: {"annotator": _annotate_sum},
     exp.Literal: {"annotator": _annotate_literal},
+    exp.Extract: {"annotator": _annotate_extract},
 }
 
 
 def aggregated(node: exp.Expr) -> exp.Expr:
     """What an aggregate reads: ``x`` of ``avg(x)`` and of ``avg(DISTINCT x)``."""
     this = node.this
+    if (
+        isinstance(node, exp.WithinGroup)
+        and isinstance(node.expression, exp.Order)
+        and node.expression.expressions
+    ):
+        return node.expression.expressions[0].this  # percentile_cont(f) WITHIN GROUP (ORDER BY x): x
     if isinstance(this, exp.Distinct) and this.expressions:
         return this.expressions[0]
     return this
@@ -143,7 +157,7 @@ def types(tree: exp.Expr, schema: Schema, typed: tuple[type[exp.Expr], ...]) -> 
     by the id put in their ``meta``; annotated on a qualified copy, the statement itself unchanged."""
     count = 0
     for node in tree.find_all(*typed):
-        reads = aggregated(node) if isinstance(node, exp.Avg | exp.Sum) else node
+        reads = aggregated(node) if isinstance(node, exp.Avg | exp.Sum | exp.WithinGroup) else node
         for part in (node, *node.iter_expressions(), reads):
             if ID not in part.meta:
                 part.meta[ID] = count = count + 1

@@ -19,7 +19,16 @@ import math
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
-__all__ = ["float_numeric", "numeric_div", "numeric_in", "to_char_number"]
+__all__ = [
+    "float_numeric",
+    "float_text",
+    "numeric_add",
+    "numeric_div",
+    "numeric_in",
+    "numeric_mul",
+    "numeric_sub",
+    "to_char_number",
+]
 
 MIN_SIG_DIGITS = 16  # NUMERIC_MIN_SIG_DIGITS
 MAX_DISPLAY_SCALE = 1000  # NUMERIC_MAX_DISPLAY_SCALE
@@ -107,6 +116,31 @@ def numeric_div(dividend: str, divisor: str) -> str:
     return _text(Decimal((int(negative), tuple(map(int, str(quotient))), -scale)), scale)
 
 
+def _exact(operation: str, left: str, right: str) -> str:
+    a, b = _parse(left), _parse(right)
+    scale = _scale(a) + _scale(b) if operation == "*" else max(_scale(a), _scale(b))
+    with localcontext() as ctx:
+        ctx.prec = 2 * (len(a.as_tuple().digits) + len(b.as_tuple().digits)) + 2 * scale + 10  # exact
+        value = a * b if operation == "*" else a + b if operation == "+" else a - b
+        value = value.quantize(Decimal(1).scaleb(-scale))
+    return _text(value, scale)
+
+
+def numeric_mul(left: str, right: str) -> str:
+    """``numeric * numeric`` as PostgreSQL computes it: exact, the sum of the operands' scales."""
+    return _exact("*", left, right)
+
+
+def numeric_add(left: str, right: str) -> str:
+    """``numeric + numeric``: exact, the larger of the operands' scales."""
+    return _exact("+", left, right)
+
+
+def numeric_sub(left: str, right: str) -> str:
+    """``numeric - numeric``: exact, the larger of the operands' scales."""
+    return _exact("-", left, right)
+
+
 def numeric_in(text: str) -> str:
     """``text::numeric`` (PostgreSQL's ``numeric_in``): the value with the scale it is written with."""
     special = _SPECIAL.get(text.strip().lower())
@@ -125,6 +159,30 @@ def float_numeric(value: float) -> str:
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     return numeric_in(f"{value:.{DBL_DIG}g}")
+
+
+def float_text(value: float) -> str:
+    """``float8::text``: PostgreSQL's float8out, the shortest digits that read back as the same
+    double, in fixed notation for decimal exponents -4 to 14 (``100``, ``0.001``), else as
+    ``1.5e-07`` / ``1e+15``; ``NaN``, ``Infinity``, ``-0``. (DuckDB's text is ``100.0``, ``inf``.)"""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    shortest = Decimal(repr(abs(value)))
+    _, digit_tuple, exponent = shortest.as_tuple()
+    assert isinstance(exponent, int)
+    written = "".join(map(str, digit_tuple))
+    digits = written.rstrip("0") or "0"
+    adjusted = len(written) - 1 + exponent if value else 0
+    if -4 <= adjusted < 15:
+        text = format(shortest, "f")
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+    else:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        text = f"{mantissa}e{'+' if adjusted >= 0 else '-'}{abs(adjusted):02d}"
+    return sign + text
 
 
 # -- to_char(number, pattern) ----------------------------------------------------------------------

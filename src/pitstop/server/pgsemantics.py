@@ -29,10 +29,13 @@ Numeric texts. A value whose scale PostgreSQL chooses per row (a quotient, ``tex
 computed as PostgreSQL's text. A result column of the outermost SELECT that is such a value is sent
 as that text, typed numeric (:attr:`Translation.numeric_columns`); anywhere else it is read as
 ``DECIMAL(38, 24)`` (the same number; an error, not a rounded one, when it has more than 24
-decimals or 14 integer digits). Known gaps: the display scale of an expression over a quotient
-(``avg(x) * 100``) is 24 there, PostgreSQL's varies per row; a volatile divisor (``random()``) is
-evaluated twice; an operand of unknown type that is an interval (``age(ts) / 2``) is refused by
-DuckDB's binder (no ``//`` for intervals).
+decimals or 14 integer digits). ``+``, ``-`` and ``*`` of such a text and an integer or a numeric
+(``avg(x) * 100``) are computed on the texts too, exactly, at PostgreSQL's scale
+(:func:`~pitstop.server.pgnumeric.numeric_mul`). Known gaps: the display scale of other
+expressions over a quotient (``abs(avg(x))``, ``greatest(avg(x), 0)``) is 24 there,
+PostgreSQL's varies per row; a volatile divisor (``random()``) is evaluated twice; an operand of
+unknown type that is an interval (``age(ts) / 2``) is refused by DuckDB's binder (no ``//`` for
+intervals).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from sqlglot import exp
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
-from pitstop.server import pgkinds, pgnumeric, pgtochar
+from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgtochar
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, schema_of
 
 __all__ = ["NO_SCHEMA", "PgError", "Schema", "StrictParser", "Translation", "apply", "prepare", "schema_of"]
@@ -62,7 +65,11 @@ _BOOLEAN = duckdb.sqltype("BOOLEAN")
 _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_div", pgnumeric.numeric_div, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_in", pgnumeric.numeric_in, [_VARCHAR], _VARCHAR),
+    ("pgs_numeric_mul", pgnumeric.numeric_mul, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_add", pgnumeric.numeric_add, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_sub", pgnumeric.numeric_sub, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
+    ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
 )
@@ -82,7 +89,7 @@ CREATE OR REPLACE TEMP MACRO pgs_fit(t) AS CASE
     THEN error('SQLSTATE 22003: the numeric ' || t || ' is used in an expression, where pitstop holds '
                || 'numeric(38,{TEXT_SCALE}); round it (round(x, n)) or cast it (::float8)')
     ELSE CAST(t AS DECIMAL(38, {TEXT_SCALE})) END;
-"""
+{pgfunctions.PERCENTILE_MACRO}"""
 
 
 def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
@@ -99,7 +106,9 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
 
 _TEXT = "pgs_text"  # meta flag: the node's value is a numeric text
 D = exp.DType
-_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case)
+_TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case, exp.Extract,
+          exp.WithinGroup, exp.Sub, exp.Add, exp.Mul, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop,
+          exp.StddevSamp, exp.Variance, exp.VariancePop)  # fmt: skip
 
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -121,7 +130,9 @@ class StrictParser(PostgresParser):
     FUNCTIONS = {
         **PostgresParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
+        "DATE_PART": lambda args: exp.Anonymous(this="date_part", expressions=args),  # not extract's type
     }
+    FUNCTION_PARSERS = {name: f for name, f in PostgresParser.FUNCTION_PARSERS.items() if name != "DATE_PART"}
 
     def _parse_csv(self, parse_method: Callable[[], Any], sep: TokenType = TokenType.COMMA) -> list[Any]:
         items = []
@@ -157,9 +168,16 @@ class Translation:
 class _Context:
     types: dict[int, exp.DataType]
     root: exp.Expr
+    columns: dict[str, exp.DataType] = field(default_factory=dict)
+    """The types of the statement's columns by their text: a column sqlglot left untyped (one the
+    qualified copy replaced, in an ORDER BY that repeats a result column) is typed as the same
+    column elsewhere."""
 
     def type(self, node: exp.Expr) -> exp.DataType | None:
-        return self.types.get(node.meta.get(pgkinds.ID, -1))
+        found = self.types.get(node.meta.get(pgkinds.ID, -1))
+        if found is None and isinstance(node, exp.Column):
+            return self.columns.get(node.sql())
+        return found
 
     def kind(self, node: exp.Expr) -> str:
         return "numeric" if node.meta.get(_TEXT) else pgkinds.kind_of(self.type(node))
@@ -206,10 +224,28 @@ def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
     return _call("pgs_div", _fitted(a), _fitted(b))
 
 
+_ARITHMETIC = {exp.Mul: "pgs_numeric_mul", exp.Add: "pgs_numeric_add", exp.Sub: "pgs_numeric_sub"}
+
+
+def _arithmetic(node: exp.Mul | exp.Add | exp.Sub, ctx: _Context) -> exp.Expr | None:
+    """``avg(x) * 100``, ``sum(a) / sum(b) - 1``: a numeric text with an integer or a numeric is
+    PostgreSQL's exact result, at its scale (the sum of the scales for ``*``, the larger for ``+``
+    and ``-``), as a numeric text again; ``date - date`` is int4 (pgfunctions)."""
+    a, b = node.this, node.expression
+    if not (a.meta.get(_TEXT) or b.meta.get(_TEXT)):
+        return pgfunctions.date_difference(node, ctx) if isinstance(node, exp.Sub) else None
+    if not all(x.meta.get(_TEXT) or ctx.kind(x) in ("int", "numeric") for x in (a, b)):
+        return None
+    return _numeric_text(_call(_ARITHMETIC[type(node)], _as_text(a), _as_text(b)))
+
+
 def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
     """``avg`` and ``sum``, bare or under FILTER and OVER (rewritten at the outermost of these)."""
     if isinstance(node.parent, exp.Filter | exp.Window):
         return None
+    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous):
+        if str(node.this.this) == "pgs_percentile_cont":  # its filter is inside (pgfunctions)
+            return node.this.copy()
     chain, agg = [], node
     while isinstance(agg, exp.Filter | exp.Window):
         chain.append(agg)
@@ -242,9 +278,17 @@ _INT_DIGITS = {D.TINYINT: 3, D.SMALLINT: 5, D.INT: 10, D.BIGINT: 19}
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
     operand, to = node.this, node.to
+    try:
+        pgfunctions.check_cast(node, ctx)
+    except pgfunctions.Refused as exc:
+        raise PgError(exc.code, exc.message) from None
     if operand.meta.get(_TEXT) and to.this in (D.TEXT, D.VARCHAR):
         operand.meta.pop(_TEXT)  # (a / b)::text is PostgreSQL's text of the quotient
         return exp.cast(operand, exp.DataType.build("VARCHAR"))
+    operand_type = ctx.type(operand)
+    if to.this in (D.TEXT, D.VARCHAR) and not to.expressions and operand_type is not None:
+        if operand_type.this == D.DOUBLE:  # PostgreSQL's float8out, not DuckDB's 100.0 and inf
+            return _call("pgs_float_text", operand)
     if to.this != D.DECIMAL:
         return None
     if to.expressions:  # numeric(p, s): DuckDB's DECIMAL(p, s) rounds as PostgreSQL does
@@ -299,19 +343,24 @@ def _to_char(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
     return pgtochar.to_char_time(_fitted(value), pattern.name, _duckdb)
 
 
-def _choice(values: list[exp.Expr], ctx: _Context) -> list[exp.Expr] | None:
+def _choice(values: list[exp.Expr], ctx: _Context, result: bool = False) -> list[exp.Expr] | None:
     """The values of a COALESCE or a CASE as numeric texts when one of them is one and the others
     are integers or numerics (``coalesce(sum(a) / nullif(sum(b), 0), 0)``): PostgreSQL's result
-    is numeric with each value's own scale. None when they are not."""
+    is numeric with each value's own scale. Also, for a ``result`` column, when they are numerics
+    of different scales or numerics and integers (``coalesce(revenue, 0)`` is ``0``, not
+    ``0.00``). None when they are not."""
     if not any(v.meta.get(_TEXT) for v in values):
-        return None
+        kinds = [ctx.kind(v) for v in values if not isinstance(v, exp.Null)]
+        scales = {str(ctx.type(v)) for v in values if not isinstance(v, exp.Null)}
+        if not (result and "numeric" in kinds and len(scales) > 1):
+            return None
     if not all(isinstance(v, exp.Null) or ctx.kind(v) in ("int", "numeric") for v in values):
         return None
     return [_as_text(v) for v in values]
 
 
 def _coalesce(node: exp.Coalesce, ctx: _Context) -> exp.Expr | None:
-    texts = _choice([node.this, *node.expressions], ctx)
+    texts = _choice([node.this, *node.expressions], ctx, result=_is_result(node, ctx))
     if texts is None:
         return None
     return _numeric_text(exp.Coalesce(this=texts[0], expressions=texts[1:]))
@@ -338,6 +387,31 @@ def _case(node: exp.Case, ctx: _Context) -> exp.Expr | None:
     return _numeric_text(node) if texts is not None else node
 
 
+def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
+    name = str(node.this).lower()
+    if name == "to_char":
+        return _to_char(node, ctx)
+    if name == "date_part":
+        return pgfunctions.date_part(node, ctx)
+    return None
+
+
+def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
+    return pgfunctions.ntile(node) or _aggregate(node, ctx)
+
+
+def _refusing(rewrite: Callable[[Any, Any], exp.Expr | None]) -> Callable[[Any, _Context], exp.Expr | None]:
+    """A rewrite of :mod:`pgfunctions` whose refusals are PgErrors."""
+
+    def refusing(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+        try:
+            return rewrite(node, ctx)
+        except pgfunctions.Refused as exc:
+            raise PgError(exc.code, exc.message) from None
+
+    return refusing
+
+
 def _paren(node: exp.Paren, ctx: _Context) -> exp.Expr | None:
     return node.this if node.this.meta.get(_TEXT) else None
 
@@ -347,9 +421,25 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Avg: _aggregate,
     exp.Sum: _aggregate,
     exp.Filter: _aggregate,
-    exp.Window: _aggregate,
+    exp.Window: _window,
     exp.Cast: _cast,
-    exp.Anonymous: _to_char,
+    exp.Anonymous: _anonymous,
+    exp.Extract: pgfunctions.extract,
+    exp.WithinGroup: pgfunctions.percentile_cont,
+    exp.Length: pgfunctions.int4_result,
+    exp.StrPosition: pgfunctions.int4_result,
+    exp.Sub: _arithmetic,
+    exp.Add: _arithmetic,
+    exp.Mul: _arithmetic,
+    exp.Like: pgfunctions.like,
+    exp.ILike: pgfunctions.like,
+    exp.Round: _refusing(pgfunctions.round_float),
+    exp.Substring: pgfunctions.regex_substring,
+    **dict.fromkeys(
+        (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop),
+        _refusing(pgfunctions.spread),
+    ),
+    exp.Sign: pgfunctions.sign,
     exp.Paren: _paren,
     exp.Coalesce: _coalesce,
     exp.If: _if,
@@ -420,6 +510,12 @@ def apply(tree: exp.Expr, schema: Schema) -> tuple[exp.Expr, frozenset[int]]:
     text columns (:attr:`Translation.numeric_columns`). Raises PgError for what pitstop refuses."""
     if not any(True for _ in tree.find_all(*_REWRITES)):
         return tree, frozenset()
-    ctx = _Context(pgkinds.types(tree, schema, _TYPED), tree)
+    types = pgkinds.types(tree, schema, _TYPED)
+    columns: dict[str, exp.DataType] = {}
+    for column in tree.find_all(exp.Column):
+        found = types.get(column.meta.get(pgkinds.ID, -1))
+        if found is not None:
+            columns.setdefault(column.sql(), found)
+    ctx = _Context(types, tree, columns)
     tree = _rewrite(tree, ctx)
     return tree, _numeric_columns(tree)

@@ -218,6 +218,19 @@ def _text_float(value: float) -> str:
     return repr(value)
 
 
+def _text_float4(value: float) -> str:
+    """A real as PostgreSQL prints it: the fewest digits that read back as the same 4-byte float
+    (``42331.08``, not the 8-byte float's ``42331.078125``)."""
+    if math.isnan(value) or math.isinf(value):
+        return _text_float(value)
+    single = struct.unpack(">f", struct.pack(">f", value))[0]
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if struct.unpack(">f", struct.pack(">f", float(text)))[0] == single:
+            return repr(float(text))
+    return repr(single)
+
+
 def _text_decimal(value: Decimal) -> str:
     if value.is_nan():
         return "NaN"
@@ -289,7 +302,7 @@ def _text(value: Any, pgtype: PgType, zone: str = "UTC") -> str:
     if isinstance(value, bool):
         return "t" if value else "f"
     if isinstance(value, float):
-        return _text_float(value)
+        return _text_float4(value) if pgtype.oid == FLOAT4.oid else _text_float(value)
     if isinstance(value, Decimal):
         return _text_decimal(value)
     if isinstance(value, datetime):
@@ -310,6 +323,8 @@ def _bin_numeric(value: Any) -> bytes:
     dec = Decimal(value)
     if dec.is_nan():
         return struct.pack(">hhHh", 0, 0, 0xC000, 0)
+    if dec.is_infinite():  # PostgreSQL 14's NUMERIC_PINF / NUMERIC_NINF
+        return struct.pack(">hhHh", 0, 0, 0xD000 if dec > 0 else 0xF000, 0)
     sign, digits, exponent = dec.as_tuple()
     assert isinstance(exponent, int)
     dscale = max(-exponent, 0)

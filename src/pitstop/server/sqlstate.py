@@ -87,6 +87,21 @@ _MARKED = re.compile(r"SQLSTATE ([0-9A-Z]{5}): (.*)")
 :mod:`pitstop.server.pgnumeric`): its SQLSTATE and message, whatever DuckDB wrapped them in."""
 
 
+_OUT_OF_RANGE = re.compile(
+    r"(?:can't be cast because the value is out of range for the destination type|"
+    r"Failed to cast decimal value \S+ to type|Could not cast value \S+ to) (?P<type>\w+)"
+)
+_RANGE_WORDS = {
+    "INT16": "smallint out of range",
+    "INT32": "integer out of range",
+    "INT64": "bigint out of range",
+    "FLOAT": "value out of range: overflow",
+    "DECIMAL": "numeric field overflow",
+}
+"""A cast DuckDB cannot make because the value is too large for the type: PostgreSQL's 22003 and
+its words for the type."""
+
+
 def _said(first: str) -> WireError | None:
     """The errors whose DuckDB text says what PostgreSQL's SQLSTATE is."""
     marked = _MARKED.search(first)
@@ -94,6 +109,9 @@ def _said(first: str) -> WireError | None:
         return WireError(marked.group(1), marked.group(2))
     if first.startswith("Division by zero"):  # integer / 0 and % 0, as PostgreSQL says it
         return WireError(DIVISION_BY_ZERO, "division by zero")
+    out_of_range = _OUT_OF_RANGE.search(first)
+    if out_of_range and out_of_range.group("type") in _RANGE_WORDS:
+        return WireError(NUMERIC_VALUE_OUT_OF_RANGE, _RANGE_WORDS[out_of_range.group("type")])
     return None
 
 

@@ -114,6 +114,11 @@ FUNCTIONS: dict[str, str] = {
     "txid_current": "CAST(1 AS BIGINT)",
     "inet_server_addr": _NULL_TEXT,
     "inet_server_port": "CAST(NULL AS INTEGER)",
+    "octet_length": "CAST(strlen(CAST({0} AS VARCHAR)) AS INTEGER)",
+    "quote_literal": (  # E'...' when there is a backslash, as PostgreSQL writes it
+        r"(CASE WHEN contains(CAST({0} AS VARCHAR), '\') THEN 'E' ELSE '' END || '''' || "
+        r"replace(replace(CAST({0} AS VARCHAR), '\', '\\'), '''', '''''') || '''')"
+    ),
     "pg_get_userbyid": (
         f"coalesce({_lookup('pgc_pg_roles', 'rolname', 'oid', '{0}')}, "
         "'unknown (OID=' || CAST({0} AS VARCHAR) || ')')"

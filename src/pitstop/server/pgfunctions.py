@@ -1,0 +1,255 @@
+"""PostgreSQL's functions and operators where DuckDB's of the same name answer otherwise, for
+:mod:`pitstop.server.pgsemantics` (each a rewrite of one node, given the types of its parts):
+
+- ``extract(field FROM x)`` is numeric in PostgreSQL (since 14), with the scale of the field:
+  0 for ``year`` ... ``hour``, 6 for ``second`` and ``epoch`` of a timestamp or an interval, 3 for
+  ``milliseconds``; DuckDB's is a bigint or a double. ``date_part`` stays a double, seconds with
+  their fraction. (``julian`` and the time zone fields are left to DuckDB.)
+- ``percentile_cont(f) WITHIN GROUP (ORDER BY x)`` is a double interpolated as PostgreSQL does
+  (``lo + (hi - lo) * proportion``, macro ``pgs_percentile_cont``); DuckDB's is of x's type and
+  interpolated otherwise (``166.79999999999998`` where PostgreSQL says ``166.8``);
+- ``length``, ``strpos``/``position`` and ``ntile`` are int4, ``date - date`` too; DuckDB's bigint;
+- ``LIKE`` and ``ILIKE`` without ``ESCAPE`` take ``\\`` as their escape character, as PostgreSQL's
+  (``LIKE '%\\_%'`` is an underscore; DuckDB's has no escape character unless told);
+- ``round(double)`` rounds half to even (PostgreSQL's ``rint``); ``round(double, n)`` does not
+  exist in PostgreSQL: its error (42883), not DuckDB's answer;
+- ``sign`` is numeric for a numeric, double for the others; DuckDB's a tinyint;
+- ``substring(x from 'regex')`` is a regular expression's match (DuckDB's reads a start position);
+- ``stddev``/``variance`` of integers and numerics are refused: PostgreSQL's are numerics;
+- casts PostgreSQL has not (``bigint::boolean``) or refuses (``'2.5'::int``) are its errors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from sqlglot import exp
+
+__all__ = [
+    "PERCENTILE_MACRO",
+    "Kinds",
+    "Refused",
+    "check_cast",
+    "date_part",
+    "date_difference",
+    "extract",
+    "int4_result",
+    "like",
+    "ntile",
+    "percentile_cont",
+    "regex_substring",
+    "round_float",
+    "sign",
+    "spread",
+]
+
+D = exp.DType
+_INTEGER_FIELDS = frozenset(
+    "YEAR MONTH DAY HOUR MINUTE DOW ISODOW DOY WEEK QUARTER DECADE CENTURY MILLENNIUM ISOYEAR".split()
+)
+PERCENTILE_MACRO = """
+CREATE OR REPLACE TEMP MACRO pgs_percentile_cont(l, f) AS CASE
+    WHEN len(l) = 0 THEN NULL
+    WHEN floor(f * (len(l) - 1)) = ceil(f * (len(l) - 1)) THEN l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1]
+    ELSE l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1]
+         + (l[CAST(ceil(f * (len(l) - 1)) AS BIGINT) + 1] - l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1])
+         * (f * (len(l) - 1) - floor(f * (len(l) - 1))) END;
+"""
+"""PostgreSQL's percentile_cont_final_common over the sorted non-NULL values ``l``: rows
+floor(f * (n - 1)) and ceil(f * (n - 1)) (0-based), interpolated in double precision."""
+
+
+class Kinds(Protocol):
+    """What a rewrite reads of a node: its PostgreSQL type and kind (:mod:`pitstop.server.pgkinds`)."""
+
+    def kind(self, node: exp.Expr) -> str: ...
+
+    def type(self, node: exp.Expr) -> exp.DataType | None: ...
+
+
+class Refused(Exception):
+    """What PostgreSQL refuses and DuckDB would answer: PostgreSQL's SQLSTATE and words."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_NAMES = {D.SMALLINT: "smallint", D.INT: "integer", D.BIGINT: "bigint", D.DECIMAL: "numeric",
+          D.DOUBLE: "double precision", D.FLOAT: "real"}  # fmt: skip
+_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def check_cast(node: exp.Cast, ctx: Kinds) -> None:
+    """A cast PostgreSQL refuses: a bigint, smallint, numeric or float to boolean (42846; only an
+    integer has one), a text constant that is not an integer to an integer type (22P02: DuckDB
+    rounds ``'2.5'::int`` to 3)."""
+    to, operand = node.to.this, node.this
+    source = ctx.type(operand)
+    if to == D.BOOLEAN and source is not None and source.this in _NAMES and source.this != D.INT:
+        raise Refused("42846", f"cannot cast type {_NAMES[source.this]} to boolean")
+    is_text = isinstance(operand, exp.Literal) and operand.is_string
+    if to in (D.SMALLINT, D.INT, D.BIGINT) and is_text and not _INTEGER_TEXT.fullmatch(operand.name):
+        raise Refused("22P02", f'invalid input syntax for type {_NAMES[to]}: "{operand.name}"')
+
+
+def _cast(node: exp.Expr, to: str) -> exp.Expr:
+    return exp.cast(node, exp.DataType.build(to))
+
+
+def _times(node: exp.Expr, factor: str) -> exp.Expr:
+    return exp.Mul(this=node, expression=exp.Literal.number(factor))
+
+
+def _micros(operand: exp.Expr) -> exp.Expr:
+    """Seconds and microseconds of the minute, as DuckDB's ``microsecond`` field (PostgreSQL's)."""
+    field = exp.Extract(this=exp.var("MICROSECONDS"), expression=operand.copy())
+    return _cast(field, "DECIMAL(18, 0)")
+
+
+def _numeric_field(field: str, operand: exp.Expr, source: exp.DataType | None) -> exp.Expr | None:
+    if source is None:
+        return None
+    if source.this in (D.TIMESTAMP, D.TIMESTAMPTZ):
+        if field in _INTEGER_FIELDS:
+            return _cast(exp.Extract(this=exp.var(field), expression=operand.copy()), "DECIMAL(18, 0)")
+        if field == "SECOND":
+            return _times(_micros(operand), "0.000001")
+        if field == "MILLISECONDS":
+            return _times(_micros(operand), "0.001")
+        if field == "MICROSECONDS":
+            return _micros(operand)
+        if field == "EPOCH":
+            epoch = exp.Anonymous(this="epoch_us", expressions=[operand.copy()])
+            return _times(_cast(epoch, "DECIMAL(38, 0)"), "0.000001")
+        return None
+    if source.this == D.DATE and (field in _INTEGER_FIELDS or field == "EPOCH"):
+        function = "epoch" if field == "EPOCH" else None
+        value = (
+            exp.Anonymous(this=function, expressions=[operand.copy()])
+            if function
+            else exp.Extract(this=exp.var(field), expression=operand.copy())
+        )
+        return _cast(value, "DECIMAL(18, 0)")
+    if source.this == D.INTERVAL and field == "EPOCH":
+        micros = exp.Anonymous(
+            this="round",
+            expressions=[_times(exp.Anonymous(this="epoch", expressions=[operand.copy()]), "1000000")],
+        )
+        return _times(_cast(micros, "DECIMAL(38, 0)"), "0.000001")
+    return None
+
+
+def extract(node: exp.Extract, ctx: Kinds) -> exp.Expr | None:
+    field = node.this.name.upper() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+    return _numeric_field(field, node.expression, ctx.type(node.expression))
+
+
+def date_part(node: exp.Anonymous, ctx: Kinds) -> exp.Expr | None:
+    """``date_part('hour', x)``: a double (seconds with their fraction)."""
+    if len(node.expressions) != 2 or not (
+        isinstance(node.expressions[0], exp.Literal) and node.expressions[0].is_string
+    ):
+        return None
+    field, operand = node.expressions[0].name.upper(), node.expressions[1]
+    numeric = _numeric_field(field, operand, ctx.type(operand))
+    return None if numeric is None else _cast(numeric, "DOUBLE")
+
+
+def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers, f a constant."""
+    function, order = node.this, node.expression
+    if not isinstance(function, exp.PercentileCont) or not isinstance(order, exp.Order):
+        return None
+    if len(order.expressions) != 1 or not isinstance(function.this, exp.Literal | exp.Neg):
+        return None
+    if isinstance(node.parent, exp.Window):
+        return None
+    ordered = order.expressions[0]
+    value = ordered.this
+    if ctx.kind(value) not in ("int", "numeric", "float"):
+        return None
+    condition: exp.Expr = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
+    if isinstance(node.parent, exp.Filter):  # its FILTER (WHERE c) goes with the list's (pgsemantics)
+        condition = exp.and_(condition, exp.Paren(this=node.parent.expression.this.copy()))
+    values = exp.Filter(
+        this=exp.Anonymous(this="list", expressions=[_cast(value.copy(), "DOUBLE")]),
+        expression=exp.Where(this=condition),
+    )
+    sort = "list_reverse_sort" if ordered.args.get("desc") else "list_sort"
+    sorted_values = exp.Anonymous(this=sort, expressions=[values])
+    return exp.Anonymous(
+        this="pgs_percentile_cont", expressions=[sorted_values, _cast(function.this.copy(), "DOUBLE")]
+    )
+
+
+def int4_result(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:
+    """``length``, ``char_length``, ``strpos``, ``position``: int4."""
+    return _cast(node.copy(), "INTEGER")
+
+
+def ntile(node: exp.Window) -> exp.Expr | None:
+    return _cast(node.copy(), "INTEGER") if isinstance(node.this, exp.Ntile) else None
+
+
+def date_difference(node: exp.Sub, ctx: Kinds) -> exp.Expr | None:
+    """``date - date``: days as int4."""
+    left, right = ctx.type(node.this), ctx.type(node.expression)
+    if left is not None and right is not None and left.this == right.this == D.DATE:
+        return _cast(node.copy(), "INTEGER")
+    return None
+
+
+def like(node: exp.Like | exp.ILike, ctx: Kinds) -> exp.Expr | None:
+    if isinstance(node.parent, exp.Escape):
+        return None
+    return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
+
+
+def round_float(node: exp.Round, ctx: Kinds) -> exp.Expr | None:
+    if ctx.kind(node.this) != "float":
+        return None
+    if node.args.get("decimals") is not None:
+        raise Refused("42883", "function round(double precision, integer) does not exist")
+    return exp.Anonymous(this="round_even", expressions=[node.this.copy(), exp.Literal.number(0)])
+
+
+def regex_substring(node: exp.Substring, ctx: Kinds) -> exp.Expr | None:
+    """``substring(x from 'pattern')``: the first parenthesized part of the match, or the match;
+    NULL when it does not match (DuckDB would read the pattern as a start position)."""
+    pattern = node.args.get("start")
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string) or node.args.get("length") is not None:
+        return None
+    group = exp.Literal.number(1 if "(" in pattern.name else 0)
+    found = exp.Anonymous(this="regexp_extract", expressions=[node.this.copy(), pattern.copy(), group])
+    matches = exp.Anonymous(this="regexp_matches", expressions=[node.this.copy(), pattern.copy()])
+    return exp.Case(ifs=[exp.If(this=matches, true=found)])
+
+
+def spread(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:
+    """``stddev``, ``variance`` and their ``_pop``/``_samp`` of an integer or a numeric are numeric
+    in PostgreSQL, computed in its numeric arithmetic; DuckDB's are doubles: refused (0A000)."""
+    if ctx.kind(node.this) not in ("int", "numeric"):
+        return None
+    names: dict[type[exp.Expr], str] = {
+        exp.StddevPop: "stddev_pop",
+        exp.StddevSamp: "stddev_samp",
+        exp.VariancePop: "var_pop",
+    }
+    name = names.get(type(node), "stddev" if isinstance(node, exp.Stddev) else "variance")
+    raise Refused(
+        "0A000",
+        f"pitstop computes {name} in double precision, where PostgreSQL gives a numeric of an integer "
+        f"or numeric column; cast the column to say which you want: {name}(x::float8)",
+    )
+
+
+def sign(node: exp.Sign, ctx: Kinds) -> exp.Expr | None:
+    kind = ctx.kind(node.this)
+    if kind == "numeric":
+        return _cast(node.copy(), "DECIMAL(1, 0)")
+    if kind in ("int", "float"):
+        return _cast(node.copy(), "DOUBLE")
+    return None
