@@ -129,11 +129,15 @@ def test_a_new_function_added_or_removed_evolves_like_any_aggregate() -> None:
 
 
 def test_a_distinct_set_of_another_element_type_is_refused_naming_both_types() -> None:
-    old, new = plan("COUNT(DISTINCT qty) AS kinds"), plan("COUNT(DISTINCT qty) AS kinds", qty="BIGINT")
+    """A narrowed element type is refused; a widened one (INT -> BIGINT) is restored with a cast,
+    as the README's table says of every widened state type (until issue 23's chains it was refused
+    for a set: test_state_evolution.py)."""
+    old, new = plan("COUNT(DISTINCT qty) AS kinds", qty="BIGINT"), plan("COUNT(DISTINCT qty) AS kinds")
     v = verdict(old, new)
     assert v.outcome == REFUSED
-    assert "the state of COUNT(DISTINCT qty) changed type from (ARRAY<INT>) to (ARRAY<BIGINT>)" in v.reason
-    assert stage(old).accumulators[0].type == "ARRAY<INT>"
+    assert "the state of COUNT(DISTINCT qty) changed type from (ARRAY<BIGINT>) to (ARRAY<INT>)" in v.reason
+    assert stage(new).accumulators[0].type == "ARRAY<INT>"
+    assert verdict(new, old).outcome == RESTORED
 
 
 def test_a_distinct_set_buffer_written_by_spark_decodes_to_its_values() -> None:
