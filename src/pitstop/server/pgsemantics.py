@@ -51,9 +51,19 @@ from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
 from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgtochar
-from pitstop.server.pgkinds import NO_SCHEMA, Schema, schema_of
+from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 
-__all__ = ["NO_SCHEMA", "PgError", "Schema", "StrictParser", "Translation", "apply", "prepare", "schema_of"]
+__all__ = [
+    "NO_SCHEMA",
+    "PgError",
+    "Schema",
+    "StrictParser",
+    "Translation",
+    "apply",
+    "prepare",
+    "read_schema",
+    "schema_of",
+]
 
 log = logging.getLogger(__name__)
 

@@ -185,7 +185,13 @@ class SessionQueries:
         """``text`` (the statement's, or it with state tables in) as DuckDB SQL with PostgreSQL's
         semantics, typed by the sink tables' columns (read on the catalog's own connection: this
         session's may hold a suspended portal's rows)."""
-        schema = pgsemantics.schema_of(self.manager.catalog.cursor(), text)
+        catalog = self.manager.catalog
+        # The sink tables' columns change only by a catalog commit (a job's sink created or
+        # evolved): read once per change, not by every query of every client.
+        schema = pgsemantics.schema_of(
+            text,
+            lambda: catalog.cached_for("sink schema", lambda: pgsemantics.read_schema(catalog.cursor()), 1.0),
+        )
         try:
             return self.pgcatalog.translate_query(text, schema)
         except pgsemantics.PgError as exc:
