@@ -24,7 +24,7 @@ quickstart: prepare
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/ruff format --check src tests examples bench
-	$(VENV)/bin/mypy src
+	$(VENV)/bin/mypy src bench
 	$(VENV)/bin/lint-imports
 
 # The suite runs in WORKERS processes side by side (pytest-xdist), each file's tests in one of

@@ -125,13 +125,16 @@ def consume_alone(broker: kafka_helpers.Broker, topic: str, n: int, parse: bool)
     left, read, total = set(range(PARTITIONS)), 0, 0
     while left:
         for m in consumer.consume(num_messages=10_000, timeout=5.0):
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            error = m.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 left.discard(m.partition())
                 continue
             read += 1
             if parse:
-                total += json.loads(m.value())["v"]
+                value = m.value()
+                assert value is not None, m
+                total += json.loads(value)["v"]
     took = time.monotonic() - began
     consumer.close()
     assert read == n, f"read {read} of {n} records"
@@ -142,17 +145,18 @@ class Pitstop:
     """One manager (one Spark session) for every pitstop run; jobs get fresh names."""
 
     def __init__(self, home: Path, broker: kafka_helpers.Broker) -> None:
+        from pitstop.driver import Driver
         from pitstop.executor import Executor
         from pitstop.manager import Manager
         from pitstop.settings import Settings
 
         self.manager = Manager(Settings.resolve(home=home))  # pitstop's defaults (and PITSTOP_* settings)
-        self.executor = Executor(self.manager)
+        self.driver = Driver(Executor(self.manager))
         self.broker = broker
         self.count = 0
 
     def run(self, sql: str) -> list[Any]:
-        return [r for _, r in self.executor.run_script(sql)]
+        return [r for _, r in self.driver.run_script(sql)]
 
     def job(self, topic: str, sink: str, source_options: str = "") -> tuple[float, int]:
         """Seconds from CREATE JOB to AWAIT JOB's return, and the rows the sink got;
@@ -208,8 +212,9 @@ def count_records(broker: kafka_helpers.Broker, topic: str) -> int:
     left, read = set(range(PARTITIONS)), 0
     while left:
         for m in consumer.consume(num_messages=10_000, timeout=5.0):
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            error = m.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 left.discard(m.partition())
             else:
                 read += 1

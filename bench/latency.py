@@ -22,6 +22,7 @@ def populate(home: Path) -> None:
     """Catalog rows as real statements would leave them (plans and manifests of a real job)."""
     from pitstop.catalog.clock import now
     from pitstop.catalog.rows import RUNNING, STOPPED, Job, Run
+    from pitstop.driver import Driver
     from pitstop.executor import Executor
     from pitstop.manager import Manager
     from pitstop.planner.build import plan_job
@@ -29,8 +30,7 @@ def populate(home: Path) -> None:
     from pitstop.sql.parser import parse_script
 
     manager = Manager(Settings.resolve(home=home))
-    executor = Executor(manager)
-    for _ in executor.run_script(
+    for _ in Driver(Executor(manager)).run_script(
         "CREATE MAPPING events (k BIGINT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
         "'1' MINUTE) TYPE File OPTIONS ('path'='" + str(home / "events") + "', 'format'='json');"
         "CREATE MAPPING agg TYPE DuckDB;"
@@ -88,6 +88,7 @@ def _add_snapshot(catalog: Any, tx: Any, home: Path, created: Any, s: int) -> No
 
 
 def measure(home: Path, calls: int) -> dict[str, Any]:
+    from pitstop.driver import Driver
     from pitstop.engine.session import running_session
     from pitstop.errors import PitstopError
     from pitstop.executor import Executor
@@ -95,7 +96,7 @@ def measure(home: Path, calls: int) -> dict[str, Any]:
     from pitstop.settings import Settings
 
     manager = Manager(Settings.resolve(home=home))
-    executor = Executor(manager)
+    driver = Driver(Executor(manager))
     statements = {
         "SHOW JOBS": "SHOW JOBS;",
         "SHOW SNAPSHOTS": "SHOW SNAPSHOTS;",
@@ -111,7 +112,7 @@ def measure(home: Path, calls: int) -> dict[str, Any]:
             text = template.format(i=i % SNAPSHOTS, j=i % JOBS)
             t = time.perf_counter()
             try:
-                for _stmt, result in executor.run_script(text):
+                for _stmt, result in driver.run_script(text):
                     rows = len(result.rows)
             except PitstopError as err:
                 error = str(err).splitlines()[0]

@@ -32,6 +32,7 @@ sys.path.insert(0, str(BENCH))
 from run import log, say, spread, table  # noqa: E402
 
 import data  # noqa: E402
+from pitstop.driver import Driver  # noqa: E402
 from pitstop.executor import Executor  # noqa: E402
 from pitstop.manager import Manager  # noqa: E402
 from pitstop.settings import Settings  # noqa: E402
@@ -42,7 +43,7 @@ SELECT = """SELECT window_start, window_end, k, COUNT(*) AS n, SUM(v) AS total
 
 
 def run(executor: Executor, sql: str) -> list[object]:
-    return [r for _, r in executor.run_script(sql)]
+    return [r for _, r in Driver(executor).run_script(sql)]
 
 
 def timed(executor: Executor, sql: str) -> float:

@@ -252,7 +252,7 @@ class Worker:
                 phases["cut_s"] = time.perf_counter() - t
 
         export_mod.export = timed_export  # type: ignore[assignment]
-        runs_mod.ActiveRun.stop_at_cut = timed_cut  # type: ignore[method-assign]
+        runs_mod.ActiveRun.stop_at_cut = timed_cut  # type: ignore[method-assign,assignment]
         try:
             self._run(executor, mapping_sql(folder) + job_sql("dt", "agg") + "\nAWAIT JOB dt;")
             t0 = time.perf_counter()
@@ -322,7 +322,9 @@ class Worker:
 
     @staticmethod
     def _run(executor: Any, sql: str) -> None:
-        for _ in executor.run_script(sql):
+        from pitstop.driver import Driver
+
+        for _ in Driver(executor).run_script(sql):
             pass
 
     @staticmethod
