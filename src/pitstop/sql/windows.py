@@ -67,9 +67,7 @@ class TableFunctionParser(parser.Parser):
 
     # Functions pitstop accepts inside TABLE(...): name -> node parser.
     TABLE_FUNCTION_PARSERS: t.ClassVar = {
-        "TUMBLE": lambda self, kind: self._parse_window_tvf(kind),
-        "HOP": lambda self, kind: self._parse_window_tvf(kind),
-        "SESSION": lambda self, kind: self._parse_window_tvf(kind),
+        **{name: lambda self, kind: self._parse_window_tvf(kind) for name in WINDOW_TVF_PARAMS},
         "IMPOSE_ORDER": lambda self, kind: self._parse_impose_order(),
     }
 
