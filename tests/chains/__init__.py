@@ -14,7 +14,9 @@ input arriving (one file, some of it out of order and late), the first ``CREATE 
 (``DROP JOB ... WITH SNAPSHOT``, then ``CREATE JOB ... FROM SNAPSHOT`` with a changed job: a branch
 added, dropped or renamed, a filter changed, an aggregate added or dropped, a window resized by k;
 ``restoreFormat`` auto or canonical), ``CREATE SNAPSHOT`` while it runs, a restore from an older
-snapshot with or without ``sinkRollback``, and ``ALTER JOB SUSPEND`` / ``RESUME``.
+snapshot with or without ``sinkRollback``, and ``ALTER JOB SUSPEND`` / ``RESUME``; a pit stop now and then
+run by a process killed with SIGKILL at a step of its protocol (the crash matrix's points), which
+the next process finishes.
 
 The model is the documented rules (README "How it works", DESIGN.md section 4), not pitstop's code:
 
@@ -71,6 +73,7 @@ from chains.model import (
 from chains.player import ChainFailure, Player, mappings, start_server, stop_server
 from chains.steps import (
     Analyze,
+    Crash,
     Input,
     Kill,
     Restore,
@@ -92,6 +95,7 @@ __all__ = [
     "FUNCTIONS",
     "Branch",
     "ChainFailure",
+    "Crash",
     "Cut",
     "Event",
     "Input",

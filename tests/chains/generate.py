@@ -21,7 +21,10 @@ from chains.model import (
     Job,
 )
 from chains.steps import (
+    RESTORE_CRASHES,
+    UPDATE_CRASHES,
     Analyze,
+    Crash,
     Input,
     Kill,
     Restore,
@@ -346,7 +349,22 @@ def generate(seed: int, steps: int, pg: bool = False, kafka: bool = False) -> li
             chain.append(_input(rnd))
     if not running:
         chain.append(Resume())
-    return _with_analyses(seed, chain)
+    return _with_crashes(seed, _with_analyses(seed, chain))
+
+
+def _with_crashes(seed: int, chain: list[Step]) -> list[Step]:
+    """Now and then a pit stop run by a process killed at a step of its protocol
+    (:class:`Crash`). Drawn from a generator of its own, as :func:`_with_analyses`."""
+    rnd = random.Random(seed * 104_729 + 3)
+    out: list[Step] = []
+    for step in chain:
+        if isinstance(step, Update) and rnd.random() < 0.15:
+            step = Crash(step, rnd.choice(UPDATE_CRASHES))
+        elif isinstance(step, Restore) and rnd.random() < 0.2:
+            points = RESTORE_CRASHES if step.rollback else RESTORE_CRASHES[:1]
+            step = Crash(step, rnd.choice(points))
+        out.append(step)
+    return out
 
 
 def _with_analyses(seed: int, chain: list[Step]) -> list[Step]:

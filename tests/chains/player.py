@@ -31,7 +31,9 @@ from chains.model import (
     job_sql,
 )
 from chains.steps import (
+    CRASH_OUTCOMES,
     Analyze,
+    Crash,
     Input,
     Kill,
     Restore,
@@ -289,6 +291,8 @@ class Player:
             self.serve(step)
         elif isinstance(step, Analyze):
             self.analyze(step)
+        elif isinstance(step, Crash):
+            self.crash(step)
 
     def remap(self, delay: int) -> None:
         """``ev``'s WATERMARK delay changed to ``delay`` minutes, between two jobs."""
@@ -354,6 +358,75 @@ class Player:
                 os.killpg(proc.pid, signal.SIGKILL)
         self.sql("AWAIT JOB c")
         self.model.batch()
+
+    def crash(self, step: Crash) -> None:
+        """A ``pitstop run`` process resumes the job and runs the pit stop ``step.step``, killed
+        with SIGKILL at ``step.at``; this process opens the home, finds what
+        :data:`~chains.steps.CRASH_OUTCOMES` says a crash there leaves, and finishes the pit stop."""
+        inner, m = step.step, self.model
+        self.close()
+        if isinstance(inner, Update):
+            snapshot = f"s{len(self.snapshots)}"
+            drop = f"DROP JOB c WITH SNAPSHOT {snapshot}"
+            create = self._create(snapshot, inner.job, inner.fmt, False, inner.early)
+        else:
+            snapshot = m.cuts[inner.which].name
+            drop = "DROP JOB c"
+            create = self._create(
+                snapshot, inner.job, inner.fmt, inner.rollback, inner.early, inner.accept_gap
+            )
+        remap = ev_mapping(self.folder, inner.delay, replace=True) if inner.delay * 60 != m.delay else ""
+        wait = "AWAIT JOB c" if m.state == "running" else ""  # (a suspended job is not resumed)
+        text = "".join(f"{s};\n" for s in (wait, drop, remap, create) if s)
+        self.script.append(f"-- a pitstop run process runs these, killed with SIGKILL at {step.at}:")
+        self.script.append(text.rstrip())
+        done = subprocess.run(
+            [sys.executable, "-m", "pitstop.cli", "--home", str(self.home), "run", "-c", text],
+            capture_output=True,
+            text=True,
+            env={**subprocess_env(), "PITSTOP_CRASH_AT": step.at},
+            timeout=600,
+        )
+        if done.returncode == -signal.SIGKILL and f"crash point {step.at} " in done.stderr:
+            outcome = CRASH_OUTCOMES[step.at]
+        elif done.returncode == 0 and step.at.startswith("rollback."):
+            outcome = "job created"  # no sink held rows after the cut: nothing rolled back
+            self.script.append(f"-- ({step.at} not reached: no sink held rows after the cut)")
+        else:
+            raise ChainFailure(
+                -1,
+                f"the process was to die at {step.at}: exit {done.returncode}\n{done.stderr[-3000:]}",
+                self.text(),
+            )
+        self.script.append(f"-- ({outcome}); this process opens the home and finishes the pit stop:")
+        _, jobs = self.query("SELECT name FROM pitstop.jobs")
+        _, listed = self.query("SELECT lower(name) FROM pitstop.snapshots")
+        found = ("job" if jobs else "no job", snapshot in {n for (n,) in listed})
+        want = ("no job" if "no job" in outcome else "job", "no snapshot" not in outcome)
+        if found != want:
+            raise ChainFailure(
+                -1,
+                f"after a crash at {step.at}, expected {outcome}; found {found[0]}, snapshot "
+                f"{snapshot} {'listed' if found[1] else 'not listed'}",
+                self.text(),
+            )
+        if outcome == "job resumable, no snapshot":
+            self.sql(drop)
+        if isinstance(inner, Update):  # the cut, before ev's mapping changes (as Update's)
+            self.snapshots.append(snapshot)
+            self.taken_of.append(self.running)
+            cut = m.cut(snapshot)
+        else:
+            cut = m.cuts[inner.which]
+        if outcome == "job created":  # the dead process replaced ev's mapping before its CREATE
+            m.delay = inner.delay * 60
+        else:
+            self.remap(inner.delay)
+            self.sql(create)
+        self.sql("AWAIT JOB c")
+        rollback = isinstance(inner, Restore) and inner.rollback
+        m.restore(cut, inner.job, rollback, inner.fmt, inner.early)
+        self.running = (inner.job, inner.early)
 
     def serve(self, step: Serve) -> None:
         """``pitstop serve`` takes the home over and resumes the job; input arrives, a PostgreSQL

@@ -92,7 +92,41 @@ class Analyze:
     which: int
 
 
-Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve | Analyze
+@dataclass(frozen=True)
+class Crash:
+    """A pit stop (``step``) run by a ``pitstop run`` process that is killed with SIGKILL at the
+    named step of pitstop's protocol (``at``, :mod:`pitstop.faults`); this process then finds
+    the home as the crash matrix says it must be (:data:`CRASH_OUTCOMES`) and finishes the pit
+    stop, which ends as ``step`` alone would have."""
+
+    step: Update | Restore
+    at: str
+
+
+CRASH_OUTCOMES = {
+    # DROP JOB c WITH SNAPSHOT s, then CREATE JOB c FROM SNAPSHOT s (an Update)
+    "drain.fenced": "job resumable, no snapshot",
+    "export.stage_written": "job resumable, no snapshot",
+    "export.renamed": "job resumable, no snapshot",
+    "drop.recorded": "snapshot listed, no job",
+    # CREATE JOB c FROM SNAPSHOT s (an Update or a Restore)
+    "restore.prepared": "snapshot listed, no job",
+    # ... OPTIONS ('sinkRollback'='true') (a Restore; reached only when a sink holds rows after
+    # the cut: otherwise the statement completes)
+    "rollback.deleted": "snapshot listed, no job",
+    "rollback.committed": "job created",
+}
+UPDATE_CRASHES = (
+    "drain.fenced",
+    "export.stage_written",
+    "export.renamed",
+    "drop.recorded",
+    "restore.prepared",
+)
+RESTORE_CRASHES = ("restore.prepared", "rollback.deleted", "rollback.committed")
+
+
+Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve | Analyze | Crash
 
 
 # -- shrinking -----------------------------------------------------------------------------------
@@ -116,6 +150,12 @@ def valid(chain: list[Step]) -> bool:
     state, snapshots = "none", 0
     gapped: set[int] = set()
     for s in chain:
+        if isinstance(s, Crash):
+            if s.at not in (UPDATE_CRASHES if isinstance(s.step, Update) else RESTORE_CRASHES):
+                return False
+            if s.at.startswith("rollback.") and not (isinstance(s.step, Restore) and s.step.rollback):
+                return False
+            s = s.step
         if isinstance(s, Start):
             if state != "none":
                 return False
