@@ -22,6 +22,7 @@ from chains.model import (
 )
 from chains.steps import (
     RESTORE_CRASHES,
+    SNAPSHOT_CRASHES,
     UPDATE_CRASHES,
     Analyze,
     Crash,
@@ -360,6 +361,8 @@ def _with_crashes(seed: int, chain: list[Step]) -> list[Step]:
     for step in chain:
         if isinstance(step, Update) and rnd.random() < 0.15:
             step = Crash(step, rnd.choice(UPDATE_CRASHES))
+        elif isinstance(step, Snapshot) and rnd.random() < 0.15:
+            step = Crash(step, rnd.choice(SNAPSHOT_CRASHES))
         elif isinstance(step, Restore) and rnd.random() < 0.2:
             points = RESTORE_CRASHES if step.rollback else RESTORE_CRASHES[:1]
             step = Crash(step, rnd.choice(points))

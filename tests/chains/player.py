@@ -365,7 +365,10 @@ class Player:
         :data:`~chains.steps.CRASH_OUTCOMES` says a crash there leaves, and finishes the pit stop."""
         inner, m = step.step, self.model
         self.close()
-        if isinstance(inner, Update):
+        if isinstance(inner, Snapshot):
+            snapshot = f"s{len(self.snapshots)}"
+            drop, create = f"CREATE SNAPSHOT {snapshot} FOR JOB c", ""
+        elif isinstance(inner, Update):
             snapshot = f"s{len(self.snapshots)}"
             drop = f"DROP JOB c WITH SNAPSHOT {snapshot}"
             create = self._create(snapshot, inner.job, inner.fmt, False, inner.early)
@@ -375,7 +378,8 @@ class Player:
             create = self._create(
                 snapshot, inner.job, inner.fmt, inner.rollback, inner.early, inner.accept_gap
             )
-        remap = ev_mapping(self.folder, inner.delay, replace=True) if inner.delay * 60 != m.delay else ""
+        delay = m.delay // 60 if isinstance(inner, Snapshot) else inner.delay
+        remap = ev_mapping(self.folder, delay, replace=True) if delay * 60 != m.delay else ""
         wait = "AWAIT JOB c" if m.state == "running" else ""  # (a suspended job is not resumed)
         text = "".join(f"{s};\n" for s in (wait, drop, remap, create) if s)
         self.script.append(f"-- a pitstop run process runs these, killed with SIGKILL at {step.at}:")
@@ -412,6 +416,12 @@ class Player:
             )
         if outcome == "job resumable, no snapshot":
             self.sql(drop)
+        if isinstance(inner, Snapshot):  # the job goes on
+            self.snapshots.append(snapshot)
+            self.taken_of.append(self.running)
+            m.cut(snapshot)
+            self.sql("AWAIT JOB c")
+            return
         if isinstance(inner, Update):  # the cut, before ev's mapping changes (as Update's)
             self.snapshots.append(snapshot)
             self.taken_of.append(self.running)
@@ -419,9 +429,9 @@ class Player:
         else:
             cut = m.cuts[inner.which]
         if outcome == "job created":  # the dead process replaced ev's mapping before its CREATE
-            m.delay = inner.delay * 60
+            m.delay = delay * 60
         else:
-            self.remap(inner.delay)
+            self.remap(delay)
             self.sql(create)
         self.sql("AWAIT JOB c")
         rollback = isinstance(inner, Restore) and inner.rollback

@@ -99,7 +99,7 @@ class Crash:
     the home as the crash matrix says it must be (:data:`CRASH_OUTCOMES`) and finishes the pit
     stop, which ends as ``step`` alone would have."""
 
-    step: Update | Restore
+    step: Update | Restore | Snapshot
     at: str
 
 
@@ -115,6 +115,8 @@ CRASH_OUTCOMES = {
     # the cut: otherwise the statement completes)
     "rollback.deleted": "snapshot listed, no job",
     "rollback.committed": "job created",
+    # CREATE SNAPSHOT s FOR JOB c (a Snapshot; also drain.fenced, export.*: no snapshot)
+    "snapshot.recorded": "job resumable, snapshot listed",
 }
 UPDATE_CRASHES = (
     "drain.fenced",
@@ -124,6 +126,7 @@ UPDATE_CRASHES = (
     "restore.prepared",
 )
 RESTORE_CRASHES = ("restore.prepared", "rollback.deleted", "rollback.committed")
+SNAPSHOT_CRASHES = ("drain.fenced", "export.stage_written", "export.renamed", "snapshot.recorded")
 
 
 Step = Input | Start | Update | Snapshot | Restore | Suspend | Resume | Kill | Serve | Analyze | Crash
@@ -151,7 +154,8 @@ def valid(chain: list[Step]) -> bool:
     gapped: set[int] = set()
     for s in chain:
         if isinstance(s, Crash):
-            if s.at not in (UPDATE_CRASHES if isinstance(s.step, Update) else RESTORE_CRASHES):
+            points = {Update: UPDATE_CRASHES, Restore: RESTORE_CRASHES, Snapshot: SNAPSHOT_CRASHES}
+            if s.at not in points[type(s.step)]:
                 return False
             if s.at.startswith("rollback.") and not (isinstance(s.step, Restore) and s.step.rollback):
                 return False
