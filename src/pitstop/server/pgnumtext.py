@@ -44,6 +44,7 @@ __all__ = [
     "cast",
     "coalesce",
     "div",
+    "extreme",
     "fitted",
     "numeric_text",
     "paren",
@@ -115,13 +116,20 @@ def arithmetic(node: exp.Mul | exp.Add | exp.Sub, ctx: Context) -> exp.Expr | No
     return numeric_text(call(_ARITHMETIC[type(node)], as_text(a), as_text(b)))
 
 
+def _percentiles(node: exp.Expr) -> bool:
+    """Whether ``node`` is pgfunctions' percentile_cont: one, or an ARRAY of them."""
+    calls = node.expressions if isinstance(node, exp.Array) else [node]
+    return bool(calls) and all(
+        isinstance(c, exp.Anonymous) and str(c.this) == "pgs_percentile_cont" for c in calls
+    )
+
+
 def aggregate(node: exp.Expr, ctx: Context) -> exp.Expr | None:
     """``avg`` and ``sum``, bare or under FILTER and OVER (rewritten at the outermost of these)."""
     if isinstance(node.parent, exp.Filter | exp.Window):
         return None
-    if isinstance(node, exp.Filter) and isinstance(node.this, exp.Anonymous):
-        if str(node.this.this) == "pgs_percentile_cont":  # its filter is inside (pgfunctions)
-            return node.this.copy()
+    if isinstance(node, exp.Filter) and _percentiles(node.this):  # its filter is inside (pgfunctions)
+        return node.this.copy()
     chain, agg = [], node
     while isinstance(agg, exp.Filter | exp.Window):
         chain.append(agg)
@@ -205,7 +213,7 @@ def _choice(values: list[exp.Expr], ctx: Context, result: bool = False) -> list[
     ``0.00``). None when they are not."""
     if not any(v.meta.get(TEXT) for v in values):
         kinds = [ctx.kind(v) for v in values if not isinstance(v, exp.Null)]
-        scales = {str(ctx.type(v)) for v in values if not isinstance(v, exp.Null)}
+        scales = {_scale(v, ctx) for v in values if not isinstance(v, exp.Null)}
         if not (result and "numeric" in kinds and len(scales) > 1):
             return None
     if not all(isinstance(v, exp.Null) or ctx.kind(v) in ("int", "numeric") for v in values):
@@ -213,7 +221,15 @@ def _choice(values: list[exp.Expr], ctx: Context, result: bool = False) -> list[
     return [as_text(v) for v in values]
 
 
+def _scale(value: exp.Expr, ctx: Context) -> str:
+    """What tells numerics of different scales apart: a column's type, a constant's digits."""
+    if isinstance(value, exp.Literal) and not value.is_string:
+        return f"constant {len(value.name.partition('.')[2])}"
+    return str(ctx.type(value))
+
+
 def coalesce(node: exp.Coalesce, ctx: Context) -> exp.Expr | None:
+    pgfunctions.check_common_type("COALESCE", [node.this, *node.expressions], ctx)
     texts = _choice([node.this, *node.expressions], ctx, result=ctx.is_result(node))
     if texts is None:
         return None
@@ -243,3 +259,25 @@ def case(node: exp.Case, ctx: Context) -> exp.Expr | None:
 
 def paren(node: exp.Paren, ctx: Context) -> exp.Expr | None:
     return node.this if node.this.meta.get(TEXT) else None
+
+
+def extreme(node: exp.Greatest | exp.Least, ctx: Context) -> exp.Expr | None:
+    """``greatest``/``least`` of numerics of different scales, or of a numeric text, for a result
+    column: the first value equal to the extreme, at its own scale (``greatest(revenue, 0)`` is
+    ``0``, not ``0.00``), as PostgreSQL keeps the value it chose. NULLs are skipped, as there."""
+    values = [node.this, *node.expressions]
+    name = "GREATEST" if isinstance(node, exp.Greatest) else "LEAST"
+    pgfunctions.check_common_type(name, values, ctx)
+    present = [v for v in values if not isinstance(v, exp.Null)]
+    numbers = [fitted(v.copy()) for v in present]
+    texts = _choice(present, ctx, result=ctx.is_result(node))
+    if texts is None or not present:
+        return None
+    chosen = node.copy()  # (keeps ignore_nulls: PostgreSQL's greatest skips NULLs)
+    chosen.set("this", numbers[0].copy())
+    chosen.set("expressions", [n.copy() for n in numbers[1:]])
+    ifs = [
+        exp.If(this=exp.EQ(this=n, expression=chosen.copy()), true=t)
+        for n, t in zip(numbers, texts, strict=True)
+    ]
+    return numeric_text(exp.Case(ifs=ifs))

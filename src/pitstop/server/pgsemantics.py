@@ -39,10 +39,11 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgnumtext, pgtochar
+from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgnumtext, pgtext, pgtochar
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
 from pitstop.server.pgparser import PgError, StrictParser
+from pitstop.server.pgtypes import PgType
 
 __all__ = [
     "NO_SCHEMA",
@@ -50,6 +51,7 @@ __all__ = [
     "Schema",
     "StrictParser",
     "Translation",
+    "Applied",
     "apply",
     "prepare",
     "read_schema",
@@ -105,7 +107,8 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
 D = exp.DType
 _TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case, exp.Extract,
           exp.WithinGroup, exp.Sub, exp.Add, exp.Mul, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop,
-          exp.StddevSamp, exp.Variance, exp.VariancePop)  # fmt: skip
+          exp.StddevSamp, exp.Variance, exp.VariancePop, exp.Greatest, exp.Least, exp.Format,
+          exp.Exp)  # fmt: skip
 
 
 # -- the rewrite -----------------------------------------------------------------------------------
@@ -117,6 +120,18 @@ class Translation:
     numeric_columns: frozenset[int] = field(default_factory=frozenset)
     """0-based indexes of result columns that DuckDB returns as text and the client must be told
     are numeric (PostgreSQL's per-value scale: :mod:`pitstop.server.pgnumeric`)."""
+    column_types: dict[int, PgType] = field(default_factory=dict)
+    """Result columns that DuckDB returns as text and the client must be told are of another
+    PostgreSQL type, by 0-based index: ``varchar(n)``, ``bpchar`` (:mod:`pitstop.server.pgtext`)."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply` gives: the rewritten statement and what its result columns are."""
+
+    tree: exp.Expr
+    numeric_columns: frozenset[int] = frozenset()
+    column_types: dict[int, PgType] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,8 @@ class _Context:
         found = self.types.get(node.meta.get(pgkinds.ID, -1))
         if found is None and isinstance(node, exp.Column):
             return self.columns.get(node.sql())
+        if found is None and isinstance(node, exp.Cast):  # one the rewrite made: its type
+            return node.to
         return found
 
     def kind(self, node: exp.Expr) -> str:
@@ -178,53 +195,65 @@ def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
         return _to_char(node, ctx)
     if name == "date_part":
         return pgfunctions.date_part(node, ctx)
-    return None
+    return pgfunctions.int4_gcd(node, ctx)
 
 
 def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
     return pgfunctions.ntile(node) or pgnumtext.aggregate(node, ctx)
 
 
-def _refusing(rewrite: Callable[[Any, Any], exp.Expr | None]) -> Callable[[Any, _Context], exp.Expr | None]:
-    """A rewrite of :mod:`pgfunctions` whose refusals are PgErrors."""
+def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
+    return pgtext.char_cast(node, ctx, ctx.is_result(node)) or pgnumtext.cast(node, ctx)
 
-    def refusing(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
-        try:
-            return rewrite(node, ctx)
-        except pgfunctions.Refused as exc:
-            raise PgError(exc.code, exc.message) from None
 
-    return refusing
+def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | None:
+    pgfunctions.typed_null(node, ctx)
+    pgfunctions.widened_real(node, ctx)
+    if isinstance(node, exp.Mul):
+        times = pgfunctions.interval_times(node, ctx)
+        if times is not None:
+            return times
+    return pgnumtext.arithmetic(node, ctx)
+
+
+def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
+    pgfunctions.typed_null(node, ctx)
+    pgfunctions.widened_real(node, ctx)
+    return pgnumtext.div(node, ctx)
 
 
 _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
-    exp.Div: pgnumtext.div,
+    exp.Div: _div,
     exp.Avg: pgnumtext.aggregate,
     exp.Sum: pgnumtext.aggregate,
     exp.Filter: pgnumtext.aggregate,
     exp.Window: _window,
-    exp.Cast: pgnumtext.cast,
+    exp.Cast: _cast,
     exp.Anonymous: _anonymous,
     exp.Extract: pgfunctions.extract,
     exp.WithinGroup: pgfunctions.percentile_cont,
     exp.Length: pgfunctions.int4_result,
     exp.StrPosition: pgfunctions.int4_result,
-    exp.Sub: pgnumtext.arithmetic,
-    exp.Add: pgnumtext.arithmetic,
-    exp.Mul: pgnumtext.arithmetic,
+    exp.Sub: _arithmetic,
+    exp.Add: _arithmetic,
+    exp.Mul: _arithmetic,
     exp.Like: pgfunctions.like,
     exp.ILike: pgfunctions.like,
-    exp.Round: _refusing(pgfunctions.round_float),
+    exp.Round: pgfunctions.round_float,
     exp.Substring: pgfunctions.regex_substring,
     **dict.fromkeys(
         (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop),
-        _refusing(pgfunctions.spread),
+        pgfunctions.spread,
     ),
     exp.Sign: pgfunctions.sign,
     exp.Paren: pgnumtext.paren,
     exp.Coalesce: pgnumtext.coalesce,
     exp.If: pgnumtext.when,
     exp.Case: pgnumtext.case,
+    exp.Greatest: pgnumtext.extreme,
+    exp.Least: pgnumtext.extreme,
+    exp.Format: pgtext.format_text,
+    exp.Exp: pgfunctions.exponential,
 }
 
 
@@ -237,7 +266,10 @@ def _rewrite(node: exp.Expr, ctx: _Context) -> exp.Expr:
                 new.meta[pgkinds.ID] = child.meta[pgkinds.ID]
             child.replace(new)
     handler = _REWRITES.get(type(node))
-    result = handler(node, ctx) if handler else None
+    try:
+        result = handler(node, ctx) if handler else None
+    except pgfunctions.Refused as exc:
+        raise PgError(exc.code, exc.message) from None
     if result is not None:
         return result
     for child in list(node.iter_expressions()):
@@ -278,12 +310,29 @@ def _numeric_columns(tree: exp.Expr) -> frozenset[int]:
     return frozenset(found)
 
 
-def apply(tree: exp.Expr, schema: Schema) -> tuple[exp.Expr, frozenset[int]]:
-    """Rewrite a parsed statement to PostgreSQL's semantics; the rewritten tree and its numeric
-    text columns (:attr:`Translation.numeric_columns`). Raises PgError for what pitstop refuses."""
+def _column_types(tree: exp.Expr) -> dict[int, PgType]:
+    """The outermost SELECT's result columns described otherwise than DuckDB's type says
+    (:data:`pitstop.server.pgtext.DESCRIBED`)."""
+    if not isinstance(tree, exp.Select):
+        return {}
+    found: dict[int, PgType] = {}
+    for index, projection in enumerate(tree.expressions):
+        if isinstance(projection, exp.Star) or isinstance(projection.this, exp.Star):
+            return {}  # the columns' positions are not known here
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        described = target.meta.get(pgtext.DESCRIBED)
+        if described is not None:
+            found[index] = described
+    return found
+
+
+def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = ()) -> Applied:
+    """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
+    columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
+    known). Raises PgError for what pitstop refuses."""
     if not any(True for _ in tree.find_all(*_REWRITES)):
-        return tree, frozenset()
-    types = pgkinds.types(tree, schema, _TYPED)
+        return Applied(tree)
+    types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}
     for column in tree.find_all(exp.Column):
         found = types.get(column.meta.get(pgkinds.ID, -1))
@@ -291,4 +340,4 @@ def apply(tree: exp.Expr, schema: Schema) -> tuple[exp.Expr, frozenset[int]]:
             columns.setdefault(column.sql(), found)
     ctx = _Context(types, tree, columns)
     tree = _rewrite(tree, ctx)
-    return tree, _numeric_columns(tree)
+    return Applied(tree, _numeric_columns(tree), _column_types(tree))

@@ -127,6 +127,11 @@ _UNKNOWN_NAMES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "column {table}.{name} does not exist",
     ),
     (
+        re.compile(r'^Ambiguous reference to column name "(?P<name>[^"]+)"'),
+        "42702",
+        'column reference "{name}" is ambiguous',
+    ),
+    (
         re.compile(r"^Table with name (?P<name>\S+) does not exist"),
         UNDEFINED_TABLE,
         'relation "{name}" does not exist',

@@ -85,6 +85,8 @@ _FIGURES: dict[type[exp.Expr], Callable[[Any], tuple[str, int]]] = {
     exp.Bracket: lambda node: _figure(node.this),
     exp.Collate: lambda node: _figure(node.this),
     exp.Window: lambda node: _figure(node.this),
+    exp.WithinGroup: lambda node: _figure(node.this),  # percentile_cont(0.5) WITHIN GROUP (...)
+    exp.Filter: lambda node: _figure(node.this),  # count(*) FILTER (WHERE ...)
 }
 
 
