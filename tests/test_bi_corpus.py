@@ -226,12 +226,9 @@ DIFFERENT: dict[str, str] = {
     "aggregates-15": _FLOAT_OVERFLOW,
     "aggregates-19": _FLOAT_OVERFLOW,
     "numeric_edges-80": _FLOAT_OVERFLOW,
-    "date_arithmetic-23": "extract(julian ...) is a numeric in PostgreSQL, a double in pitstop",
     "casts-2": _BEFORE_LIMIT,
     "casts-6": _BEFORE_LIMIT,
     "casts-27": _BEFORE_LIMIT,
-    "numeric_edges-55": "power(numeric, numeric) is a numeric in PostgreSQL, a double in pitstop",
-    "numeric_edges-67": "log(numeric, numeric) is a numeric in PostgreSQL, a double in pitstop",
 }  # fmt: skip
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "exponential",
     "extract",
     "int4_gcd",
+    "julian_day",
     "int4_result",
     "interval_times",
     "like",
@@ -164,6 +165,8 @@ def _numeric_field(field: str, operand: exp.Expr, source: exp.DataType | None) -
             epoch = exp.Anonymous(this="epoch_us", expressions=[operand.copy()])
             return _times(_cast(epoch, "DECIMAL(38, 0)"), "0.000001")
         return None
+    if source.this == D.DATE and field == "JULIAN":
+        return _cast(julian_day(operand), "DECIMAL(18, 0)")
     if source.this == D.DATE and (field in _INTEGER_FIELDS or field == "EPOCH"):
         function = "epoch" if field == "EPOCH" else None
         value = (
@@ -179,6 +182,15 @@ def _numeric_field(field: str, operand: exp.Expr, source: exp.DataType | None) -
         )
         return _times(_cast(micros, "DECIMAL(38, 0)"), "0.000001")
     return None
+
+
+def julian_day(operand: exp.Expr) -> exp.Expr:
+    """The Julian day number of a date or a timestamp's day (PostgreSQL's date2j)."""
+    epoch = _cast(exp.Literal.string("1970-01-01"), "DATE")
+    day = exp.Anonymous(
+        this="datediff", expressions=[exp.Literal.string("day"), epoch, _cast(operand.copy(), "DATE")]
+    )
+    return exp.Add(this=day, expression=exp.Literal.number(2440588))
 
 
 def extract(node: exp.Extract, ctx: Kinds) -> exp.Expr | None:

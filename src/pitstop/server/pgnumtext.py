@@ -46,6 +46,8 @@ __all__ = [
     "div",
     "extreme",
     "fitted",
+    "julian",
+    "math",
     "numeric_text",
     "paren",
     "when",
@@ -281,3 +283,44 @@ def extreme(node: exp.Greatest | exp.Least, ctx: Context) -> exp.Expr | None:
         for n, t in zip(numbers, texts, strict=True)
     ]
     return numeric_text(exp.Case(ifs=ifs))
+
+
+def julian(node: exp.Extract, ctx: Context) -> exp.Expr | None:
+    """``extract(julian FROM timestamp)``: the Julian day plus the fraction of the day gone, in
+    PostgreSQL's numeric division (``2460361.30208333333333333333``; DuckDB's is a double)."""
+    field = node.this.name.upper() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+    source = ctx.type(node.expression)
+    if field != "JULIAN" or source is None or source.this not in (D.TIMESTAMP, D.TIMESTAMPTZ):
+        return None
+    value = node.expression
+    micros = exp.Sub(
+        this=call("epoch_us", value.copy()),
+        expression=call("epoch_us", call("date_trunc", exp.Literal.string("day"), value.copy())),
+    )
+    fraction = call("pgs_numeric_div", as_text(micros), exp.Literal.string("86400000000"))
+    return numeric_text(call("pgs_numeric_add", as_text(pgfunctions.julian_day(value)), fraction))
+
+
+_MATH = {exp.Sqrt: "pgs_numeric_sqrt", exp.Exp: "pgs_numeric_exp", exp.Ln: "pgs_numeric_ln"}
+
+
+def math(node: exp.Sqrt | exp.Exp | exp.Ln | exp.Log | exp.Pow, ctx: Context) -> exp.Expr | None:
+    """``sqrt``, ``exp``, ``ln``, ``log`` and ``power`` of a numeric are numerics in PostgreSQL, of
+    a scale it chooses (:mod:`pitstop.server.pgmath`); DuckDB's are doubles. ``log(b, x)`` exists
+    for numerics only: of two integers it is a numeric too. Of integers and floats (but ``log``'s
+    two), PostgreSQL computes in double precision, as DuckDB does."""
+    if isinstance(node, exp.Log):
+        base, value = (node.this, node.expression) if node.expression is not None else (None, node.this)
+        kinds = {ctx.kind(value)} | ({ctx.kind(base)} if base is not None else set())
+        if not kinds <= {"int", "numeric"} or (base is None and kinds == {"int"}):
+            return None
+        base_text = as_text(base) if base is not None else exp.Literal.string("10")
+        return numeric_text(call("pgs_numeric_log", base_text, as_text(value)))
+    if isinstance(node, exp.Pow):
+        kinds = {ctx.kind(node.this), ctx.kind(node.expression)}
+        if "numeric" not in kinds or not kinds <= {"int", "numeric"}:
+            return None
+        return numeric_text(call("pgs_numeric_power", as_text(node.this), as_text(node.expression)))
+    if ctx.kind(node.this) != "numeric":
+        return None
+    return numeric_text(call(_MATH[type(node)], as_text(node.this)))

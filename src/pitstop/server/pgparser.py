@@ -7,12 +7,21 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.helper import seq_get
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
-__all__ = ["SYNTAX_ERROR", "PgError", "StrictParser"]
+__all__ = ["CALLED", "SYNTAX_ERROR", "PgError", "StrictParser"]
 
 SYNTAX_ERROR = "42601"
+CALLED = "pgs_called"
+"""A node's meta: the name of the function it was written as (``power(a, b)``, not ``a ^ b``: the
+result column's name is ``power`` for the one, ``?column?`` for the other)."""
+
+
+def _called(node: exp.Expr, name: str) -> exp.Expr:
+    node.meta[CALLED] = name
+    return node
 
 
 class PgError(Exception):
@@ -37,6 +46,10 @@ class StrictParser(PostgresParser):
         **PostgresParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
         "DATE_PART": lambda args: exp.Anonymous(this="date_part", expressions=args),  # not extract's type
+        # log10(x) as written, not log(10, x): of an integer it is a double
+        "LOG10": lambda args: exp.Anonymous(this="log10", expressions=args),
+        "POWER": lambda args: _called(exp.Pow(this=seq_get(args, 0), expression=seq_get(args, 1)), "power"),
+        "POW": lambda args: _called(exp.Pow(this=seq_get(args, 0), expression=seq_get(args, 1)), "pow"),
     }
     FUNCTION_PARSERS = {name: f for name, f in PostgresParser.FUNCTION_PARSERS.items() if name != "DATE_PART"}
 

@@ -39,7 +39,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from pitstop.server import pgfunctions, pgkinds, pgnumeric, pgnumtext, pgtext, pgtochar
+from pitstop.server import pgfunctions, pgkinds, pgmath, pgnumeric, pgnumtext, pgtext, pgtochar
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
 from pitstop.server.pgparser import PgError, StrictParser
@@ -68,6 +68,11 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_mul", pgnumeric.numeric_mul, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_add", pgnumeric.numeric_add, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_sub", pgnumeric.numeric_sub, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_sqrt", pgmath.numeric_sqrt, [_VARCHAR], _VARCHAR),
+    ("pgs_numeric_exp", pgmath.numeric_exp, [_VARCHAR], _VARCHAR),
+    ("pgs_numeric_ln", pgmath.numeric_ln, [_VARCHAR], _VARCHAR),
+    ("pgs_numeric_log", pgmath.numeric_log, [_VARCHAR, _VARCHAR], _VARCHAR),
+    ("pgs_numeric_power", pgmath.numeric_power, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
@@ -108,7 +113,7 @@ D = exp.DType
 _TYPED = (exp.Div, exp.Avg, exp.Sum, exp.Cast, exp.Anonymous, exp.Coalesce, exp.If, exp.Case, exp.Extract,
           exp.WithinGroup, exp.Sub, exp.Add, exp.Mul, exp.Round, exp.Sign, exp.Stddev, exp.StddevPop,
           exp.StddevSamp, exp.Variance, exp.VariancePop, exp.Greatest, exp.Least, exp.Format,
-          exp.Exp)  # fmt: skip
+          exp.Exp, exp.Sqrt, exp.Ln, exp.Log, exp.Pow)  # fmt: skip
 
 
 # -- the rewrite -----------------------------------------------------------------------------------
@@ -195,6 +200,9 @@ def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
         return _to_char(node, ctx)
     if name == "date_part":
         return pgfunctions.date_part(node, ctx)
+    if name == "log10" and len(node.expressions) == 1 and ctx.kind(node.expressions[0]) == "numeric":
+        ten = exp.Literal.string("10")  # log10(numeric) is log(10, x), a numeric (pgmath)
+        return numeric_text(call("pgs_numeric_log", ten, as_text(node.expressions[0])))
     return pgfunctions.int4_gcd(node, ctx)
 
 
@@ -230,7 +238,7 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Window: _window,
     exp.Cast: _cast,
     exp.Anonymous: _anonymous,
-    exp.Extract: pgfunctions.extract,
+    exp.Extract: lambda node, ctx: pgnumtext.julian(node, ctx) or pgfunctions.extract(node, ctx),
     exp.WithinGroup: pgfunctions.percentile_cont,
     exp.Length: pgfunctions.int4_result,
     exp.StrPosition: pgfunctions.int4_result,
@@ -253,7 +261,8 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Greatest: pgnumtext.extreme,
     exp.Least: pgnumtext.extreme,
     exp.Format: pgtext.format_text,
-    exp.Exp: pgfunctions.exponential,
+    exp.Exp: lambda node, ctx: pgfunctions.exponential(node, ctx) or pgnumtext.math(node, ctx),
+    **dict.fromkeys((exp.Sqrt, exp.Ln, exp.Log, exp.Pow), pgnumtext.math),
 }
 
 
