@@ -87,15 +87,14 @@ _MAX_EXP = 6000
 """|x| from which exp(x) overflows (an error) or underflows (0): NUMERIC_MAX_RESULT_SCALE * 3."""
 
 
-def _exp(power: Decimal, scale: int, weight: int) -> str:
-    """e ** power at ``scale`` decimals (PostgreSQL's exp_var), its result's decimal weight about
-    ``weight``."""
+def _exp(power: Decimal, scale: int) -> str:
+    """e ** power at ``scale`` decimals (PostgreSQL's exp_var)."""
     if power >= _MAX_EXP:
         raise NumericError("22003", "value overflows numeric format")
     if power <= -_MAX_EXP:
         return _rounded(Decimal(0), scale)
     with localcontext() as ctx:
-        ctx.prec = max(weight, 1) + scale + _GUARD
+        ctx.prec = max(int(float(power) * 0.434294481903252) + 2, 1) + scale + _GUARD
         return _rounded(power.exp(), scale)
 
 
@@ -103,7 +102,7 @@ def numeric_exp(text: str) -> str:
     value = _parse(text)
     weight = max(min(float(value) * 0.434294481903252, 2000.0), -2000.0)
     scale = _clamp(max(MIN_SIG_DIGITS - int(weight), _scale(value)))
-    return _exp(value, scale, int(weight))
+    return _exp(value, scale)
 
 
 def _check_log(value: Decimal) -> None:
@@ -153,14 +152,16 @@ def numeric_power(base_text: str, exponent_text: str) -> str:
         ctx.prec = abs(base.adjusted()) + rough_scale + 30
         rough_ln = base.ln().quantize(Decimal(1).scaleb(-rough_scale), rounding=ROUND_HALF_UP)
         rough = (rough_ln * exponent).quantize(Decimal(1).scaleb(-rough_scale), rounding=ROUND_HALF_UP)
-    if abs(rough) > _MAX_EXP * Decimal("1.003"):  # PostgreSQL's crude overflow test
-        raise NumericError("22003", "value overflows numeric format")
+    if abs(rough) > _MAX_EXP * Decimal("1.003"):  # PostgreSQL's crude test, a fuzz factor
+        if rough > 0:
+            raise NumericError("22003", "value overflows numeric format")
+        return _rounded(Decimal(0), MAX_DISPLAY_SCALE)
     weight = int(float(rough) * 0.434294481903252)
     scale = _clamp(max(MIN_SIG_DIGITS - weight, _scale(base), _scale(exponent)))
     with localcontext() as ctx:
         ctx.prec = max(weight, 1) + scale + abs(base.adjusted()) + _GUARD + 10
         power = exponent * base.ln()
-    return _exp(power, scale, weight)
+    return _exp(power, scale)
 
 
 def _power_int(base: Decimal, exponent: int) -> str:
