@@ -214,10 +214,6 @@ REFUSED: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 # Known differences, not fixed yet: id -> what differs and why.
-_BEFORE_LIMIT = (
-    "PostgreSQL evaluates the cast on every row before ORDER BY ... LIMIT and fails on a value out of "
-    "range; DuckDB evaluates it on the rows returned only, and answers"
-)
 _FLOAT_OVERFLOW = (
     "PostgreSQL's float8 aggregates check their accumulators (1e300 squared: 'value out of range: "
     "overflow'); DuckDB's give Infinity or NaN"
@@ -226,9 +222,6 @@ DIFFERENT: dict[str, str] = {
     "aggregates-15": _FLOAT_OVERFLOW,
     "aggregates-19": _FLOAT_OVERFLOW,
     "numeric_edges-80": _FLOAT_OVERFLOW,
-    "casts-2": _BEFORE_LIMIT,
-    "casts-6": _BEFORE_LIMIT,
-    "casts-27": _BEFORE_LIMIT,
 }  # fmt: skip
 
 

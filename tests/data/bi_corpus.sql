@@ -615,3 +615,7 @@ SELECT exp(revenue / 100000) AS v FROM sales_windows WHERE revenue > 0;
 SELECT sqrt(-1.0);
 SELECT power(-8.0, 0.5);
 SELECT extract(julian from window_start) AS v, extract(julian from window_start::date) AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 40;
+SELECT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY window_start, region NULLS FIRST LIMIT 12;
+SELECT region, sum(revenue)::bigint AS v FROM sales_windows GROUP BY region ORDER BY region LIMIT 3;
+SELECT (SELECT max(revenue)::int FROM sales_windows WHERE revenue < 100) AS m, orders FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 3;
+SELECT DISTINCT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY 1 LIMIT 3;

@@ -335,6 +335,47 @@ def _column_types(tree: exp.Expr) -> dict[int, PgType]:
     return found
 
 
+_FALLIBLE = (D.TINYINT, D.SMALLINT, D.INT, D.BIGINT, D.DECIMAL, D.DOUBLE, D.FLOAT, D.DATE, D.TIMESTAMP,
+             D.TIMESTAMPTZ, D.BOOLEAN)  # fmt: skip
+_CLIENT_CAST = "pgs_client_cast"  # meta flag: a cast the client wrote, that can fail
+
+
+def _client_casts(tree: exp.Expr) -> bool:
+    """Flag the casts that can fail in the outermost SELECT's result columns (before the rewrite,
+    which makes casts of its own); whether there are any."""
+    if not isinstance(tree, exp.Select):
+        return False
+    found = False
+    for projection in tree.expressions:
+        for cast in projection.find_all(exp.Cast):
+            if cast.to.this in _FALLIBLE and not isinstance(cast.this, exp.Literal | exp.Null):
+                if cast.find_ancestor(exp.Select) is tree:  # (not a subquery's)
+                    cast.meta[_CLIENT_CAST] = found = True
+    return found
+
+
+def _casts_before_limit(tree: exp.Expr) -> None:
+    """``SELECT revenue::int ... ORDER BY ts LIMIT 12``: PostgreSQL computes the result columns of
+    every row (every group) before it sorts, and fails on a value out of range in any; DuckDB
+    computes them for the rows it returns only, and answers. A result column with a cast the
+    client wrote that can fail (:func:`_client_casts`) is made a last sort key that sorts nothing
+    (``hash(column) * 0``): DuckDB then computes it on every row, as PostgreSQL does."""
+    order, limit = tree.args.get("order"), tree.args.get("limit") or tree.args.get("fetch")
+    if not isinstance(tree, exp.Select) or not isinstance(order, exp.Order) or limit is None:
+        return
+    if tree.args.get("distinct"):  # (DISTINCT sorts by its result columns only)
+        return
+    for projection in tree.expressions:
+        target = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(projection, exp.Subquery) or not any(
+            c.meta.get(_CLIENT_CAST) and c.find_ancestor(exp.Select) is tree
+            for c in target.find_all(exp.Cast)
+        ):
+            continue
+        key = exp.Mul(this=call("hash", target.copy()), expression=exp.Literal.number(0))
+        order.append("expressions", exp.Ordered(this=key))
+
+
 def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = ()) -> Applied:
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
@@ -348,5 +389,9 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
         if found is not None:
             columns.setdefault(column.sql(), found)
     ctx = _Context(types, tree, columns)
+    may_fail = _client_casts(tree)
     tree = _rewrite(tree, ctx)
-    return Applied(tree, _numeric_columns(tree), _column_types(tree))
+    numeric = _numeric_columns(tree)
+    if may_fail:
+        _casts_before_limit(tree)
+    return Applied(tree, numeric, _column_types(tree))
