@@ -328,6 +328,7 @@ PARAMETERIZED = [
     (f"SELECT revenue / %s AS v FROM sales_windows {_FIRST_20}", [Decimal("3")]),
     ("SELECT sum(revenue) / %s AS v FROM sales_windows", [Decimal("7.5")]),
     ("SELECT %s / 7 AS v", [Decimal("10")]),
+    ("SELECT %s::numeric AS v, %s::numeric / 3 AS w", [Decimal("12.50"), Decimal("1")]),
     (f"SELECT orders / %s AS v FROM sales_windows {_FIRST_20}", [Decimal("2.50")]),
     (f"SELECT orders / %s AS v FROM sales_windows {_FIRST_20}", [4]),
     ("SELECT lo / %s AS v FROM region_totals ORDER BY region", [Decimal("3")]),

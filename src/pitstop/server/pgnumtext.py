@@ -182,7 +182,7 @@ def cast(node: exp.Cast, ctx: Context) -> exp.Expr | None:
     if isinstance(operand, exp.Literal):
         return _numeric_literal(operand)
     kind = ctx.kind(operand)
-    if kind == "numeric":
+    if kind == "numeric" and not isinstance(operand, exp.Parameter):  # ($1: DuckDB must be told)
         return operand
     if kind == "int":
         operand_type = ctx.type(operand)
