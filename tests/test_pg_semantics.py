@@ -19,7 +19,7 @@ import pytest
 
 from command_helpers import start
 from conftest import settings
-from pitstop.server import pgnumeric
+from pitstop.server import pgmath, pgnumeric
 from server_helpers import Served, psql, serving
 
 INT4, INT8, NUMERIC, TEXT = 23, 20, 1700, 25
@@ -223,6 +223,38 @@ def test_psql_shows_postgresqls_numbers_and_errors(served: Served) -> None:
 )  # fmt: skip
 def test_numeric_division_rounds_at_postgresqls_scale(dividend: str, divisor: str, quotient: str) -> None:
     assert pgnumeric.numeric_div(dividend, divisor) == quotient
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "result"),
+    [("sqrt", ("2.0",), "1.414213562373095"), ("sqrt", ("0.0001",), "0.01000000000000000"),
+     ("exp", ("1.5",), "4.4816890703380648"), ("exp", ("50.0",), "5184705528587072464087.5"),
+     ("ln", ("2.0",), "0.6931471805599453"), ("ln", ("1.05",), "0.048790164169432003"),
+     ("ln", ("0.95",), "-0.051293294387550533"), ("ln", ("0.0001",), "-9.2103403719761827"),
+     ("ln", ("123456789.123",), "18.631401767164318"), ("log", ("2", "8"), "3.0000000000000000"),
+     ("log", ("1.0001", "2.0"), "6931.818373413795"), ("log", ("10", "100.0"), "2.0000000000000000"),
+     ("power", ("2.0", "0.5"), "1.4142135623730950"), ("power", ("10.5", "-2"), "0.0090702947845805"),
+     ("power", ("-2.0", "3"), "-8.0000000000000000"), ("power", ("1.0001", "10000"), "2.7181459268252249"),
+     ("power", ("0.5", "100"), "0.0000000000000000"), ("power", ("2.0", "0"), "1.0000000000000000")],
+)  # fmt: skip
+def test_numeric_functions_have_postgresqls_scale_and_digits(
+    function: str, args: tuple[str, ...], result: str
+) -> None:
+    """The answers of PostgreSQL 15 (psql), to the digit."""
+    assert getattr(pgmath, f"numeric_{function}")(*args) == result
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "code"),
+    [("sqrt", ("-1.0",), "2201F"), ("ln", ("0.0",), "2201E"), ("log", ("-1", "2"), "2201E"),
+     ("log", ("1", "2"), "22012"), ("power", ("0.0", "-1"), "2201F"), ("power", ("-8.0", "0.5"), "2201F"),
+     ("exp", ("6000",), "22003")],
+)  # fmt: skip
+def test_numeric_functions_refuse_what_postgresql_refuses(
+    function: str, args: tuple[str, ...], code: str
+) -> None:
+    with pytest.raises(pgnumeric.NumericError, match=f"SQLSTATE {code}"):
+        getattr(pgmath, f"numeric_{function}")(*args)
 
 
 @pytest.mark.parametrize(

@@ -268,6 +268,13 @@ SELECT mode() WITHIN GROUP (ORDER BY region) FROM sales_windows;
 SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY window_start) FROM sales_windows;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue DESC) FROM sales_windows;
 SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) FILTER (WHERE orders > 2) AS p FROM sales_windows GROUP BY region ORDER BY region;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue), percentile_disc(0.5) WITHIN GROUP (ORDER BY revenue) FROM sales_windows;
+SELECT region, percentile_disc(0.31) WITHIN GROUP (ORDER BY revenue) AS p31, percentile_disc(0.9) WITHIN GROUP (ORDER BY orders) FILTER (WHERE orders > 0) AS p90 FROM sales_windows GROUP BY region ORDER BY region;
+SELECT percentile_cont(ARRAY[0.1, 0.5, 0.9]) WITHIN GROUP (ORDER BY revenue) AS q FROM sales_windows;
+SELECT region, percentile_cont(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY orders DESC) FILTER (WHERE orders > 0) AS q FROM sales_windows GROUP BY region ORDER BY region;
+SELECT percentile_disc(0.25) WITHIN GROUP (ORDER BY lo), percentile_disc(0.75) WITHIN GROUP (ORDER BY total), percentile_cont(0.3) WITHIN GROUP (ORDER BY total) FROM region_totals;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY window_start) FROM sales_windows;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) OVER (PARTITION BY region) FROM sales_windows;
 
 -- kind: window_functions
 -- source: Superset's advanced analytics (rolling / cumulative) and hand-written dashboard SQL: OVER (PARTITION BY ... ORDER BY ... ROWS ...)
@@ -417,6 +424,9 @@ SELECT '01:02:03'::time AS v;
 SELECT region, CAST(lo AS text) AS v, (lo * 3)::text AS w FROM region_totals ORDER BY region;
 SELECT 1e15::float8::text, '-0'::float8::text, 'NaN'::float8::text, 0.1::float8::text, 1e-5::float8::text;
 SELECT region, 'lo=' || lo::text AS label FROM region_totals ORDER BY region;
+SELECT region::char(4) AS v, count(*) AS n FROM sales_windows GROUP BY 1 ORDER BY 1;
+SELECT length(region::char(4)) AS a, region::char(4) || '|' AS b, region::char AS c, region::bpchar AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 12;
+SELECT CAST(revenue AS varchar(5)) AS v, lo::varchar AS w FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 12;
 
 -- kind: null_handling
 -- source: COALESCE / NULLIF / IS DISTINCT FROM / NULL ordering, as BI tools and users write them
@@ -450,6 +460,16 @@ SELECT avg(orders) FROM sales_windows WHERE 1 = 0;
 SELECT max(region), sum(orders), count(*) FROM sales_windows WHERE 1 = 0;
 SELECT NULL AS nothing, NULL::int AS typed;
 SELECT coalesce(NULL, NULL, 3), nullif(1, 1), coalesce(NULL::text, 'x');
+SELECT greatest(revenue, orders) AS v, least(revenue, orders) AS w FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 40;
+SELECT greatest(revenue, 1.5, orders, NULL) AS v FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 40;
+SELECT greatest(0.00, 0), greatest(0, 0.00), least(1.50, 2), greatest(1.5, 2.25), least(NULL, 1.50, 2), greatest(1, 2.5);
+SELECT greatest(orders, 1.5::float4) AS v, greatest(revenue, lo) AS w FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 40;
+SELECT region, greatest(avg(revenue), 0) AS a, least(sum(revenue) / 3, 1) AS b FROM sales_windows GROUP BY region ORDER BY region;
+SELECT region, greatest(sum(revenue), 0) AS g FROM sales_windows GROUP BY region ORDER BY g DESC NULLS LAST, region;
+SELECT greatest(window_start, date '2024-03-01') AS v FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 12;
+SELECT greatest(region, 1) FROM sales_windows;
+SELECT coalesce(region, 0) FROM sales_windows;
+SELECT NULL / revenue AS a, orders * NULL AS b, lo + NULL AS c FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 5;
 
 -- kind: string_functions
 -- source: String functions in dashboard SQL and Metabase's custom expressions (lower, upper, length, substring, concat, replace, trim, split_part, left, right, regexp_replace)
@@ -495,6 +515,9 @@ SELECT region, substring(region, '[a-z]+') AS v FROM sales_windows GROUP BY regi
 SELECT region, length(trim(both ' ' from region)) AS v FROM sales_windows GROUP BY region, orders, revenue ORDER BY region NULLS FIRST, orders NULLS FIRST, revenue NULLS FIRST LIMIT 25;
 SELECT string_agg(DISTINCT region, ', ' ORDER BY region) FROM sales_windows;
 SELECT k, string_agg(id::text, ',' ORDER BY id) FROM dedup_events GROUP BY k ORDER BY k;
+SELECT region, format('%L|%%|%2$s|%1$s|%-6s|%6s|', region, orders) AS v FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 25;
+SELECT format('%s|%s|%s|%s', revenue, lo, window_start, orders > 0) AS v FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 25;
+SELECT format('%s and %s', 1);
 
 -- kind: numeric_edges
 -- source: Numeric edge values: rounding, truncation, signs, overflow, float output (extra_float_digits), big and tiny values
@@ -579,3 +602,20 @@ SELECT 1.5::float4 * 3 AS v;
 SELECT region, lo, lo * 2, lo / 3, round(lo::numeric, 3) FROM region_totals ORDER BY region;
 SELECT region, total, total * 2, total / 3, n, total / n FROM region_totals WHERE n <> 0 ORDER BY region;
 SELECT sum(lo), avg(lo), sum(total), avg(total), sum(n) FROM region_totals;
+SELECT 1.5::float4 + 1.5, 0.1::float4 - 1::int8, 0.1::float4 / 2, 2 / 0.1::float4, 0.1::float4 * 2::float4;
+SELECT exp(-800::float8);
+SELECT lcm(4, 6), gcd(orders, 4) FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 5;
+SELECT exp(1.5), ln(2.0), sqrt(2.0), power(2.0, 3), log(100.0), log10(1000.0), log10(1000), 2.0 ^ 10;
+SELECT power(2.0, 0), power(0.0, 0), power(10.5, -2), power(-2.0, 3), power(1.0001, 10000), power(2, 0.5), power(0.5, 100);
+SELECT ln(1.05), ln(0.95), ln(1.0), ln(0.0001), ln(123456789.123), sqrt(0.0001), exp(-20.5), exp(50.0), log(1.0001, 2.0);
+SELECT sqrt(revenue) AS a, ln(revenue) AS b, log(revenue) AS c, power(revenue, 2) AS d, power(revenue, 0.5) AS e, log(2, revenue) AS f FROM sales_windows WHERE revenue > 0 ORDER BY window_start, region NULLS FIRST LIMIT 40;
+SELECT region, sqrt(total), ln(total), power(total, 1.5) FROM region_totals WHERE total > 0 ORDER BY region;
+SELECT sqrt(avg(revenue)), ln(sum(revenue)), power(avg(orders), 2) FROM sales_windows WHERE revenue > 0;
+SELECT exp(revenue / 100000) AS v FROM sales_windows WHERE revenue > 0;
+SELECT sqrt(-1.0);
+SELECT power(-8.0, 0.5);
+SELECT extract(julian from window_start) AS v, extract(julian from window_start::date) AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 40;
+SELECT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY window_start, region NULLS FIRST LIMIT 12;
+SELECT region, sum(revenue)::bigint AS v FROM sales_windows GROUP BY region ORDER BY region LIMIT 3;
+SELECT (SELECT max(revenue)::int FROM sales_windows WHERE revenue < 100) AS m, orders FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 3;
+SELECT DISTINCT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY 1 LIMIT 3;

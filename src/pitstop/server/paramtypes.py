@@ -18,6 +18,8 @@ duckdb 2.0), but asyncpg encodes each argument by the type the server describes:
 from __future__ import annotations
 
 import logging
+from decimal import Decimal
+from typing import Any
 
 import duckdb
 import sqlglot
@@ -144,3 +146,38 @@ def infer(cursor: duckdb.DuckDBPyConnection, sql: str, declared: list[int]) -> l
             if found is not None:
                 types[n - 1] = found
     return [t or TEXT.oid for t in types]
+
+
+_BY_OID = {
+    16: "BOOLEAN",
+    20: "BIGINT",
+    21: "SMALLINT",
+    23: "INT",
+    700: "FLOAT",
+    701: "DOUBLE",
+    1700: "DECIMAL",
+}
+
+
+def of_oids(oids: list[int]) -> tuple[str | None, ...]:
+    """The types :mod:`~pitstop.server.pgsemantics` reads of parameters declared by OID (a
+    number's; None for any other: it is not read as a number)."""
+    return tuple(_BY_OID.get(oid) for oid in oids)
+
+
+def of_values(values: list[Any]) -> tuple[str | None, ...]:
+    """The same, of the values Bind decoded (:mod:`~pitstop.server.bindvalues`): psycopg sends a
+    ``Decimal`` as numeric, and ``revenue / %s`` is then PostgreSQL's numeric division."""
+    return tuple(_of_value(v) for v in values)
+
+
+def _of_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "BOOLEAN"
+    if isinstance(value, int):
+        return "BIGINT"
+    if isinstance(value, float):
+        return "DOUBLE"
+    if isinstance(value, Decimal):
+        return "DECIMAL"
+    return None

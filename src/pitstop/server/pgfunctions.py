@@ -31,10 +31,15 @@ __all__ = [
     "Kinds",
     "Refused",
     "check_cast",
+    "check_common_type",
     "date_part",
     "date_difference",
+    "exponential",
     "extract",
+    "int4_gcd",
+    "julian_day",
     "int4_result",
+    "interval_times",
     "like",
     "ntile",
     "percentile_cont",
@@ -42,6 +47,8 @@ __all__ = [
     "round_float",
     "sign",
     "spread",
+    "typed_null",
+    "widened_real",
 ]
 
 D = exp.DType
@@ -95,6 +102,39 @@ def check_cast(node: exp.Cast, ctx: Kinds) -> None:
         raise Refused("22P02", f'invalid input syntax for type {_NAMES[to]}: "{operand.name}"')
 
 
+_CATEGORIES = {
+    **dict.fromkeys((D.SMALLINT, D.INT, D.BIGINT, D.DECIMAL, D.DOUBLE, D.FLOAT), "numeric"),
+    **dict.fromkeys((D.TEXT, D.VARCHAR), "string"),
+    **dict.fromkeys((D.DATE, D.TIMESTAMP, D.TIMESTAMPTZ), "datetime"),
+    D.INTERVAL: "timespan",
+    D.BOOLEAN: "boolean",
+}
+_TYPE_NAMES = {**_NAMES, D.TEXT: "text", D.VARCHAR: "text", D.DATE: "date", D.INTERVAL: "interval",
+               D.TIMESTAMP: "timestamp without time zone", D.TIMESTAMPTZ: "timestamp with time zone",
+               D.BOOLEAN: "boolean"}  # fmt: skip
+
+
+def check_common_type(name: str, values: list[exp.Expr], ctx: Kinds) -> None:
+    """The values of ``GREATEST``, ``LEAST`` or ``COALESCE`` must have one type: PostgreSQL refuses
+    text with a number, a number with a time... (42804, its words); a constant string or a NULL
+    takes the others' type. DuckDB's error would be a binder's (42000) or an answer."""
+    first: exp.DataType | None = None
+    for value in values:
+        if isinstance(value, exp.Null) or (isinstance(value, exp.Literal) and value.is_string):
+            continue
+        datatype = ctx.type(value)
+        category = _CATEGORIES.get(datatype.this) if datatype is not None else None
+        if datatype is None or category is None:
+            return  # a type pitstop does not place: DuckDB decides
+        if first is None:
+            first = datatype
+        elif _CATEGORIES[first.this] != category:
+            raise Refused(
+                "42804",
+                f"{name} types {_TYPE_NAMES[first.this]} and {_TYPE_NAMES[datatype.this]} cannot be matched",
+            )
+
+
 def _cast(node: exp.Expr, to: str) -> exp.Expr:
     return exp.cast(node, exp.DataType.build(to))
 
@@ -125,6 +165,8 @@ def _numeric_field(field: str, operand: exp.Expr, source: exp.DataType | None) -
             epoch = exp.Anonymous(this="epoch_us", expressions=[operand.copy()])
             return _times(_cast(epoch, "DECIMAL(38, 0)"), "0.000001")
         return None
+    if source.this == D.DATE and field == "JULIAN":
+        return _cast(julian_day(operand), "DECIMAL(18, 0)")
     if source.this == D.DATE and (field in _INTEGER_FIELDS or field == "EPOCH"):
         function = "epoch" if field == "EPOCH" else None
         value = (
@@ -140,6 +182,15 @@ def _numeric_field(field: str, operand: exp.Expr, source: exp.DataType | None) -
         )
         return _times(_cast(micros, "DECIMAL(38, 0)"), "0.000001")
     return None
+
+
+def julian_day(operand: exp.Expr) -> exp.Expr:
+    """The Julian day number of a date or a timestamp's day (PostgreSQL's date2j)."""
+    epoch = _cast(exp.Literal.string("1970-01-01"), "DATE")
+    day = exp.Anonymous(
+        this="datediff", expressions=[exp.Literal.string("day"), epoch, _cast(operand.copy(), "DATE")]
+    )
+    return exp.Add(this=day, expression=exp.Literal.number(2440588))
 
 
 def extract(node: exp.Extract, ctx: Kinds) -> exp.Expr | None:
@@ -159,17 +210,34 @@ def date_part(node: exp.Anonymous, ctx: Kinds) -> exp.Expr | None:
 
 
 def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
-    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers, f a constant."""
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers, f a constant or an
+    array of constants (``ARRAY[0.25, 0.75]``: a float8[]). Under OVER, or of a type PostgreSQL has
+    no percentile_cont for (a timestamp, a text), PostgreSQL's error; ``percentile_disc`` is
+    DuckDB's ``quantile_disc`` (the same row), refused under OVER too."""
     function, order = node.this, node.expression
-    if not isinstance(function, exp.PercentileCont) or not isinstance(order, exp.Order):
+    if not isinstance(function, exp.PercentileCont | exp.PercentileDisc) or not isinstance(order, exp.Order):
         return None
-    if len(order.expressions) != 1 or not isinstance(function.this, exp.Literal | exp.Neg):
-        return None
-    if isinstance(node.parent, exp.Window):
+    name = "percentile_cont" if isinstance(function, exp.PercentileCont) else "percentile_disc"
+    if isinstance(node.parent, exp.Window) or (
+        isinstance(node.parent, exp.Filter) and isinstance(node.parent.parent, exp.Window)
+    ):
+        raise Refused("0A000", f"OVER is not supported for ordered-set aggregate {name}")
+    if len(order.expressions) != 1 or isinstance(function, exp.PercentileDisc):
         return None
     ordered = order.expressions[0]
     value = ordered.this
-    if ctx.kind(value) not in ("int", "numeric", "float"):
+    kind, datatype = ctx.kind(value), ctx.type(value)
+    plain = isinstance(value, exp.Column | exp.Cast)  # (sqlglot types ts - ts a timestamp)
+    if plain and kind in ("text", "time") and datatype is not None and datatype.this != D.INTERVAL:
+        fraction = "numeric[]" if isinstance(function.this, exp.Array) else "numeric"
+        raise Refused(
+            "42883",
+            f"function percentile_cont({fraction}, {_TYPE_NAMES.get(datatype.this, 'text')}) does not exist",
+        )
+    fractions = function.this.expressions if isinstance(function.this, exp.Array) else [function.this]
+    if not fractions or not all(isinstance(f, exp.Literal | exp.Neg) for f in fractions):
+        return None
+    if kind not in ("int", "numeric", "float"):
         return None
     condition: exp.Expr = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
     if isinstance(node.parent, exp.Filter):  # its FILTER (WHERE c) goes with the list's (pgsemantics)
@@ -180,9 +248,13 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
     )
     sort = "list_reverse_sort" if ordered.args.get("desc") else "list_sort"
     sorted_values = exp.Anonymous(this=sort, expressions=[values])
-    return exp.Anonymous(
-        this="pgs_percentile_cont", expressions=[sorted_values, _cast(function.this.copy(), "DOUBLE")]
-    )
+    found = [
+        exp.Anonymous(
+            this="pgs_percentile_cont", expressions=[sorted_values.copy(), _cast(f.copy(), "DOUBLE")]
+        )
+        for f in fractions
+    ]
+    return exp.Array(expressions=found) if isinstance(function.this, exp.Array) else found[0]
 
 
 def int4_result(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:
@@ -253,3 +325,84 @@ def sign(node: exp.Sign, ctx: Kinds) -> exp.Expr | None:
     if kind in ("int", "float"):
         return _cast(node.copy(), "DOUBLE")
     return None
+
+
+def _error(code: str, message: str) -> exp.Expr:
+    return exp.Anonymous(this="error", expressions=[exp.Literal.string(f"SQLSTATE {code}: {message}")])
+
+
+def exponential(node: exp.Exp, ctx: Kinds) -> exp.Expr | None:
+    """``exp(float8)`` whose result is out of range is PostgreSQL's error (22003, ``value out of
+    range: overflow`` / ``underflow``), not DuckDB's Infinity or 0; ``exp(±Infinity)`` and
+    ``exp(NaN)`` are their own answers, as there."""
+    operand = node.this
+    if ctx.kind(operand) != "float":
+        return None
+    finite = exp.Anonymous(this="isfinite", expressions=[operand.copy()])
+    result = exp.Exp(this=operand.copy())
+    overflow = exp.and_(finite, exp.Anonymous(this="isinf", expressions=[result.copy()]))
+    underflow = exp.and_(finite.copy(), exp.EQ(this=result.copy(), expression=exp.Literal.number(0)))
+    return exp.Case(
+        ifs=[
+            exp.If(this=overflow, true=_error("22003", "value out of range: overflow")),
+            exp.If(this=underflow, true=_error("22003", "value out of range: underflow")),
+        ],
+        default=result,
+    )
+
+
+def int4_gcd(node: exp.Anonymous, ctx: Kinds) -> exp.Expr | None:
+    """``gcd``/``lcm`` of two int4 are int4 in PostgreSQL; DuckDB's are bigint."""
+    if str(node.this).lower() not in ("gcd", "lcm") or len(node.expressions) != 2:
+        return None
+    types = [ctx.type(arg) for arg in node.expressions]
+    if all(t is not None and t.this == D.INT for t in types):
+        return _cast(node.copy(), "INTEGER")
+    return None
+
+
+def widened_real(node: exp.Binary, ctx: Kinds) -> None:
+    """A real (float4) with an integer, a numeric or a double: PostgreSQL computes it in double
+    precision (``1.5::float4 * 3`` is a float8; DuckDB's is a real). The real operand is cast."""
+    types = [ctx.type(part) for part in (node.this, node.expression)]
+    reals = [t is not None and t.this == D.FLOAT for t in types]
+    if reals[0] == reals[1]:
+        return
+    other = node.expression if reals[0] else node.this
+    if ctx.kind(other) not in ("int", "numeric", "float"):
+        return
+    real = node.this if reals[0] else node.expression
+    wide = _cast(real.copy(), "DOUBLE")
+    wide.meta.update(real.meta)  # typed as a float still
+    real.replace(wide)
+
+
+def typed_null(node: exp.Binary, ctx: Kinds) -> None:
+    """``revenue + NULL``: PostgreSQL gives the NULL the other operand's type (the result is a
+    numeric); DuckDB types it NULL, which clients are told is text. The NULL is cast."""
+    for null, other in ((node.this, node.expression), (node.expression, node.this)):
+        datatype = ctx.type(other)
+        if (
+            isinstance(null, exp.Null)
+            and datatype is not None
+            and ctx.kind(other) in ("int", "numeric", "float")
+        ):
+            null.replace(exp.Cast(this=exp.Null(), to=datatype.copy()))
+            return
+
+
+def interval_times(node: exp.Mul, ctx: Kinds) -> exp.Expr | None:
+    """``interval * integer`` out of range is PostgreSQL's ``interval out of range`` (22008), not
+    DuckDB's (which casts the integer to int4 first: 22003)."""
+    types = [ctx.type(part) for part in (node.this, node.expression)]
+    is_interval = [t is not None and t.this == D.INTERVAL for t in types]
+    kinds = [ctx.kind(part) for part in (node.this, node.expression)]
+    if not (is_interval[0] and kinds[1] == "int" or is_interval[1] and kinds[0] == "int"):
+        return None
+    either_null = exp.or_(
+        exp.Is(this=node.this.copy(), expression=exp.Null()),
+        exp.Is(this=node.expression.copy(), expression=exp.Null()),
+    )
+    product = exp.Anonymous(this="try", expressions=[node.copy()])
+    checked = exp.Coalesce(this=product, expressions=[_error("22008", "interval out of range")])
+    return exp.Case(ifs=[exp.If(this=either_null, true=exp.Null())], default=checked)

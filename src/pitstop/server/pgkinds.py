@@ -55,7 +55,8 @@ _SIMPLE_TYPES = re.compile(
     r"DECIMAL\(\d+,\d+\))"
 )
 _NEEDS_TYPES = re.compile(
-    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-",
+    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
+    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^",
     re.I,
 )
 
@@ -168,9 +169,23 @@ def aggregated(node: exp.Expr) -> exp.Expr:
     return this
 
 
-def types(tree: exp.Expr, schema: Schema, typed: tuple[type[exp.Expr], ...]) -> dict[int, exp.DataType]:
+def _typed_parameters(tree: exp.Expr, parameters: tuple[str | None, ...]) -> None:
+    """Each ``$n`` of a known type as a NULL of that type (keeping its id): typed as it."""
+    for parameter in list(tree.find_all(exp.Parameter)):
+        number = parameter.this.name if isinstance(parameter.this, exp.Literal) else ""
+        index = int(number) - 1 if number.isdigit() else -1
+        if 0 <= index < len(parameters) and parameters[index] is not None:
+            typed = exp.cast(exp.Null(), exp.DataType.build(str(parameters[index])))
+            typed.meta.update(parameter.meta)
+            parameter.replace(typed)
+
+
+def types(
+    tree: exp.Expr, schema: Schema, typed: tuple[type[exp.Expr], ...], parameters: tuple[str | None, ...] = ()
+) -> dict[int, exp.DataType]:
     """The PostgreSQL types of the nodes the rewrite reads (those of ``typed`` and their operands),
-    by the id put in their ``meta``; annotated on a qualified copy, the statement itself unchanged."""
+    by the id put in their ``meta``; annotated on a qualified copy, the statement itself unchanged.
+    ``parameters``: the type of each ``$n`` the client sent (``DECIMAL`` for psycopg's Decimal)."""
     count = 0
     for node in tree.find_all(*typed):
         reads = aggregated(node) if isinstance(node, exp.Avg | exp.Sum | exp.WithinGroup) else node
@@ -180,6 +195,8 @@ def types(tree: exp.Expr, schema: Schema, typed: tuple[type[exp.Expr], ...]) -> 
     if not count:
         return {}
     copy = tree.copy()
+    if parameters:
+        _typed_parameters(copy, parameters)
     mapping = schema.mapping()
     try:
         copy = qualify(copy, schema=mapping, dialect="postgres", validate_qualify_columns=False,

@@ -24,7 +24,7 @@ from pitstop.errors import PitstopError
 from pitstop.server import paramtypes, pgsemantics, sqlstate
 from pitstop.server.outcome import Outcome
 from pitstop.server.params import SessionParameters
-from pitstop.server.pgtypes import NUMERIC, Column, pg_type_of
+from pitstop.server.pgtypes import NUMERIC, Column, PgType, pg_type_of
 from pitstop.server.results import SharedResults
 from pitstop.server.routing import Statement
 from pitstop.server.sqlstate import WireError
@@ -130,11 +130,12 @@ class SessionQueries:
         (:mod:`pitstop.server.paramtypes`), and the query runs with NULL parameters under
         ``LIMIT 0``."""
         declared = paramtypes.from_casts(stmt.text, declared)
-        one_query(self.translate(stmt, stmt.text).sql)
+        parameters = paramtypes.of_oids(declared)
+        one_query(self.translate(stmt, stmt.text, parameters).sql)
         cursor = self.cursor()
         self.detach_open()
         text, registered = self.state_tables(stmt.text, stmt, query)
-        translation = self.translate(stmt, text)
+        translation = self.translate(stmt, text, parameters)
         sql = translation.sql
         try:
             types = paramtypes.infer(cursor, sql, declared)
@@ -181,10 +182,13 @@ class SessionQueries:
             raise WireError(sqlstate.code_of(err), err.message, stmt.offset + 1) from err
         return sql, state.register(connection or self.cursor(), tables)
 
-    def translate(self, stmt: Statement, text: str) -> pgsemantics.Translation:
+    def translate(
+        self, stmt: Statement, text: str, parameters: tuple[str | None, ...] = ()
+    ) -> pgsemantics.Translation:
         """``text`` (the statement's, or it with state tables in) as DuckDB SQL with PostgreSQL's
         semantics, typed by the sink tables' columns (read on the catalog's own connection: this
-        session's may hold a suspended portal's rows)."""
+        session's may hold a suspended portal's rows) and by its ``parameters``' types
+        (:func:`paramtypes.of_values`)."""
         catalog = self.manager.catalog
         # The sink tables' columns change only by a catalog commit (a job's sink created or
         # evolved): read once per change, not by every query of every client.
@@ -193,19 +197,20 @@ class SessionQueries:
             lambda: catalog.cached_for("sink schema", lambda: pgsemantics.read_schema(catalog.cursor()), 1.0),
         )
         try:
-            return self.pgcatalog.translate_query(text, schema)
+            return self.pgcatalog.translate_query(text, schema, parameters)
         except pgsemantics.PgError as exc:
             position = stmt.offset + exc.position if exc.position else None
             raise WireError(exc.code, exc.message, position) from exc
 
     def run(self, stmt: Statement, query: str, params: list[Any]) -> Outcome:
+        parameters = paramtypes.of_values(params) if params else ()
         if state.mentions(stmt.text):  # before translate, which makes calls in FROM subqueries
-            one_query(self.translate(stmt, stmt.text).sql)  # the client's text is one query
+            one_query(self.translate(stmt, stmt.text, parameters).sql)  # the client's text is one query
             self.detach_open()  # ends the last query, whose tables go with it
             text, self._registered = self.state_tables(stmt.text, stmt, query)
-            translation = self.translate(stmt, text)
+            translation = self.translate(stmt, text, parameters)
         else:
-            translation = self.translate(stmt, stmt.text)
+            translation = self.translate(stmt, stmt.text, parameters)
         sql = translation.sql
         statement = one_query(sql) if self._registered else self._checked(sql)
         # A state table is read when the query runs, not from the catalog: never kept.
@@ -356,8 +361,16 @@ def one_query(sql: str) -> duckdb.Statement:
 def result_columns(description: Any, translation: pgsemantics.Translation) -> tuple[Column, ...]:
     """The result columns DuckDB describes, with PostgreSQL's types; a numeric text column
     (:attr:`pgsemantics.Translation.numeric_columns`) is numeric."""
-    numeric = translation.numeric_columns
+    numeric, described = translation.numeric_columns, translation.column_types
     return tuple(
-        Column(name, NUMERIC if i in numeric and str(kind) == "VARCHAR" else pg_type_of(str(kind)))
+        Column(name, _pg_type(str(kind), i in numeric, described.get(i)))
         for i, (name, kind, *_) in enumerate(description or [])
     )
+
+
+def _pg_type(kind: str, numeric: bool, described: PgType | None) -> PgType:
+    if kind == "VARCHAR" and numeric:
+        return NUMERIC
+    if kind == "VARCHAR" and described is not None:
+        return described
+    return pg_type_of(kind)

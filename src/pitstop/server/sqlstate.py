@@ -89,7 +89,8 @@ _MARKED = re.compile(r"SQLSTATE ([0-9A-Z]{5}): (.*)")
 
 _OUT_OF_RANGE = re.compile(
     r"(?:can't be cast because the value is out of range for the destination type|"
-    r"Failed to cast decimal value \S+ to type|Could not cast value \S+ to) (?P<type>\w+)"
+    r"Failed to cast decimal value \S+ to type|Could not cast value \S+ to|"
+    r'Casting value "[^"]*" to type) (?P<type>\w+)'
 )
 _RANGE_WORDS = {
     "INT16": "smallint out of range",
@@ -125,6 +126,11 @@ _UNKNOWN_NAMES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         re.compile(r'^Table "(?P<table>[^"]+)" does not have a column named "(?P<name>[^"]+)"'),
         UNDEFINED_COLUMN,
         "column {table}.{name} does not exist",
+    ),
+    (
+        re.compile(r'^Ambiguous reference to column name "(?P<name>[^"]+)"'),
+        "42702",
+        'column reference "{name}" is ambiguous',
     ),
     (
         re.compile(r"^Table with name (?P<name>\S+) does not exist"),

@@ -57,6 +57,9 @@ class PgCatalog:
         """One PostgreSQL statement (a SELECT / WITH / VALUES) -> DuckDB SQL for a prepared cursor."""
         return translate(sql)
 
-    def translate_query(self, sql: str, schema: pgsemantics.Schema) -> pgsemantics.Translation:
-        """:meth:`translate`, typed by the sink tables' ``schema``, with its numeric text columns."""
-        return translate_query(sql, schema)
+    def translate_query(
+        self, sql: str, schema: pgsemantics.Schema, parameters: tuple[str | None, ...] = ()
+    ) -> pgsemantics.Translation:
+        """:meth:`translate`, typed by the sink tables' ``schema`` and its ``parameters``' types
+        (``DECIMAL``...), with what its result columns are."""
+        return translate_query(sql, schema, parameters)

@@ -13,6 +13,7 @@ from typing import Any
 from sqlglot import exp
 
 from pitstop.server.pgcatalog.rewrite import SQL_VALUE_WORDS, TYPED_FUNCTIONS, type_name
+from pitstop.server.pgparser import CALLED
 
 # PostgreSQL's FigureColname: a name and its strength (2: a column or function name, 1: a type name
 # or "case", 0: none, which prints as ?column?).
@@ -29,6 +30,8 @@ _NOT_CALLS = (exp.Connector, exp.Binary, exp.Unary, exp.Predicate)
 
 
 def _figure(node: exp.Expr) -> tuple[str, int]:
+    if CALLED in node.meta:  # power(a, b), which sqlglot reads as a ^ b
+        return str(node.meta[CALLED]), 2
     handler = _FIGURES.get(type(node))
     if handler is not None:
         return handler(node)
@@ -85,6 +88,8 @@ _FIGURES: dict[type[exp.Expr], Callable[[Any], tuple[str, int]]] = {
     exp.Bracket: lambda node: _figure(node.this),
     exp.Collate: lambda node: _figure(node.this),
     exp.Window: lambda node: _figure(node.this),
+    exp.WithinGroup: lambda node: _figure(node.this),  # percentile_cont(0.5) WITHIN GROUP (...)
+    exp.Filter: lambda node: _figure(node.this),  # count(*) FILTER (WHERE ...)
 }
 
 

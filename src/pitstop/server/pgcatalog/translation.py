@@ -46,9 +46,12 @@ def translate(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def translate_query(sql: str, schema: pgsemantics.Schema) -> pgsemantics.Translation:
+def translate_query(
+    sql: str, schema: pgsemantics.Schema, parameters: tuple[str | None, ...] = ()
+) -> pgsemantics.Translation:
     """One PostgreSQL query (SELECT / WITH / VALUES) as DuckDB SQL over the emulated catalog, with
-    PostgreSQL's semantics (:mod:`pitstop.server.pgsemantics`, given the sink tables' ``schema``).
+    PostgreSQL's semantics (:mod:`pitstop.server.pgsemantics`, given the sink tables' ``schema``
+    and the types of its parameters, ``$1``...: ``DECIMAL``, ``BIGINT``, None when not known).
 
     A statement sqlglot cannot parse is returned unchanged (DuckDB may still run it); one that
     PostgreSQL refuses and sqlglot would accept raises ``pgsemantics.PgError``. Kept by text: clients
@@ -68,9 +71,10 @@ def translate_query(sql: str, schema: pgsemantics.Schema) -> pgsemantics.Transla
     try:
         tree = values_names(tree)
         name_results(tree)
-        tree, numeric = pgsemantics.apply(tree, schema)
-        ctx = Context([], _user_ctes(tree))
-        return pgsemantics.Translation(_with_ctes(rewrite(tree, ctx), ctx.ctes), numeric)
+        applied = pgsemantics.apply(tree, schema, parameters)
+        ctx = Context([], _user_ctes(applied.tree))
+        sql = _with_ctes(rewrite(applied.tree, ctx), ctx.ctes)
+        return pgsemantics.Translation(sql, applied.numeric_columns, applied.column_types)
     except pgsemantics.PgError:
         raise
     except Exception:  # a rewrite that trips must not cost the client its query: DuckDB may run it
