@@ -14,6 +14,8 @@ import pytest
 
 from conftest import run, settings
 from pitstop.catalog.rows import Mapping
+from pitstop.engine.checkpoint import copy_checkpoint
+from pitstop.engine.clocks import Clock, clocks_dir, read_clocks, write_clocks
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
@@ -207,6 +209,35 @@ def test_a_duckdb_table_is_published_as_it_stands_after_every_commit(tmp_path: P
         assert [r["name"] for r in published()] == ["anna"]
     finally:
         catalog.close()
+
+
+def test_stream_clocks_as_of_a_batch_are_the_newest_at_or_below_it_and_go_with_a_checkpoint_copy(
+    tmp_path: Path,
+) -> None:
+    """pitstop.engine.clocks: each file holds every stream's greatest time as of its batch; the
+    newest at or below a batch counts, older ones go once RETAIN batches have passed (the newest of
+    those stays), and a snapshot's copy of the checkpoint takes those up to its cut only."""
+    ckpt = tmp_path / "checkpoint"
+    at = {b: (Clock("ts", 1000 * b), None if b < 120 else Clock("vts", 7 * b)) for b in (0, 50, 120, 230)}
+    assert read_clocks(ckpt) == ()
+    for b in (0, 50, 120):
+        write_clocks(ckpt, b, at[b])
+    assert read_clocks(ckpt) == at[120]
+    assert read_clocks(ckpt, upto=119) == at[50]
+    assert read_clocks(ckpt, upto=50) == at[50]
+    assert read_clocks(ckpt, upto=49) == at[0]
+    write_clocks(ckpt, 230, at[230])  # 0 and 50 are RETAIN batches old, 120 is the newest such
+    assert sorted(p.name for p in clocks_dir(ckpt).iterdir()) == ["120", "230"]
+    assert read_clocks(ckpt, upto=229) == at[120]
+
+    for log in ("offsets", "commits"):
+        for b in (120, 230):
+            (ckpt / log).mkdir(exist_ok=True)
+            (ckpt / log / str(b)).write_text("v1\n{}\n")
+    copy = tmp_path / "copy"
+    copy_checkpoint(ckpt, 229, copy)
+    assert sorted(p.name for p in clocks_dir(copy).iterdir()) == ["120"]
+    assert read_clocks(copy) == at[120]
 
 
 # -- on real Spark -------------------------------------------------------------------------------------

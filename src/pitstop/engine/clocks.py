@@ -183,6 +183,13 @@ class StreamClocks:
                 exc_info=True,
             )
             return
+        if execution is None:
+            log.warning(
+                "query '%s', batch %d: its execution was not found; its streams' watermarks not recorded",
+                self._query_name,
+                batch_id,
+            )
+            return
         if not operators:
             return
         first = self._clocks is None
