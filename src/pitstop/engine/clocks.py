@@ -170,6 +170,7 @@ class StreamClocks:
         self._clocks: tuple[Clock | None, ...] | None = None  # read at the first call
 
     def __call__(self, batch_id: int) -> None:
+        # Step 1. What each stream's watermark operator saw in this batch.
         try:
             execution = batch_execution(self._session, self._query_name, batch_id)
             operators = watermark_operators(self._session, execution) if execution is not None else []
@@ -206,7 +207,7 @@ class StreamClocks:
                     [s.column for s in seen],
                 )
             recorded = (None,) * len(seen)
-        if first:
+        if first:  # Step 3. A query's first batch: each stream's clock given back to Spark.
             self._give_back(batch_id, operators, seen, recorded)
         # Step 2. The running maxima, on disk where one grew.
         clocks = tuple(_later(r, s) for r, s in zip(recorded, seen, strict=True))
