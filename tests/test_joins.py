@@ -12,8 +12,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from conftest import run
+from conftest import run, settings
 from pitstop.catalog.rows import Mapping
+from pitstop.engine.checkpoint import copy_checkpoint
+from pitstop.engine.clocks import Clock, clocks_dir, read_clocks, write_clocks
 from pitstop.errors import PlanError
 from pitstop.executor import mapping_from_node
 from pitstop.manager import Manager
@@ -209,6 +211,35 @@ def test_a_duckdb_table_is_published_as_it_stands_after_every_commit(tmp_path: P
         catalog.close()
 
 
+def test_stream_clocks_as_of_a_batch_are_the_newest_at_or_below_it_and_go_with_a_checkpoint_copy(
+    tmp_path: Path,
+) -> None:
+    """pitstop.engine.clocks: each file holds every stream's greatest time as of its batch; the
+    newest at or below a batch counts, older ones go once RETAIN batches have passed (the newest of
+    those stays), and a snapshot's copy of the checkpoint takes those up to its cut only."""
+    ckpt = tmp_path / "checkpoint"
+    at = {b: (Clock("ts", 1000 * b), None if b < 120 else Clock("vts", 7 * b)) for b in (0, 50, 120, 230)}
+    assert read_clocks(ckpt) == ()
+    for b in (0, 50, 120):
+        write_clocks(ckpt, b, at[b])
+    assert read_clocks(ckpt) == at[120]
+    assert read_clocks(ckpt, upto=119) == at[50]
+    assert read_clocks(ckpt, upto=50) == at[50]
+    assert read_clocks(ckpt, upto=49) == at[0]
+    write_clocks(ckpt, 230, at[230])  # 0 and 50 are RETAIN batches old, 120 is the newest such
+    assert sorted(p.name for p in clocks_dir(ckpt).iterdir()) == ["120", "230"]
+    assert read_clocks(ckpt, upto=229) == at[120]
+
+    for log in ("offsets", "commits"):
+        for b in (120, 230):
+            (ckpt / log).mkdir(exist_ok=True)
+            (ckpt / log / str(b)).write_text("v1\n{}\n")
+    copy = tmp_path / "copy"
+    copy_checkpoint(ckpt, 229, copy)
+    assert sorted(p.name for p in clocks_dir(copy).iterdir()) == ["120"]
+    assert read_clocks(copy) == at[120]
+
+
 # -- on real Spark -------------------------------------------------------------------------------------
 def write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
     (folder / f".{name}.tmp").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -358,38 +389,60 @@ def test_joins_across_pit_stops_pairs_once_and_static_tables_as_changed(
     ]
 
 
+LESSER = """j {options} AS INSERT INTO pairs SELECT a.id, b.id AS vid FROM clicks a JOIN views b
+    ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '30' MINUTE"""
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("restarted", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True))])
+@pytest.mark.parametrize(
+    "restart", ["none", "resumed", "new process", "restored natively", "restored from rows, resumed"]
+)
 def test_an_interval_joins_watermark_is_the_lesser_streams_across_a_restart(
-    manager: Manager, tmp_path: Path, restarted: bool
+    tmp_path: Path, restart: str
 ) -> None:
-    """README: the watermark is the lesser of the two streams', and a row at or below it is late.
-    Known bug (issue 23's chains, left open): Spark keeps each stream's watermark in memory only
-    (its offset log holds the query's), so after a restart (RESUME, a new process) a stream that
-    has had no rows since counts as none, and the join's watermark stays where it was until both
-    have: here views (01:55) is idle after the restart, clicks moves on to 02:55, and the click at
-    01:40 is not dropped as late but paired with the view at 02:00."""
-    cdir, vdir = tmp_path / "clicks", tmp_path / "views"
-    run(
-        manager,
-        f"""CREATE MAPPING clicks (id BIGINT, k VARCHAR, ts TIMESTAMP,
-                WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{cdir}');
-        CREATE MAPPING views (id BIGINT, k VARCHAR, vts TIMESTAMP,
-                WATERMARK FOR vts AS vts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{vdir}');
-        CREATE MAPPING pairs TYPE DuckDB;""",
-    )
-    write(vdir, "1.json", [{"id": 100, "k": "a", "vts": "2024-01-01 02:00:00"}])
-    write(cdir, "1.json", [{"id": 1, "k": "a", "ts": "2024-01-01 01:00:00"}])
-    run(
-        manager,
-        """CREATE JOB j AS INSERT INTO pairs SELECT a.id, b.id AS vid FROM clicks a JOIN views b
-            ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '30' MINUTE; AWAIT JOB j;""",
-    )
-    if restarted:
-        run(manager, "ALTER JOB j SUSPEND; ALTER JOB j RESUME; AWAIT JOB j;")
-    write(cdir, "2.json", [{"id": 2, "k": "a", "ts": "2024-01-01 03:00:00"}])
-    run(manager, "AWAIT JOB j")  # the watermark: the lesser of 02:55 and 01:55
-    write(cdir, "3.json", [{"id": 3, "k": "a", "ts": "2024-01-01 01:40:00"}])  # late
-    run(manager, "AWAIT JOB j")
-    assert manager.catalog.query("SELECT id, vid FROM pairs")[1] == []
-    assert manager.catalog.query("SELECT stage, rows FROM pitstop.late_rows")[1] == [("pairs.join", 1)]
+    """README: the watermark is the lesser of the two streams', and a row at or below it is late,
+    also after a restart (issue 23). Spark keeps each stream's watermark in memory only (its offset
+    log holds the query's), so a restarted query (RESUME, a new process, a native restore from the
+    snapshot's copy of the checkpoint) counted a stream that had no rows since as none, and the
+    join's watermark stayed where it was until both had: here views (01:55) is idle after the
+    restart, clicks moves on to 02:55, and the click at 01:40 was paired with the view at 02:00
+    instead of dropped as late. pitstop keeps each stream's clock (pitstop.engine.clocks)."""
+    home, cdir, vdir = tmp_path / "home", tmp_path / "clicks", tmp_path / "views"
+    manager = Manager(settings(home))
+    try:
+        run(
+            manager,
+            f"""CREATE MAPPING clicks (id BIGINT, k VARCHAR, ts TIMESTAMP,
+                    WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{cdir}');
+            CREATE MAPPING views (id BIGINT, k VARCHAR, vts TIMESTAMP,
+                    WATERMARK FOR vts AS vts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{vdir}');
+            CREATE MAPPING pairs TYPE DuckDB;""",
+        )
+        write(vdir, "1.json", [{"id": 100, "k": "a", "vts": "2024-01-01 02:00:00"}])
+        write(cdir, "1.json", [{"id": 1, "k": "a", "ts": "2024-01-01 01:00:00"}])
+        run(manager, f"CREATE JOB {LESSER.format(options='')}; AWAIT JOB j;")  # the watermark: 00:55
+        if restart == "resumed":
+            run(manager, "ALTER JOB j SUSPEND; ALTER JOB j RESUME; AWAIT JOB j;")
+        elif restart == "new process":
+            manager.close()
+            manager = Manager(settings(home))  # the job resumes from its checkpoint
+        elif restart == "restored natively":
+            started = run(
+                manager, f"DROP JOB j WITH SNAPSHOT s; CREATE JOB {LESSER.format(options='FROM SNAPSHOT s')};"
+            )[-1].message
+            assert NATIVE in started
+        elif restart == "restored from rows, resumed":
+            options = "OPTIONS ('restoreFormat'='canonical') FROM SNAPSHOT s"
+            started = run(
+                manager, f"DROP JOB j WITH SNAPSHOT s; CREATE JOB {LESSER.format(options=options)};"
+            )
+            assert ROWS in started[-1].message
+            run(manager, "AWAIT JOB j; ALTER JOB j SUSPEND; ALTER JOB j RESUME; AWAIT JOB j;")
+        write(cdir, "2.json", [{"id": 2, "k": "a", "ts": "2024-01-01 03:00:00"}])
+        run(manager, "AWAIT JOB j")  # the watermark: the lesser of 02:55 and 01:55
+        write(cdir, "3.json", [{"id": 3, "k": "a", "ts": "2024-01-01 01:40:00"}])  # late
+        run(manager, "AWAIT JOB j")
+        assert manager.catalog.query("SELECT id, vid FROM pairs")[1] == []
+        assert manager.catalog.query("SELECT stage, rows FROM pitstop.late_rows")[1] == [("pairs.join", 1)]
+    finally:
+        manager.close()

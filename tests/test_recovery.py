@@ -171,3 +171,45 @@ def test_killed_process_resumes_a_natively_restored_job_with_every_row_exactly_o
     [copies] = query(home, "SELECT count(*) AS n, count(DISTINCT id) AS d, max(id) AS hi FROM copies")
     assert copies == {"n": EVENTS, "d": EVENTS, "hi": EVENTS - 1}
     assert_closed_windows_match(home)
+
+
+def test_killed_process_resumes_an_interval_join_on_both_streams_clocks(tmp_path: Path) -> None:
+    """Issue 23: an interval join's watermark is the lesser of its two streams', and each stream's
+    own lives in Spark's memory only. After a SIGKILL the next process goes on with both: views
+    (01:55) idle since, clicks moves on to 02:55, so the click at 01:40 is late (dropped and
+    counted), not paired with the view at 02:00."""
+    home, cdir, vdir = tmp_path / "home", tmp_path / "clicks", tmp_path / "views"
+    cdir.mkdir()
+    vdir.mkdir()
+
+    def write(folder: Path, name: str, row: dict[str, object]) -> None:
+        (folder / f".{name}.tmp").write_text(json.dumps(row) + "\n")
+        (folder / f".{name}.tmp").rename(folder / name)
+
+    write(vdir, "1.json", {"id": 100, "k": "a", "vts": "2024-01-01 02:00:00"})
+    write(cdir, "1.json", {"id": 1, "k": "a", "ts": "2024-01-01 01:00:00"})
+    first = running(
+        home,
+        f"""CREATE MAPPING clicks (id BIGINT, k VARCHAR, ts TIMESTAMP,
+                WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{cdir}');
+        CREATE MAPPING views (id BIGINT, k VARCHAR, vts TIMESTAMP,
+                WATERMARK FOR vts AS vts - INTERVAL '5' MINUTE) TYPE File OPTIONS ('path'='{vdir}');
+        CREATE MAPPING pairs TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO pairs SELECT a.id, b.id AS vid FROM clicks a JOIN views b
+            ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '30' MINUTE;
+        """,
+    )
+    ckpt = wait_for_commits(home, 1, first)
+    kill(first)
+    committed = checkpoint.latest_commit(ckpt)
+    assert committed is not None
+    assert checkpoint.commit_watermark(ckpt, committed) == 1704070500000  # 00:55, the lesser
+
+    write(cdir, "2.json", {"id": 2, "k": "a", "ts": "2024-01-01 03:00:00"})
+    second = pitstop("run", "-c", "AWAIT JOB j TIMEOUT INTERVAL '240' SECOND;", home=home)
+    assert second.returncode == 0, second.stderr
+    write(cdir, "3.json", {"id": 3, "k": "a", "ts": "2024-01-01 01:40:00"})  # late: at 01:55
+    third = pitstop("run", "-c", "AWAIT JOB j TIMEOUT INTERVAL '240' SECOND;", home=home)
+    assert third.returncode == 0, third.stderr
+    assert query(home, "SELECT count(*) AS n FROM pairs") == [{"n": 0}]
+    assert query(home, "SELECT stage, rows FROM pitstop.late_rows") == [{"stage": "pairs.join", "rows": 1}]

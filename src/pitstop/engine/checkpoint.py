@@ -16,6 +16,10 @@ from typing import Any
 
 from pitstop.connectors.positions import parse_offset
 
+CLOCKS_DIR = "pitstop_clocks"
+"""pitstop's own folder in a checkpoint: its streams' clocks as of each batch, ``<batch>``
+(:mod:`pitstop.engine.clocks`); Spark leaves folders it does not know alone."""
+
 
 def _batches(folder: Path) -> list[int]:
     try:
@@ -94,7 +98,8 @@ def copy_checkpoint(checkpoint: Path, batch: int, dest: Path) -> int:
     """Copy what Spark needs to go on from ``batch`` of a checkpoint into ``dest``; return the
     number of state partitions.
 
-    Offsets and commits up to ``batch`` (Spark reads the last two offsets), the source logs, and
+    Offsets, commits and pitstop's clocks (:data:`CLOCKS_DIR`) up to ``batch`` (Spark reads the
+    last two offsets), the source logs, and
     the state files of every version up to ``batch + 1`` (RocksDB's files are written once and
     never changed, so hard links are safe; a copy where links cannot be made). Nothing after the
     cut is copied.
@@ -104,7 +109,7 @@ def copy_checkpoint(checkpoint: Path, batch: int, dest: Path) -> int:
         rel = Path(root).relative_to(checkpoint)
         top = rel.parts[0] if rel.parts else ""
         for name in files:
-            if top in ("offsets", "commits") and (_batch_of(name) or 0) > batch:
+            if top in ("offsets", "commits", CLOCKS_DIR) and (_batch_of(name) or 0) > batch:
                 continue
             if top == "state" and (_version_of(name) or 0) > version:
                 continue

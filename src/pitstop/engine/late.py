@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import LateCount, LateRecord
+from pitstop.engine.clocks import batch_execution
 from pitstop.plan.model import Branch
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import Lateness
@@ -292,9 +293,8 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
     ``operators``, the stateful operators' figures too (a walk of the plan, some hundred JVM calls:
     only for a branch with a stage later in a chain, whose count is Spark's figure). None if the
     query or that execution is not found (nothing to record)."""
-    query = next((q for q in session.streams().active() if q.name() == query_name), None)
-    execution = query.streamingQuery().lastExecution() if query is not None else None
-    if execution is None or int(execution.currentBatchId()) != batch_id:
+    execution = batch_execution(session, query_name, batch_id)
+    if execution is None:
         return None
     observed: dict[str, int] = {}
     parts: dict[str, dict[int | None, int]] = {}

@@ -9,6 +9,8 @@ It runs as Spark's stream-stream inner join, with a watermark on each side (each
 WATERMARK clause); the pair is emitted in the micro-batch where its second row arrives, once.
 Spark buffers each side's rows until the watermark (the lesser of the two sides') shows that no
 row still to come can match them, and drops an arriving row at or below the watermark as late.
+Each side's own watermark lives in Spark's memory only; :mod:`pitstop.engine.clocks` keeps it
+across a restart of the query.
 
 State contract, format 1: the rows each side has buffered at the cut, one row each::
 

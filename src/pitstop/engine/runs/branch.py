@@ -87,3 +87,9 @@ def batch_watermark(checkpoint_dir: Path, batch_id: int) -> int:
     offsets, with it, before it runs the batch."""
     offsets = checkpoint.read_offsets(checkpoint_dir, batch_id)
     return 0 if offsets is None else offsets.watermark_ms
+
+
+def two_streams(branch: Branch) -> bool:
+    """Whether the branch reads two watermarked streams (an interval join), whose own watermarks
+    Spark keeps in memory only (:mod:`pitstop.engine.clocks`)."""
+    return branch.join is not None and branch.join.kind == "interval"

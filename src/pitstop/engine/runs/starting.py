@@ -11,8 +11,16 @@ from pitstop.connectors import positions, registry, tables
 from pitstop.connectors.base import Positions
 from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint, late
+from pitstop.engine.clocks import StreamClocks
 from pitstop.engine.frames import branch_frame
-from pitstop.engine.runs.branch import BranchQuery, Gate, batch_watermark, late_possible, output_mode
+from pitstop.engine.runs.branch import (
+    BranchQuery,
+    Gate,
+    batch_watermark,
+    late_possible,
+    output_mode,
+    two_streams,
+)
 from pitstop.engine.runs.state import RunState
 from pitstop.faults import crash_point
 from pitstop.plan.model import Branch, end_column
@@ -148,6 +156,13 @@ class RunStarting(RunState):
             if stages
             else None
         )
+        # Its streams' own watermarks, kept across a restart (pitstop.engine.clocks): a branch
+        # that reads two watermarked streams (an interval join). A new one for each start.
+        clocks = (
+            StreamClocks(self._spark._jsparkSession, str(bq.checkpoint), name)
+            if two_streams(bq.branch)
+            else None
+        )
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             if restored:
@@ -155,6 +170,8 @@ class RunStarting(RunState):
             gate.enter(batch_id)
             try:
                 rows = batch.toArrow()
+                if clocks is not None:
+                    clocks(batch_id)
                 if record is not None:
                     record(batch_id)
                 sink.write(rows, batch_id)
