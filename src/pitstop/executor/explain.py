@@ -95,8 +95,19 @@ class ExplainStatements(JobPlanning):
         rows += [
             (None, src, None, None, None, None, None, "replayed", note) for src, note in analysis.sources
         ]
+        rows += [
+            (None, m.source, None, None, None, None, None, "not replayed", m.text) for m in analysis.missing
+        ]
+
+        def partly(name: str) -> str:
+            srcs = analysis.partial.get(name)
+            if not srcs:
+                return ""
+            named = ", ".join(f"'{s}'" for s in srcs)
+            return f"; partial: what source {named} no longer holds was not replayed (the rest is compared)"
+
         for d in analysis.diffs:
-            where = f"; rows in {kept[d.sink]}" if d.sink in kept else ""
+            where = partly(d.sink) + (f"; rows in {kept[d.sink]}" if d.sink in kept else "")
             rows.append(
                 (
                     None,
@@ -111,7 +122,7 @@ class ExplainStatements(JobPlanning):
                 )
             )
         for st in analysis.states:
-            where = f"; rows in {kept[st.diff.sink]}" if st.diff.sink in kept else ""
+            where = partly(st.diff.sink) + (f"; rows in {kept[st.diff.sink]}" if st.diff.sink in kept else "")
             outcome = "state same" if st.diff.same else "state differs"
             rows.append((None, None, None, st.diff.sink, None, None, None, outcome, st.text() + where))
         differ = [d.sink for d in analysis.diffs if not d.same]
@@ -120,6 +131,14 @@ class ExplainStatements(JobPlanning):
             if differ
             else f"every sink ({len(analysis.diffs)}) the same"
         )
+        if analysis.missing:
+            lacking = sorted({m.source for m in analysis.missing})
+            hit = [d.sink for d in analysis.diffs if d.sink in analysis.partial]
+            verdict += (
+                f"; partial: {len(analysis.missing)} part(s) of the input of source(s) {', '.join(lacking)} "
+                f"are no longer held and were not replayed (see 'not replayed'), so sink(s) "
+                f"{', '.join(hit) or 'none'} are compared over the rest of their input only"
+            )
         message = (
             f"EXPLAIN ANALYZE CREATE JOB {name} from snapshot '{snap.name}' up to {analysis.until}: "
             f"{verdict}; nothing was started, no sink written. The rows that differ are kept as diff "

@@ -7,11 +7,16 @@ describes its sources (:meth:`pitstop.connectors.base.Connector.save_position`),
 folder is given the span's input the way a restore gives it the snapshot's: a File source its list
 of files (the files the job read, in the order it read them, up to the cut), a Kafka source nothing
 but its offsets. A fence at the cut's positions keeps the replay from reading further.
+
+What a source no longer holds of the span (a Kafka partition's offsets deleted by retention, or
+past its end since the topic was created again) is not replayed: :func:`retained` asks each source
+once, before either side runs, moves the cut back to what is still there, and says what is
+missing; both sides then read exactly the same input.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,38 @@ def of_job(catalog: Catalog, job: Job, mappings: dict[str, Mapping], scratch: Pa
         saved = registry.connector(mapping.type).save_position(folder, mapping, pos, scratch)
         entries[src] = {"type": mapping.type, "pos": pos, **saved}
     return Until(f"where job '{job.name}' stands (its branches' last committed batch)", at, entries, scratch)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A part of a source's span that a replay cannot read: ``text`` says which and why."""
+
+    source: str
+    text: str
+
+
+def retained(
+    until: Until, mappings: dict[str, Mapping], starts: dict[str, Any]
+) -> tuple[Until, tuple[Missing, ...]]:
+    """``until`` moved back, per source, to what the source still holds of its span from
+    ``starts`` (:meth:`pitstop.connectors.base.Connector.replayable`); and what it does not hold."""
+    positions, entries = dict(until.positions), dict(until.entries)
+    missing: list[Missing] = []
+    for src, mapping in mappings.items():
+        entry = until.entries.get(src)
+        if entry is None or entry.get("type") != mapping.type:
+            continue  # not read by the job over the span: nothing of it is replayed
+        connector = registry.connector(mapping.type)
+        start = starts.get(src, connector.positions.zero)
+        end = until.positions[src]
+        if not connector.positions.covers(end, start) or connector.positions.same(start, end):
+            continue  # bound() says why, or there is nothing to replay
+        held = connector.replayable(mapping, start, end)
+        if held.missing:
+            positions[src] = held.end
+            entries[src] = {**entry, "pos": held.end}
+            missing += [Missing(src, text) for text in held.missing]
+    return replace(until, positions=positions, entries=entries), tuple(missing)
 
 
 def bound(until: Until, mapping: Mapping, start: Any, run_dir: Path, snapshot: str) -> tuple[Any, str]:
