@@ -20,6 +20,7 @@ import pytest
 from conftest import DELAY, batch_windows, make_orders, revenue_select, run, settings
 from kafka_helpers import Broker, broker, free_port  # noqa: F401 - the fixture
 from pitstop.catalog.rows import Mapping
+from pitstop.connectors import positions
 from pitstop.connectors.kafka.connector import CONNECTOR
 from pitstop.connectors.kafka.source import KafkaStreamReader
 from pitstop.manager import Manager
@@ -228,3 +229,42 @@ def test_offsets_deleted_by_retention_are_named_and_a_replay_s_reader_reads_on_p
             strict.latestOffset(strict.initialOffset())
     finally:
         strict.stop()
+
+
+def test_a_partition_at_a_fence_right_at_its_end_holds_no_other_back(tmp_path: Path, broker: Broker) -> None:  # noqa: F811
+    """A replay fences each partition at the span's end, which is often the partition's end (all a
+    topic created again with less still holds): such a partition, read to its fence, is done, not
+    the slowest active partition. It held the others back to its time plus the drift, until the
+    idle timeout (30 s by default) made it idle, in each side of the replay."""
+    from pyspark.sql.types import StructType
+
+    broker.create_topic("orders", 2)
+    broker.produce("orders", [(0, order(i)) for i in range(4)] + [(1, order(i)) for i in range(10)])
+    mapping = Mapping("orders", "kafka", (), None, {"bootstrap.servers": broker.bootstrap, "topic": "orders"})
+    run_dir = tmp_path / "run"
+    positions.write_fence(positions.source_dir(run_dir, "orders"), {"0": 4, "1": 10})
+    options = {
+        **CONNECTOR.reader_options(CONNECTOR.for_replay(mapping), {"0": 4, "1": 0}),
+        "source": "orders",
+        "run_dir": str(run_dir),
+        "event_time": "ts",
+        "max_drift_us": str(5 * 60 * 10**6),  # 5 minutes: 3.3 orders
+    }
+    schema = StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "order_id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    reader = KafkaStreamReader(schema, options)
+    try:
+        first = reader.initialOffset()
+        assert first["pos"] == {"0": 4, "1": 0}
+        # Partition 0 is at its fence (and end), at 4.5 minutes: partition 1 reads to its fence,
+        # not to its first record past 4.5 + 5 minutes (offset 7).
+        assert reader.latestOffset(first)["pos"] == {"0": 4, "1": 10}
+    finally:
+        reader.stop()

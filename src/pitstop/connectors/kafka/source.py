@@ -180,7 +180,10 @@ class KafkaStreamReader(KafkaWorkerRead):
             if held is not None:
                 reach = min(reach, held.get(p, here))
             end[p] = max(here, reach)
-            parts[p] = alignment.Partition(here, end[p], end[p] < high, self.idle.idle(p, here))
+            # Capped: a fence (or target) stops it, even one right at its end: a partition that
+            # has reached it reads nothing more in this run and holds no other back.
+            capped = end[p] < high or (held is not None and held.get(p, high + 1) <= high)
+            parts[p] = alignment.Partition(here, end[p], capped, self.idle.idle(p, here))
         status = _ends(marks)
         if self.max_drift_us is not None and not lost:
             try:
