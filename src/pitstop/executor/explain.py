@@ -5,7 +5,7 @@ kept)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,18 +14,31 @@ from pitstop import describe
 from pitstop.catalog import diffs
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import PlanError, UnknownObjectError
+from pitstop.executor.base import CheckedSnapshot
 from pitstop.executor.planning import UNTIL_ONLY, JobPlanning, flag
 from pitstop.executor.results import Result
 from pitstop.plan.model import JobPlan
 from pitstop.planner import compat
 from pitstop.replay import sandbox as replay_sandbox
 from pitstop.replay import span as replay_span
+from pitstop.snapshots.restore import Restore
 from pitstop.snapshots.rollback import batches_past, rolled_back_past
 from pitstop.spelling import close_name
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, name_of
 
 REPLAY_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class _Explained:
+    """An EXPLAIN's result, with the plan it explains and, from a snapshot it may restore, the
+    snapshot and how each stage is restored (what EXPLAIN ANALYZE replays)."""
+
+    result: Result
+    plan: JobPlan
+    snapshot: Snapshot | None
+    restore: Restore | None
 
 
 class ExplainStatements(JobPlanning):
@@ -57,19 +70,18 @@ class ExplainStatements(JobPlanning):
                 "EXPLAIN ANALYZE replays what a job read after a snapshot through the new SQL: "
                 "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s [UNTIL SNAPSHOT t] AS ..."
             )
-        snapshot_name = name_of(inner.args["snapshot"])
         until_name = name_of(inner.args["until"]) if inner.args.get("until") else None
         if until_name is not None and self._find_snapshot(until_name) is None:
             raise self._unknown("snapshot", until_name)
-        explained = self._explain_plan(inner)
+        # Planned once: the verdicts shown are those of the plan and restore replayed.
+        planned = self._explained(inner)
+        explained = planned.result
         # A stage refused stops the replay; a sink gap does not (a replay writes no sink).
         if any(r[7] == compat.REFUSED and r[3] is not None for r in explained.rows):
             return replace(explained, message=explained.message + "; nothing was replayed")
-        snap = self._find_snapshot(snapshot_name)
-        if self.manager is None or self.catalog is None or not isinstance(snap, Snapshot):
+        snap, plan, restore = planned.snapshot, planned.plan, planned.restore
+        if self.manager is None or self.catalog is None or snap is None or restore is None:
             return explained  # check mode: the statement is valid; nothing to replay yet
-        plan, _, options = self._plan_create(inner)
-        restore = self._plan_restore(snap, plan, options)
         catalog, manager = self.catalog, self.manager
         until: replay_span.Until | Callable[[Path], replay_span.Until]
         if until_name is not None:
@@ -147,8 +159,13 @@ class ExplainStatements(JobPlanning):
         return Result(message, describe.EXPLAIN_COLUMNS, tuple(rows))
 
     def _explain_plan(self, inner: nodes.CreateJob) -> Result:
+        return self._explained(inner).result
+
+    def _explained(self, inner: nodes.CreateJob) -> _Explained:
         name = name_of(inner.this)
         plan, snapshot_name, options = self._plan_create(inner)
+        restore: Restore | None = None
+        snap: Snapshot | CheckedSnapshot | None = None
         verdicts = None
         notes: tuple[tuple[str, str], ...] = ()
         sinks: tuple[tuple[Any, ...], ...] = ()
@@ -187,7 +204,8 @@ class ExplainStatements(JobPlanning):
             message = (
                 f"CREATE JOB {name}{source} would start {len(plan.branches)} branch(es); nothing was started"
             )
-        return Result(message, describe.EXPLAIN_COLUMNS, rows)
+        snapshot = snap if isinstance(snap, Snapshot) else None
+        return _Explained(Result(message, describe.EXPLAIN_COLUMNS, rows), plan, snapshot, restore)
 
     def _drop_diff(self, node: nodes.DropDiff, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)
