@@ -118,6 +118,20 @@ class ExplainStatements(JobPlanning):
             named = ", ".join(f"'{s}'" for s in srcs)
             return f"; partial: what source {named} no longer holds was not replayed (the rest is compared)"
 
+        rows += [
+            (
+                None,
+                None,
+                f.sink,
+                None,
+                None,
+                None,
+                None,
+                "reproduced" if f.same else "not reproduced",
+                f.text(),
+            )
+            for f in analysis.fidelity
+        ]
         for d in analysis.diffs:
             where = partly(d.sink) + (f"; rows in {kept[d.sink]}" if d.sink in kept else "")
             rows.append(
@@ -143,6 +157,20 @@ class ExplainStatements(JobPlanning):
             if differ
             else f"every sink ({len(analysis.diffs)}) the same"
         )
+        old = JobPlan.from_json(snap.manifest["plan"])
+        if differ and replace(plan, job=old.job).to_json() == old.to_json():
+            verdict = (
+                f"the new SQL is the job's own, yet {len(differ)} of {len(analysis.diffs)} sink(s) differ "
+                f"between two replays of it ({', '.join(differ)}): a non-deterministic expression, not an "
+                "update's effect"
+            )
+        unfaithful = [f.sink for f in analysis.fidelity if not f.same]
+        if unfaithful:
+            verdict += (
+                f"; the job's own SQL, replayed, does not write what the job wrote over the span to sink(s) "
+                f"{', '.join(unfaithful)} (see 'not reproduced'): their differences are not the update's "
+                "effect alone"
+            )
         if analysis.missing:
             lacking = sorted({m.source for m in analysis.missing})
             hit = [d.sink for d in analysis.diffs if d.sink in analysis.partial]

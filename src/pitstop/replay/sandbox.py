@@ -5,7 +5,8 @@ cut to a later cut, each writing into scratch tables; then their diff, sink by s
 Comparing against a replay of the job's own SQL rather than against its sinks compares the SQL
 alone: both replays read the same input in the same batches from the same state, so a row differs
 only because the SQL does (the job's own batches fell otherwise, and its sinks hold what it wrote
-after the span too). Nothing is written where the job or the catalog would see it:
+after the span too; :mod:`.fidelity` checks the replay of its own SQL against those sinks).
+Nothing is written where the job or the catalog would see it:
 
 1. The replay's folder is ``<home>/replays/<id>/``: its runs' checkpoints, source lists and fences,
    and the scratch database. It is removed at the end, whatever happens; one left by a killed
@@ -43,9 +44,10 @@ from pitstop.engine.session import REPLAY_POOL
 from pitstop.faults import crash_point
 from pitstop.names import safe_path
 from pitstop.plan.model import AggregateStage, Branch, JobPlan, window_keys
-from pitstop.replay import span
+from pitstop.replay import fidelity, span
 from pitstop.replay.capture import Capture, CaptureSink
 from pitstop.replay.diff import SinkDiff, compare
+from pitstop.replay.fidelity import Fidelity
 from pitstop.snapshots.restore import Restore, plan_restore, prepare_run_folder, seeds_from_json
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import state_arrow
@@ -65,6 +67,7 @@ class Analysis:
     missing: tuple[span.Missing, ...] = ()  # what the sources no longer hold: not replayed
     # Per sink and stage fed by such a source: those sources (its diff covers the rest only).
     partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fidelity: tuple[Fidelity, ...] = ()  # the job's own SQL replayed against what the job wrote
 
     @property
     def same(self) -> bool:
@@ -140,7 +143,18 @@ def analyze(
             compare(capture, s, f"old_{i}", f"new_{i}", _keys(plan, old_plan, s)) for s, i in tables.items()
         )
         states = _state_diffs(capture, plan, old_plan)
-        return Analysis(cut.what, notes, diffs, states, missing, _partial(missing, plan, old_plan))
+        partial = _partial(missing, plan, old_plan)
+        checked = fidelity.check(
+            manager.catalog,
+            capture,
+            old_plan,
+            manager.mappings_of(old_plan),
+            {s: f"old_{i}" for s, i in tables.items()},
+            span.cut_run(snap),
+            (cut.run_id, cut.batches),
+            set(partial),
+        )
+        return Analysis(cut.what, notes, diffs, states, missing, partial, checked)
     finally:
         if capture is not None:
             capture.close()
