@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +41,68 @@ def end_watermark(read: list[dict[str, object]]) -> Any:
     return max(make_orders.EPOCH + timedelta(seconds=int(str(o["order_id"])) * STEP) for o in read) - DELAY
 
 
+def start_job(manager: Manager, bootstrap: str, produce: Callable[[list[int]], None]) -> None:
+    """Job k on topic 'orders' (3 partitions, order i in partition i % 3): orders 0-599 read at
+    snapshot s1, 600-1499 at s2 (offsets 200 and 500 in each partition)."""
+    produce(list(range(0, 600)))
+    run(
+        manager,
+        f"""CREATE MAPPING orders (
+            order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
+            WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
+        ) TYPE Kafka OPTIONS ('bootstrap.servers'='{bootstrap}', 'topic'='orders', 'valueFormat'='json');
+        CREATE MAPPING out TYPE DuckDB;
+        CREATE JOB k AS INSERT INTO out {revenue_select("'6' HOUR")};
+        AWAIT JOB k; CREATE SNAPSHOT s1 FOR JOB k;""",
+    )
+    produce(list(range(600, 1500)))
+    run(manager, "AWAIT JOB k; CREATE SNAPSHOT s2 FOR JOB k;")
+
+
+def replay_what_is_held(
+    manager: Manager, kept: Callable[[int], bool]
+) -> tuple[dict[tuple[str, str], list[str]], str]:
+    """EXPLAIN ANALYZE of k with a filter from s1 to s2, its diff checked against a batch
+    computation over s1's orders and the span's orders that ``kept`` says the broker still holds
+    (the windows the span closes); returns its rows' notes by (outcome, name) and its message."""
+    filtered = revenue_select("'6' HOUR", "WHERE amount >= 50")
+    result = run(
+        manager,
+        f"EXPLAIN ANALYZE CREATE JOB k FROM SNAPSHOT s1 UNTIL SNAPSHOT s2 AS INSERT INTO out {filtered};",
+    )[0]
+    by: dict[tuple[str, str], list[str]] = {}
+    for r in result.rows:
+        by.setdefault((r[7], r[2] or r[1]), []).append(r[8])
+    # Not checked against what the job wrote: the job read what the replay could not.
+    assert not [r for r in result.rows if r[7] in ("reproduced", "not reproduced")]
+    assert "sink(s) out are compared over the rest of their input only" in result.message
+    [note] = by[("differs", "out")]
+    assert "partial: what source 'orders' no longer holds was not replayed" in note
+
+    before = [order(i) for i in range(0, 600)]
+    span = [order(i) for i in range(600, 1500) if kept(i)]
+    cut, end = end_watermark(before), end_watermark(span)
+    old = closed_between(batch_windows(before + span, SIX), cut, end)
+    cheap = [o for o in span if float(str(o["amount"])) >= 50]
+    new = closed_between(batch_windows(before + cheap, SIX), cut, end)
+    columns, rows = manager.catalog.query("SELECT * FROM diff.k_1_out")
+    got = {
+        (r["window_start"], r["region"]): (
+            (r["old_revenue"], r["old_orders"]),
+            (r["new_revenue"], r["new_orders"]),
+        )
+        for r in (dict(zip(columns, row, strict=True)) for row in rows)
+    }
+    assert len(old) >= 6 and set(new) == set(old)
+    changed = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+    assert got == changed and changed
+    identical = len(old) - len(changed)
+    assert note.startswith(
+        f"{identical} row(s) identical, {len(changed)} changed (orders, revenue), 0 only old, 0 only new"
+    )
+    return by, result.message
+
+
 @pytest.mark.spark
 def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed(
     tmp_path: Path,
@@ -48,26 +110,15 @@ def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed
 ) -> None:
     """The topic was created again with less after s2: partition 1 holds offsets up to 349 of the
     job's 500, partition 2 none of the span (150 records, the job had read 200 at s1). Before,
-    the replay failed on the first (data loss); now it replays partition 0 whole and partition 1
+    the replay failed on the second (data loss); now it replays partition 0 whole and partition 1
     up to its end, says which offsets it did not replay, and diffs the rest."""
     broker.create_topic("orders", 3)
-    broker.produce("orders", [(i % 3, order(i)) for i in range(0, 600)])
     manager = Manager(settings(tmp_path / "home"))
     try:
-        run(
-            manager,
-            f"""CREATE MAPPING orders (
-                order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP,
-                WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE
-            ) TYPE Kafka OPTIONS (
-                'bootstrap.servers'='{broker.bootstrap}', 'topic'='orders', 'valueFormat'='json'
-            );
-            CREATE MAPPING out TYPE DuckDB;
-            CREATE JOB k AS INSERT INTO out {revenue_select("'6' HOUR")};
-            AWAIT JOB k; CREATE SNAPSHOT s1 FOR JOB k;""",
+        start_job(
+            manager, broker.bootstrap, lambda ids: broker.produce("orders", [(i % 3, order(i)) for i in ids])
         )
-        broker.produce("orders", [(i % 3, order(i)) for i in range(600, 1500)])
-        run(manager, "AWAIT JOB k; CREATE SNAPSHOT s2 FOR JOB k; ALTER JOB k SUSPEND;")
+        run(manager, "ALTER JOB k SUSPEND;")
 
         # The topic again, with the same records at the same offsets, but fewer of them.
         broker.delete_topic("orders")
@@ -80,14 +131,7 @@ def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed
         broker.produce("orders", [(i % 3, order(i)) for i in range(0, 1500) if kept(i)])
         assert broker.high_watermarks("orders") == held
 
-        filtered = revenue_select("'6' HOUR", "WHERE amount >= 50")
-        result = run(
-            manager,
-            f"EXPLAIN ANALYZE CREATE JOB k FROM SNAPSHOT s1 UNTIL SNAPSHOT s2 AS INSERT INTO out {filtered};",
-        )[0]
-        by: dict[tuple[str, str], list[str]] = {}
-        for r in result.rows:
-            by.setdefault((r[7], r[2] or r[1]), []).append(r[8])
+        by, message = replay_what_is_held(manager, kept)
         assert by[("not replayed", "orders")] == [
             "topic 'orders' partition 1: offsets 200 to 499 wanted, the partition ends at offset 350 (the "
             "topic deleted and created again, or truncated?): offsets 350 to 499 (150 records) not replayed",
@@ -98,32 +142,7 @@ def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed
             "replays 3 partitions, 600 records (next offsets 0:200, 1:200, 2:200) -> "
             "3 partitions, 1,050 records (next offsets 0:500, 1:350, 2:200)"
         )
-        assert "partial: 2 part(s) of the input of source(s) orders are no longer held" in result.message
-        assert "sink(s) out are compared over the rest of their input only" in result.message
-        [note] = by[("differs", "out")]
-        # Not checked against what the job wrote: the job read what the replay could not.
-        assert not [r for r in result.rows if r[7] in ("reproduced", "not reproduced")]
-        assert "partial: what source 'orders' no longer holds was not replayed" in note
-
-        # What both sides read: s1's state (every order before it) and the span's orders still held.
-        span = [order(i) for i in range(600, 1500) if kept(i)]
-        cut = end_watermark([order(i) for i in range(0, 600)])
-        end = end_watermark(span)
-        old = closed_between(batch_windows([order(i) for i in range(0, 600)] + span, SIX), cut, end)
-        cheap = [o for o in span if float(str(o["amount"])) >= 50]
-        new = closed_between(batch_windows([order(i) for i in range(0, 600)] + cheap, SIX), cut, end)
-        columns, rows = manager.catalog.query("SELECT * FROM diff.k_1_out")
-        got = {
-            (r["window_start"], r["region"]): (
-                (r["old_revenue"], r["old_orders"]),
-                (r["new_revenue"], r["new_orders"]),
-            )
-            for r in (dict(zip(columns, row, strict=True)) for row in rows)
-        }
-        assert len(old) == 8 and set(new) == set(old)
-        changed = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
-        assert got == changed and len(changed) == 7
-        assert note.startswith("1 row(s) identical, 7 changed (orders, revenue), 0 only old, 0 only new")
+        assert "partial: 2 part(s) of the input of source(s) orders are no longer held" in message
     finally:
         manager.close()
 
@@ -166,6 +185,45 @@ def noida(tmp_path: Path) -> Iterator[Noida]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.mark.spark
+def test_offsets_deleted_by_retention_after_the_snapshot_are_skipped_and_the_rest_replayed(
+    tmp_path: Path, noida: Noida
+) -> None:
+    """Retention deleted partition 1's offsets below 350 and all of partition 2's (to 500) while
+    the job ran on: the replay from s1 (offsets 200) reads partition 0 whole and partition 1 from
+    350, and names what retention took. Before, it failed on the source's data-loss sentence."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": noida.bootstrap})
+    admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(10)
+
+    def produce(ids: list[int]) -> None:
+        producer = Producer({"bootstrap.servers": noida.bootstrap})
+        for i in ids:
+            producer.produce("orders", value=json.dumps(order(i)).encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+
+    manager = Manager(settings(tmp_path / "home"))
+    try:
+        start_job(manager, noida.bootstrap, produce)
+        gone = {1: 350, 2: 500}  # each partition's earliest offset now
+        for f in admin.delete_records([TopicPartition("orders", p, o) for p, o in gone.items()]).values():
+            f.result(10)
+
+        by, message = replay_what_is_held(manager, lambda i: i // 3 >= gone.get(i % 3, 0))
+        assert by[("not replayed", "orders")] == [
+            "topic 'orders' partition 1: offsets 200 to 499 wanted, earliest retained 350: offsets 200 to "
+            "349 (150 records) not replayed (deleted by retention)",
+            "topic 'orders' partition 2: offsets 200 to 499 wanted, earliest retained 500: offsets 200 to "
+            "499 (300 records) not replayed (deleted by retention)",
+        ]
+        assert "partial: 2 part(s) of the input of source(s) orders are no longer held" in message
+        assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("k", "RUNNING")]
+    finally:
+        manager.close()
 
 
 def test_offsets_deleted_by_retention_are_named_and_a_replay_s_reader_reads_on_past_them(
