@@ -147,6 +147,10 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
             "0 row(s) identical, 6 changed (orders, revenue), 0 only old, 0 only new"
             in by[("differs", "daily_revenue")]
         )
+        # The job's own SQL, replayed, writes what the job wrote over the span (its sink's hashes).
+        assert by[("reproduced", "daily_revenue")] == (
+            "the job's own SQL, replayed, writes the 6 row(s) the job wrote over the span"
+        )
         # Every hourly window is new: the job has no such branch.
         hourly = closed_between(batch_windows(kept, HOUR), HOUR, cut, end)
         hourly_rows = diff_rows(manager, "revenue_1_hourly_revenue")
@@ -165,6 +169,7 @@ def test_explain_analyze_diffs_the_new_sql_against_the_job_over_the_same_input(t
         assert f"{identical} row(s) identical, 0 changed, 0 only old, 0 only new" in same.rows[-2][8]
         assert diff_rows(manager, "revenue_2_daily_revenue") == []
         assert same.rows[-1][7] == "state same" and same.rows[-1][3] == "daily_revenue.aggregate"
+        assert same.rows[-3][7] == "reproduced" and f"writes the {identical} row(s)" in same.rows[-3][8]
 
         # Nothing but the diff tables changed: the job's sinks and the catalog are as they were,
         # the job runs on, and the replays' folders are gone.

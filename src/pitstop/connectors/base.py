@@ -288,6 +288,16 @@ class Connector:
     def resume(self, entry: dict[str, Any], snapshot_dir: Path, run_dir: Path, source: str) -> None:
         """Prepare a fresh run's folder to go on from a snapshot's ``entry`` for ``source``."""
 
+    def replayable(self, mapping: Mapping, start: Any, end: Any) -> Replayable:
+        """What of the input from ``start`` to ``end`` (positions a job read) the source still
+        holds, for a replay (``EXPLAIN ANALYZE``): by default all of it."""
+        return Replayable(end)
+
+    def for_replay(self, mapping: Mapping) -> Mapping:
+        """The mapping as a replay's reader gets it: one that reads past what
+        :meth:`replayable` found missing instead of failing on it. By default as it is."""
+        return mapping
+
     def lag(self, source_dir: Path, mapping: Mapping, position: Any) -> str | None:
         """How far a run that has committed ``position`` is behind what the source offers, in
         words (``SHOW JOBS``, ``DESCRIBE JOB``), from what the run keeps in ``source_dir``; never
@@ -347,6 +357,16 @@ class Connector:
         """Roll the sink back outside the catalog, after the transaction that created the restored
         job and before its queries start (a File sink: files to ``trash``). Must be idempotent: a
         process killed half way leaves it to the next one, which calls it again."""
+
+
+@dataclass(frozen=True)
+class Replayable:
+    """What a replay can read of a source's span (:meth:`Connector.replayable`): up to ``end``
+    (the span's end, or less), and ``missing``, one sentence per part of the span the source no
+    longer holds (``topic 'orders' partition 1: ...``); none when it holds all of it."""
+
+    end: Any
+    missing: tuple[str, ...] = ()
 
 
 class Sink(Protocol):

@@ -5,7 +5,7 @@ kept)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,18 +14,31 @@ from pitstop import describe
 from pitstop.catalog import diffs
 from pitstop.catalog.rows import Snapshot
 from pitstop.errors import PlanError, UnknownObjectError
+from pitstop.executor.base import CheckedSnapshot
 from pitstop.executor.planning import UNTIL_ONLY, JobPlanning, flag
 from pitstop.executor.results import Result
 from pitstop.plan.model import JobPlan
 from pitstop.planner import compat
 from pitstop.replay import sandbox as replay_sandbox
 from pitstop.replay import span as replay_span
+from pitstop.snapshots.restore import Restore
 from pitstop.snapshots.rollback import batches_past, rolled_back_past
 from pitstop.spelling import close_name
 from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement, name_of
 
 REPLAY_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class _Explained:
+    """An EXPLAIN's result, with the plan it explains and, from a snapshot it may restore, the
+    snapshot and how each stage is restored (what EXPLAIN ANALYZE replays)."""
+
+    result: Result
+    plan: JobPlan
+    snapshot: Snapshot | None
+    restore: Restore | None
 
 
 class ExplainStatements(JobPlanning):
@@ -57,19 +70,18 @@ class ExplainStatements(JobPlanning):
                 "EXPLAIN ANALYZE replays what a job read after a snapshot through the new SQL: "
                 "EXPLAIN ANALYZE CREATE JOB j FROM SNAPSHOT s [UNTIL SNAPSHOT t] AS ..."
             )
-        snapshot_name = name_of(inner.args["snapshot"])
         until_name = name_of(inner.args["until"]) if inner.args.get("until") else None
         if until_name is not None and self._find_snapshot(until_name) is None:
             raise self._unknown("snapshot", until_name)
-        explained = self._explain_plan(inner)
+        # Planned once: the verdicts shown are those of the plan and restore replayed.
+        planned = self._explained(inner)
+        explained = planned.result
         # A stage refused stops the replay; a sink gap does not (a replay writes no sink).
         if any(r[7] == compat.REFUSED and r[3] is not None for r in explained.rows):
             return replace(explained, message=explained.message + "; nothing was replayed")
-        snap = self._find_snapshot(snapshot_name)
-        if self.manager is None or self.catalog is None or not isinstance(snap, Snapshot):
+        snap, plan, restore = planned.snapshot, planned.plan, planned.restore
+        if self.manager is None or self.catalog is None or snap is None or restore is None:
             return explained  # check mode: the statement is valid; nothing to replay yet
-        plan, _, options = self._plan_create(inner)
-        restore = self._plan_restore(snap, plan, options)
         catalog, manager = self.catalog, self.manager
         until: replay_span.Until | Callable[[Path], replay_span.Until]
         if until_name is not None:
@@ -95,8 +107,33 @@ class ExplainStatements(JobPlanning):
         rows += [
             (None, src, None, None, None, None, None, "replayed", note) for src, note in analysis.sources
         ]
+        rows += [
+            (None, m.source, None, None, None, None, None, "not replayed", m.text) for m in analysis.missing
+        ]
+
+        def partly(name: str) -> str:
+            srcs = analysis.partial.get(name)
+            if not srcs:
+                return ""
+            named = ", ".join(f"'{s}'" for s in srcs)
+            return f"; partial: what source {named} no longer holds was not replayed (the rest is compared)"
+
+        rows += [
+            (
+                None,
+                None,
+                f.sink,
+                None,
+                None,
+                None,
+                None,
+                "reproduced" if f.same else "not reproduced",
+                f.text(),
+            )
+            for f in analysis.fidelity
+        ]
         for d in analysis.diffs:
-            where = f"; rows in {kept[d.sink]}" if d.sink in kept else ""
+            where = partly(d.sink) + (f"; rows in {kept[d.sink]}" if d.sink in kept else "")
             rows.append(
                 (
                     None,
@@ -111,7 +148,7 @@ class ExplainStatements(JobPlanning):
                 )
             )
         for st in analysis.states:
-            where = f"; rows in {kept[st.diff.sink]}" if st.diff.sink in kept else ""
+            where = partly(st.diff.sink) + (f"; rows in {kept[st.diff.sink]}" if st.diff.sink in kept else "")
             outcome = "state same" if st.diff.same else "state differs"
             rows.append((None, None, None, st.diff.sink, None, None, None, outcome, st.text() + where))
         differ = [d.sink for d in analysis.diffs if not d.same]
@@ -120,6 +157,28 @@ class ExplainStatements(JobPlanning):
             if differ
             else f"every sink ({len(analysis.diffs)}) the same"
         )
+        old = JobPlan.from_json(snap.manifest["plan"])
+        if differ and replace(plan, job=old.job).to_json() == old.to_json():
+            verdict = (
+                f"the new SQL is the job's own, yet {len(differ)} of {len(analysis.diffs)} sink(s) differ "
+                f"between two replays of it ({', '.join(differ)}): a non-deterministic expression, not an "
+                "update's effect"
+            )
+        unfaithful = [f.sink for f in analysis.fidelity if not f.same]
+        if unfaithful:
+            verdict += (
+                f"; the job's own SQL, replayed, does not write what the job wrote over the span to sink(s) "
+                f"{', '.join(unfaithful)} (see 'not reproduced'): their differences are not the update's "
+                "effect alone"
+            )
+        if analysis.missing:
+            lacking = sorted({m.source for m in analysis.missing})
+            hit = [d.sink for d in analysis.diffs if d.sink in analysis.partial]
+            verdict += (
+                f"; partial: {len(analysis.missing)} part(s) of the input of source(s) {', '.join(lacking)} "
+                f"are no longer held and were not replayed (see 'not replayed'), so sink(s) "
+                f"{', '.join(hit) or 'none'} are compared over the rest of their input only"
+            )
         message = (
             f"EXPLAIN ANALYZE CREATE JOB {name} from snapshot '{snap.name}' up to {analysis.until}: "
             f"{verdict}; nothing was started, no sink written. The rows that differ are kept as diff "
@@ -128,8 +187,13 @@ class ExplainStatements(JobPlanning):
         return Result(message, describe.EXPLAIN_COLUMNS, tuple(rows))
 
     def _explain_plan(self, inner: nodes.CreateJob) -> Result:
+        return self._explained(inner).result
+
+    def _explained(self, inner: nodes.CreateJob) -> _Explained:
         name = name_of(inner.this)
         plan, snapshot_name, options = self._plan_create(inner)
+        restore: Restore | None = None
+        snap: Snapshot | CheckedSnapshot | None = None
         verdicts = None
         notes: tuple[tuple[str, str], ...] = ()
         sinks: tuple[tuple[Any, ...], ...] = ()
@@ -168,7 +232,8 @@ class ExplainStatements(JobPlanning):
             message = (
                 f"CREATE JOB {name}{source} would start {len(plan.branches)} branch(es); nothing was started"
             )
-        return Result(message, describe.EXPLAIN_COLUMNS, rows)
+        snapshot = snap if isinstance(snap, Snapshot) else None
+        return _Explained(Result(message, describe.EXPLAIN_COLUMNS, rows), plan, snapshot, restore)
 
     def _drop_diff(self, node: nodes.DropDiff, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)

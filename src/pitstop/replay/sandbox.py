@@ -5,7 +5,8 @@ cut to a later cut, each writing into scratch tables; then their diff, sink by s
 Comparing against a replay of the job's own SQL rather than against its sinks compares the SQL
 alone: both replays read the same input in the same batches from the same state, so a row differs
 only because the SQL does (the job's own batches fell otherwise, and its sinks hold what it wrote
-after the span too). Nothing is written where the job or the catalog would see it:
+after the span too; :mod:`.fidelity` checks the replay of its own SQL against those sinks).
+Nothing is written where the job or the catalog would see it:
 
 1. The replay's folder is ``<home>/replays/<id>/``: its runs' checkpoints, source lists and fences,
    and the scratch database. It is removed at the end, whatever happens; one left by a killed
@@ -16,6 +17,10 @@ after the span too). Nothing is written where the job or the catalog would see i
    emitted what that input closes, then stops. It is not a job: no catalog row, no rejects kept,
    no supervisor restarts (a failure fails the replay).
 3. The captures are compared (:mod:`.diff`); the caller keeps the diff as tables.
+
+What a source no longer holds of the span is not replayed by either side (:func:`.span.retained`):
+the sinks and stages fed by such a source are compared over the rest of the input, and marked
+partial (:attr:`Analysis.partial`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,15 +37,17 @@ import pyarrow as pa
 
 from pitstop.catalog.clock import now
 from pitstop.catalog.rows import Mapping, Run, Snapshot
+from pitstop.connectors import registry
 from pitstop.engine import checkpoint
 from pitstop.engine.runs import ActiveRun
 from pitstop.engine.session import REPLAY_POOL
 from pitstop.faults import crash_point
 from pitstop.names import safe_path
 from pitstop.plan.model import AggregateStage, Branch, JobPlan, window_keys
-from pitstop.replay import span
+from pitstop.replay import fidelity, span
 from pitstop.replay.capture import Capture, CaptureSink
 from pitstop.replay.diff import SinkDiff, compare
+from pitstop.replay.fidelity import Fidelity
 from pitstop.snapshots.restore import Restore, plan_restore, prepare_run_folder, seeds_from_json
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import state_arrow
@@ -57,6 +64,10 @@ class Analysis:
     sources: tuple[tuple[str, str], ...]  # (source, what was replayed of it)
     diffs: tuple[SinkDiff, ...]
     states: tuple[StageDiff, ...] = ()
+    missing: tuple[span.Missing, ...] = ()  # what the sources no longer hold: not replayed
+    # Per sink and stage fed by such a source: those sources (its diff covers the rest only).
+    partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fidelity: tuple[Fidelity, ...] = ()  # the job's own SQL replayed against what the job wrote
 
     @property
     def same(self) -> bool:
@@ -83,9 +94,20 @@ def analyze(
         cut = until(root / "until") if callable(until) else until
         capture = Capture(root / "capture.duckdb")
         old_plan = JobPlan.from_json(snap.manifest["plan"])
-        mappings = manager.mappings_of
         partitions = manager.shuffle_partitions
         old_restore = plan_restore(snap, old_plan, False, partitions, "auto", manager.catalog.get_mapping)
+        sources = {
+            src: m for p in (plan, old_plan) for src, m in manager.mappings_of(p).items() if src in p.sources
+        }
+        cut, missing = span.retained(cut, sources, {**restore.start_positions, **old_restore.start_positions})
+
+        def mappings(p: JobPlan) -> dict[str, Mapping]:
+            """The plan's mappings, its sources as a replay reads them (past what is missing)."""
+            return {
+                name: registry.connector(m.type).for_replay(m) if name in p.sources else m
+                for name, m in manager.mappings_of(p).items()
+            }
+
         sinks = list(dict.fromkeys([*(b.sink for b in plan.branches), *(b.sink for b in old_plan.branches)]))
         tables = {s: i for i, s in enumerate(sinks)}
         _run(
@@ -120,11 +142,35 @@ def analyze(
         diffs = tuple(
             compare(capture, s, f"old_{i}", f"new_{i}", _keys(plan, old_plan, s)) for s, i in tables.items()
         )
-        return Analysis(cut.what, notes, diffs, _state_diffs(capture, plan, old_plan))
+        states = _state_diffs(capture, plan, old_plan)
+        partial = _partial(missing, plan, old_plan)
+        checked = fidelity.check(
+            manager.catalog,
+            capture,
+            old_plan,
+            manager.mappings_of(old_plan),
+            {s: f"old_{i}" for s, i in tables.items()},
+            span.cut_run(snap),
+            (cut.run_id, cut.batches),
+            set(partial),
+        )
+        return Analysis(cut.what, notes, diffs, states, missing, partial, checked)
     finally:
         if capture is not None:
             capture.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _partial(missing: tuple[span.Missing, ...], *plans: JobPlan) -> dict[str, tuple[str, ...]]:
+    """The sinks and stages a source with missing input feeds, with those sources."""
+    lacking = {m.source for m in missing}
+    out: dict[str, set[str]] = {}
+    for plan in plans:
+        for b in plan.branches:
+            hit = lacking.intersection(b.sources)
+            for name in (b.sink, *(s.name for s in b.stages)) if hit else ():
+                out.setdefault(name, set()).update(hit)
+    return {name: tuple(sorted(srcs)) for name, srcs in out.items()}
 
 
 def _run(

@@ -68,6 +68,11 @@ def row_hash(
     return f"hash({', '.join(parts)})"
 
 
+def constant_defaults(defaults: dict[str, str]) -> dict[str, str]:
+    """Of a table's column defaults, those a row's hash repeats (constants: see ``_CONSTANT``)."""
+    return {n: d for n, d in defaults.items() if _CONSTANT.fullmatch(d)}
+
+
 def column_defaults(tx: Any, table: str) -> dict[str, str]:
     """The defaults (SQL) of a sink table's columns that have one, by column name."""
     return {
@@ -233,9 +238,7 @@ class DuckDBSink:
         tx.execute(f"INSERT INTO main.{quote_ident(self.table)} BY NAME SELECT * FROM __pitstop_batch")
         if self._hash_columns is None:
             self._hash_columns = table_columns(tx, self.table)
-            self._hash_defaults = {
-                n: d for n, d in column_defaults(tx, self.table).items() if _CONSTANT.fullmatch(d)
-            }
+            self._hash_defaults = constant_defaults(column_defaults(tx, self.table))
         hashed = row_hash(self._hash_columns, set(batch.rows.column_names), self._hash_defaults)
         tx.execute(
             f"INSERT INTO pitstop.sink_rows SELECT ?, ?, ?, {hashed} FROM __pitstop_batch",

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pitstop.connectors.base import Connector, Option, Positions
+from pitstop.connectors.base import Connector, Option, Positions, Replayable
 from pitstop.connectors.kafka.names import BROKER, INITIAL, KEY, METADATA_TYPES
 from pitstop.errors import PitstopError, PlanError
 from pitstop.intervals import interval_words, text_micros
@@ -353,6 +353,64 @@ class KafkaConnector(Connector):
             )
         shown = self.positions.text(entry["pos"], self.position_unit)
         return entry, f"goes on from the snapshot's offsets ({shown}); new partitions from their start"
+
+    def replayable(self, mapping: Mapping, start: Any, end: Any) -> Replayable:
+        """Per partition, the offsets the broker still holds of ``[start, end)``: what retention
+        deleted (below the partition's earliest offset) and what lies past its end (the topic
+        deleted and created again with less, or truncated) are not replayed; the replay reads up
+        to the end or to where the partition ends. Asked once, read uncommitted (an open
+        transaction does not hide an end: the job read those records committed)."""
+        from pitstop.connectors.kafka.broker import BrokerUnavailable, new_consumer, watermarks
+
+        topic = mapping.options["topic"]
+        first, last = KAFKA_POSITIONS._of(start), KAFKA_POSITIONS._of(end)
+        consumer = new_consumer(self.client(mapping), mapping.name, **{"isolation.level": "read_uncommitted"})
+        try:
+            marks = watermarks(consumer, topic)
+        except BrokerUnavailable as exc:
+            raise PitstopError(
+                f"mapping '{mapping.name}': cannot learn which offsets topic '{topic}' still holds ({exc}); "
+                "replay again once the broker answers"
+            ) from None
+        finally:
+            consumer.close()
+        reach: dict[str, int] = {}
+        missing: list[str] = []
+        for p, e in sorted(last.items(), key=lambda i: int(i[0])):
+            s = first.get(p, 0)
+            reach[p] = e
+            if e <= s:
+                continue
+            wanted = f"topic '{topic}' partition {p}: offsets {s} to {e - 1} wanted"
+            if int(p) not in marks:
+                reach[p] = s
+                missing.append(f"{wanted}, the partition is gone: {e - s:,} records not replayed")
+                continue
+            low, high = marks[int(p)]
+            reach[p] = max(s, min(e, high))
+            said = []
+            if low > s:
+                gone = min(low, e)
+                said.append(
+                    f"earliest retained {low}: offsets {s} to {gone - 1} ({gone - s:,} records) not "
+                    "replayed (deleted by retention)"
+                )
+            if high < e:
+                gone = max(s, high)
+                said.append(
+                    f"the partition ends at offset {high} (the topic deleted and created again, or "
+                    f"truncated?): offsets {gone} to {e - 1} ({e - gone:,} records) not replayed"
+                )
+            if said:
+                missing.append(f"{wanted}, {'; '.join(said)}")
+        return Replayable(reach, tuple(missing))
+
+    def for_replay(self, mapping: Mapping) -> Mapping:
+        """Read past what :meth:`replayable` found missing (``'onDataLoss'`` as the reader knows
+        it, not a choice of the mapping's: ``skip``)."""
+        from dataclasses import replace
+
+        return replace(mapping, options={**mapping.options, "onDataLoss": "skip"})
 
 
 def max_drift_us(mapping: Mapping) -> int | None:

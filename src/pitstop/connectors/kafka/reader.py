@@ -38,6 +38,7 @@ class KafkaReaderBase(DataSourceStreamReader):
         self.on_error = options.get("on_error", "keep")
         self.on_data_loss = options.get("on_data_loss", "fail")
         self._said_lost: tuple[str, ...] = ()
+        self._skip_below: dict[int, int] = {}  # 'skip' (a replay): a partition's earliest offset
         self.event_time = options.get("event_time") or None
         self.start = offsets(json.loads(options.get("start", "{}")))
         self.state_dir = positions.source_dir(options["run_dir"], self.source)

@@ -20,7 +20,12 @@ position below a partition's start (records deleted by retention before the job 
 the job with a sentence naming them (``'onDataLoss'='fail'``, the default, as Spark's
 ``failOnDataLoss``), or is logged and read on from what the broker holds (``'continue'``). Under
 ``read_committed`` an open transaction may show an end below the position (Tansu answers 0): such a
-partition's end is asked again, uncommitted records counted, before anything is called lost.
+partition's end is asked again, uncommitted records counted, before anything is called lost. A
+replay's reader (``EXPLAIN ANALYZE``, :meth:`~pitstop.connectors.kafka.connector.KafkaConnector.for_replay`)
+skips instead (``skip``, not a mapping's choice): past offsets deleted by retention it reads on
+from the partition's earliest one, and of a partition that ends below its position it reads
+nothing; never records other than those between the job's positions (the replay has said what it
+could not read).
 
 Watermark alignment (``'alignmentMaxDrift'``, on by default for a mapping with a WATERMARK):
 ``latestOffset`` holds back a partition whose event time runs ahead of the slowest active
@@ -175,7 +180,10 @@ class KafkaStreamReader(KafkaWorkerRead):
             if held is not None:
                 reach = min(reach, held.get(p, here))
             end[p] = max(here, reach)
-            parts[p] = alignment.Partition(here, end[p], end[p] < high, self.idle.idle(p, here))
+            # Capped: a fence (or target) stops it, even one right at its end: a partition that
+            # has reached it reads nothing more in this run and holds no other back.
+            capped = end[p] < high or (held is not None and held.get(p, high + 1) <= high)
+            parts[p] = alignment.Partition(here, end[p], capped, self.idle.idle(p, here))
         status = _ends(marks)
         if self.max_drift_us is not None and not lost:
             try:
@@ -183,7 +191,14 @@ class KafkaStreamReader(KafkaWorkerRead):
             except BrokerUnavailable as exc:  # between two requests: as if it had not answered
                 self._unavailable(exc)
                 return positions.offset(self.source, as_json(at))
-        for p, (low, high) in lost.items():  # 'continue': on from what the broker holds
+        for p, (low, high) in lost.items():
+            if self.on_data_loss == "skip":  # a replay: past what is gone, and nothing else
+                if at[p] > high:
+                    end[p] = at[p]
+                else:
+                    self._skip_below[p] = low
+                continue
+            # 'continue': on from what the broker holds.
             # Past its end: an end below the start, which partitions() reads from the start.
             end[p] = high if at[p] > high else max(end[p], low)
         if lost and self._times is not None:
@@ -263,7 +278,10 @@ class KafkaStreamReader(KafkaWorkerRead):
             )
         if tuple(said) != self._said_lost:
             self._said_lost = tuple(said)
-            log.warning("%s; reading on from what the broker holds ('onDataLoss'='continue')", text)
+            if self.on_data_loss == "skip":
+                log.info("%s; a replay: what it no longer holds is skipped", text)
+            else:
+                log.warning("%s; reading on from what the broker holds ('onDataLoss'='continue')", text)
         return lost
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -279,7 +297,10 @@ class KafkaStreamReader(KafkaWorkerRead):
         for p, e in sorted(hi.items()):
             s = lo.get(p, floor.get(p, 0))
             if e < s:  # past the partition's end ('onDataLoss'='continue'): its records from the start
+                if self.on_data_loss == "skip":
+                    continue
                 s = 0
+            s = max(s, self._skip_below.get(p, s))  # deleted by retention: a replay reads on from there
             if e > s:
                 out.append(KafkaPartition(p, s, e))
         return out
