@@ -85,10 +85,11 @@ What was checked with confluent-kafka 2.16 against it:
   committed records after it (``test_the_brokers_transactions_are_as_kafka_helpers_says``). For
   pitstop: the Kafka sink's read-back of a batch cut short after its commit (the ledger not yet
   saved) misses records when an earlier batch of the branch was aborted in that partition, and
-  writes them again; a ``TYPE Kafka`` source (read_committed, librdkafka's default) reading such
-  a topic from a position past an abort (each micro-batch starts at one) would skip records
-  (inferred from the consumer's behaviour, not run as a job). A broker limit, not pitstop's: the
-  sink test crashes after a commit before it crashes mid-batch;
+  writes them again; a ``TYPE Kafka`` source (read_committed, librdkafka's default) skips them
+  silently where a micro-batch starts past an abort (a job's /tmp run: 100 committed, 10 aborted,
+  then 100 committed by the same ``transactional.id`` in a second batch: the job held 100 rows
+  and AWAIT returned; Tansu gave 210, its aborted 10 included; Apache Kafka would give 200). A
+  broker limit, not pitstop's: the sink test crashes after a commit before it crashes mid-batch;
 - it persists everything as one JSON file (262 MB after ~1M records), so it slows as topics grow;
   an idempotent producer was seen to hit a fatal error after a broker restart (not checked
   again here). The tests' topics are small, and the restart test writes with a new producer.
