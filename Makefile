@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test lint clean bi-demo cluster-test chains prepare
+.PHONY: quickstart test lint clean bi-demo cluster-test chains prepare kafka-brokers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,18 @@ test: lint prepare
 # moves them), the pit stop and a lost worker on them; the cluster is torn down by PID.
 cluster-test: prepare
 	PITSTOP_CLUSTER_TEST=1 $(VENV)/bin/pytest -q -m cluster tests/test_cluster.py
+
+# The Kafka tests (-k kafka: every test of the test_kafka* files, and the Kafka tests of the others)
+# against each broker tests/kafka_helpers.py knows, one after the other: Tansu, then noida-db.
+# `make test` runs each test on one of them (the marker kafka_broker; Tansu when unmarked).
+KAFKA_TESTS := tests/test_kafka.py tests/test_kafka_sink.py tests/test_kafka_alignment.py \
+	tests/test_replay.py tests/test_update_chains.py
+kafka-brokers: prepare
+	bash tests/tools/install.sh
+	status=0; for kind in tansu noida; do \
+		echo "== the Kafka tests on $$kind"; \
+		PITSTOP_KAFKA_BROKER=$$kind $(VENV)/bin/pytest -q -k kafka $(KAFKA_TESTS) || status=1; \
+	done; exit $$status
 
 # Many generated update chains (tests/chains/), each checked against the model after every
 # step; a failure is shrunk and printed as a chain to keep as a test. N chains from seed SEED.

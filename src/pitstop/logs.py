@@ -1,11 +1,20 @@
 """pitstop's one log setup, for every front end: the whole text of everything logged goes to
 ``<home>/logs/pitstop.log`` (tracebacks included; Spark's own log is ``spark.log`` beside it), and
 the terminal shows warnings and errors one line each, saying where the rest is. ``--verbose``
-shows everything on the terminal too."""
+shows everything on the terminal too.
+
+A log file that cannot be written (its disk full, a quota reached, an I/O error) does not print
+Python's "--- Logging error ---" and a traceback per line: the terminal is told once, in one
+sentence; lines are dropped until a write succeeds again, and then the log says how many were
+lost."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import sys
+import time
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
@@ -33,6 +42,86 @@ class _FirstLine(logging.Formatter):
 
 _terminal: logging.Handler | None = None
 _files: dict[Path, logging.Handler] = {}
+
+# A write that fails for these is the disk's fault, not the record's: drop lines until it passes.
+_UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def _say(message: str) -> None:
+    """One warning on the terminal, never in a log file (which is what cannot be written)."""
+    record = logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None)
+    if _terminal is not None:
+        _terminal.handle(record)
+    else:
+        sys.stderr.write(f"WARNING {__name__}: {message}\n")
+
+
+class _HomeLog(logging.FileHandler):
+    """``<home>/logs/pitstop.log``. A write that fails with ENOSPC, EDQUOT or EIO: said once on
+    the terminal, the line dropped (the half-written file closed: nothing buffered is kept for
+    later), and so is every line after it until a write succeeds; the first line that does is a
+    note of how many were lost."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.lost = 0
+        self.since = ""  # when the first lost line was logged
+        self.reason = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.lost:
+                self._write(self._note(), after_a_cut_line=True)
+                self.lost = 0
+            self._write(self.format(record))
+        except OSError as error:
+            if error.errno not in _UNWRITABLE:
+                self.handleError(record)
+            else:
+                self._lose(error)
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - logging's own rule: a record that fails says so
+            self.handleError(record)
+
+    def _write(self, text: str, after_a_cut_line: bool = False) -> None:
+        if self.stream is None:
+            self.stream = self._open()
+        if after_a_cut_line and not self._ends_a_line():
+            text = "\n" + text  # the line the disk cut short ends here
+        self.stream.write(text + self.terminator)
+        self.stream.flush()
+
+    def _ends_a_line(self) -> bool:
+        with open(self.baseFilename, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return True
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def _lose(self, error: OSError) -> None:
+        stream, self.stream = self.stream, None  # type: ignore[assignment] # reopened by _write
+        if stream is not None:
+            try:
+                stream.close()  # flushes what is buffered, which fails again: dropped with it
+            except OSError:
+                pass
+        if not self.lost:
+            self.since = time.strftime("%Y-%m-%d %H:%M:%S")
+            reason = os.strerror(error.errno or errno.EIO)
+            self.reason = reason[:1].lower() + reason[1:]
+            _say(
+                f"the log {self.baseFilename} could not be written: {self.reason}; its lines are "
+                "dropped until it can be written again, and it will say how many were lost"
+            )
+        self.lost += 1
+
+    def _note(self) -> str:
+        message = (
+            f"{self.lost} log line(s) lost from {self.since} to {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            f"{self.baseFilename} could not be written ({self.reason})"
+        )
+        return self.format(logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None))
 
 
 def terminal(verbose: bool = False) -> None:
@@ -72,7 +161,7 @@ def to_home(home: Path) -> Path:
     path = (folder / "pitstop.log").resolve()
     if path in _files:
         return path
-    handler = logging.FileHandler(path)
+    handler = _HomeLog(path)
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.setLevel(logging.INFO)
     root = logging.getLogger()
