@@ -7,10 +7,7 @@ noida-db (which deletes records as retention does) the reader's part without Spa
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import DELAY, batch_windows, make_orders, revenue_select, run, settings
-from kafka_helpers import Broker, broker, free_port  # noqa: F401 - the fixture
+from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
 from pitstop.catalog.rows import Mapping
 from pitstop.connectors import positions
 from pitstop.connectors.kafka.connector import CONNECTOR
@@ -148,48 +145,20 @@ def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed
 
 
 # -- noida-db: records deleted as retention deletes them (no Spark) -----------------------------------
-@dataclass
-class Noida:
-    process: subprocess.Popen[bytes]
-    bootstrap: str
-
-
 @pytest.fixture
-def noida(tmp_path: Path) -> Iterator[Noida]:
-    """noida-db (PyPI ``noida-db``, one binary in the wheel), Kafka only, on a free loopback port:
-    unlike Tansu it answers DeleteRecords (``AdminClient.delete_records``), as retention would."""
-    import noida_db
-    from confluent_kafka.admin import AdminClient
-
-    folder = tmp_path / "noida"
-    folder.mkdir()
-    port = free_port()
-    binary = Path(noida_db.__file__).parent / "noida-db"
-    with open(folder / "log", "ab") as log:
-        process = subprocess.Popen(
-            [str(binary), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(folder)]
-            + ["--host", "127.0.0.1"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    started = Noida(process, f"127.0.0.1:{port}")
+def noida(tmp_path: Path) -> Iterator[Broker]:
+    """noida-db whatever ``PITSTOP_KAFKA_BROKER`` says: unlike Tansu it answers DeleteRecords
+    (``AdminClient.delete_records``), as retention would."""
+    started = start_broker(tmp_path / "noida", kind="noida")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                AdminClient({"bootstrap.servers": started.bootstrap, "log_level": 0}).list_topics(timeout=0.5)
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                assert process.poll() is None and time.monotonic() < deadline, "noida-db did not start"
         yield started
     finally:
-        process.terminate()
-        process.wait(10)
+        started.stop()
 
 
 @pytest.mark.spark
 def test_offsets_deleted_by_retention_after_the_snapshot_are_skipped_and_the_rest_replayed(
-    tmp_path: Path, noida: Noida
+    tmp_path: Path, noida: Broker
 ) -> None:
     """Retention deleted partition 1's offsets below 350 and all of partition 2's (to 500) while
     the job ran on: the replay from s1 (offsets 200) reads partition 0 whole and partition 1 from
@@ -227,7 +196,7 @@ def test_offsets_deleted_by_retention_after_the_snapshot_are_skipped_and_the_res
 
 
 def test_offsets_deleted_by_retention_are_named_and_a_replay_s_reader_reads_on_past_them(
-    tmp_path: Path, noida: Noida
+    tmp_path: Path, noida: Broker
 ) -> None:
     """Partition 0 lost offsets 0-5 to retention, partition 1 nothing: a replay of offsets 2-9
     of each says partition 0's offsets 2-5 are gone and reads 6-9 of it; the replay's reader,
