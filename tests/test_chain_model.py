@@ -14,6 +14,7 @@ import pytest
 from chains import (
     Branch,
     ChainFailure,
+    Crash,
     Cut,
     Event,
     Input,
@@ -182,10 +183,24 @@ def test_generated_chains_are_valid_and_reproducible() -> None:
         "Kill",
         "Serve",
         "Analyze",
+        "Crash",
     }
 
 
 __all__ = ["Cut"]
+
+
+def test_a_crashed_pit_stop_is_valid_where_its_pit_stop_is_and_at_its_own_protocols_steps() -> None:
+    start = [Input(1, 5, 10, 0), Start((TEN,)), Input(2, 5, 10, 0)]
+    update = Update((TEN,))
+    assert valid([*start, Crash(update, "export.renamed")])
+    assert valid([*start, Crash(Snapshot(), "snapshot.recorded")])
+    assert not valid([*start, Crash(Snapshot(), "drop.recorded")])  # CREATE SNAPSHOT drops nothing
+    assert not valid([*start, Crash(update, "rollback.deleted")])  # an update rolls nothing back
+    assert not valid([*start, Snapshot(), Crash(Restore(0, (TEN,), False), "rollback.committed")])
+    assert valid([*start, Snapshot(), Crash(Restore(0, (TEN,), True), "rollback.committed")])
+    assert not valid([*start, Crash(Restore(0, (TEN,), True), "restore.prepared")])  # no snapshot yet
+    assert not valid([*start, Suspend(), Crash(Snapshot(), "export.renamed")])  # a suspended job's
 
 
 def test_a_running_aggregate_replaces_its_groups_and_a_restore_from_rows_writes_every_group() -> None:
