@@ -195,17 +195,7 @@ def _producer(b: Broker, first: int, last: int, stop: threading.Event) -> thread
 
 @pytest.mark.spark
 def test_pit_stop_on_kafka_while_producers_write(manager: Manager, broker: Broker) -> None:  # noqa: F811
-    broker.create_topic("orders", 3)
-    broker.produce("orders", spread(0, 600))
-    run(
-        manager,
-        kafka_orders(broker)
-        + f"""
-        CREATE MAPPING revenue TYPE DuckDB;
-        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
-        AWAIT JOB j;
-        """,
-    )
+    start_revenue(manager, broker)
     done = threading.Event()
     writer = _producer(broker, 600, 1400, done)
     time.sleep(1.0)  # the job reads while the producer writes
@@ -245,18 +235,8 @@ def test_pit_stop_on_kafka_while_producers_write(manager: Manager, broker: Broke
 
 @pytest.mark.spark
 def test_partition_added_after_snapshot_is_read_from_its_start(manager: Manager, broker: Broker) -> None:  # noqa: F811
-    broker.create_topic("orders", 3)
-    broker.produce("orders", spread(0, 600))
-    run(
-        manager,
-        kafka_orders(broker)
-        + f"""
-        CREATE MAPPING revenue TYPE DuckDB;
-        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
-        AWAIT JOB j;
-        DROP JOB j WITH SNAPSHOT s;
-        """,
-    )
+    start_revenue(manager, broker)
+    run(manager, "DROP JOB j WITH SNAPSHOT s;")
     # The broker cannot add a partition (no CreatePartitions): make the topic again with four,
     # holding the same records at the same offsets in partitions 0-2 (see kafka_helpers).
     broker.delete_topic("orders")
@@ -282,17 +262,7 @@ def test_job_waits_while_the_broker_is_down_and_fails_when_it_comes_back_with_le
     fewer records than the job had read: the job fails naming each partition, where it went on
     before ("0 records behind") and would have skipped what is written below its positions. (A
     broker that comes back answering, with its records: the test of a hung broker, below.)"""
-    broker.create_topic("orders", 3)
-    broker.produce("orders", spread(0, 600))
-    run(
-        manager,
-        kafka_orders(broker)
-        + f"""
-        CREATE MAPPING revenue TYPE DuckDB;
-        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
-        AWAIT JOB j;
-        """,
-    )
+    start_revenue(manager, broker)
     broker.stop()
     until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
     assert [r[:2] for r in run(manager, "SHOW JOBS;")[0].rows] == [("j", "RUNNING")]
@@ -328,17 +298,7 @@ def test_job_reads_on_exactly_when_the_broker_comes_back_with_its_records(
     job waits meanwhile, then reads what was written since from where it was, nothing twice."""
     if broker.kind != "noida":
         pytest.skip("Tansu keeps no records across a restart (tests/kafka_helpers.py)")
-    broker.create_topic("orders", 3)
-    broker.produce("orders", spread(0, 600))
-    run(
-        manager,
-        kafka_orders(broker)
-        + f"""
-        CREATE MAPPING revenue TYPE DuckDB;
-        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
-        AWAIT JOB j;
-        """,
-    )
+    start_revenue(manager, broker)
     broker.stop(graceful=True)
     until("SHOW JOBS says the broker does not answer", lambda: "does not answer" in (_lag_of(manager) or ""))
     back = broker.start_again()
@@ -358,6 +318,22 @@ def _lag_of(manager: Manager) -> str | None:
     shown = run(manager, "SHOW JOBS;")[0]
     (row,) = shown.rows
     return row[shown.columns.index("lag")]
+
+
+def start_revenue(manager: Manager, broker: Broker) -> None:  # noqa: F811
+    """Topic ``orders`` (3 partitions, orders 0-599), and job ``j``: 6 h windows into ``revenue``,
+    caught up."""
+    broker.create_topic("orders", 3)
+    broker.produce("orders", spread(0, 600))
+    run(
+        manager,
+        kafka_orders(broker)
+        + f"""
+        CREATE MAPPING revenue TYPE DuckDB;
+        CREATE JOB j AS INSERT INTO revenue {revenue("'6' HOUR")};
+        AWAIT JOB j;
+        """,
+    )
 
 
 @pytest.mark.spark

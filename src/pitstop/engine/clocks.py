@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from pitstop.engine.checkpoint import CLOCKS_DIR
+from pitstop.engine.jvm import spark_class
 
 log = logging.getLogger(__name__)
 
@@ -132,20 +133,10 @@ def batch_execution(session: Any, query_name: str, batch_id: int) -> Any:
     return execution
 
 
-def _watermark_class(session: Any) -> Any:
-    loader = session.getClass().getClassLoader()
-    for name in _WATERMARK_EXEC:
-        try:
-            return loader.loadClass(name)
-        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
-            continue
-    return None
-
-
 def watermark_operators(session: Any, execution: Any) -> list[Any]:
     """Step 1: the execution's watermark operators, in the plan's order (pre-order, as Spark's
     ``plan.collect`` lists them; the same for every run of one plan)."""
-    cls = _watermark_class(session)
+    cls = spark_class(session, _WATERMARK_EXEC)
     if cls is None:
         return []
     found, nodes = [], [execution.executedPlan()]

@@ -11,6 +11,9 @@ folder, named after what it was made from (the Java binary; pyspark's version, j
 are), so an upgrade of either, or another virtual environment, makes a new one. A JVM that finds
 an archive it cannot use (made by another JDK build, or jars changed in place) says so in
 ``<home>/logs/spark.log`` and starts as it would without one: the archive only ever saves time.
+
+Also :func:`spark_class`: a Spark class by the names it has had across pyspark versions, for the
+few places that read the JVM's objects (late rows' operator figures, the streams' clocks).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 ENV = "SPARK_SUBMIT_OPTS"  # Spark's launcher adds it to the driver JVM's options
 
@@ -96,3 +100,15 @@ def submit_opts() -> str | None:
     if not option or "SharedArchiveFile" in current or "ArchiveClassesAtExit" in current:
         return None
     return f"{current} {option}".strip()
+
+
+def spark_class(session: Any, names: tuple[str, ...]) -> Any:
+    """The first of ``names`` (one Spark class under the packages it has had) that the JVM of
+    ``session`` (a JVM SparkSession) loads; None if none (pyspark moved some in 4.1)."""
+    loader = session.getClass().getClassLoader()
+    for name in names:
+        try:
+            return loader.loadClass(name)
+        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
+            continue
+    return None

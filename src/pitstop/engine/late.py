@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from pitstop.catalog.rows import LateCount, LateRecord
 from pitstop.engine.clocks import batch_execution
+from pitstop.engine.jvm import spark_class
 from pitstop.plan.model import Branch
 from pitstop.stages import registry as kinds
 from pitstop.stages.base import Lateness
@@ -318,7 +319,7 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
                     )
                 else:
                     parts[name] = by_part
-    writer = _writer_class(session) if operators else None
+    writer = spark_class(session, _WRITER) if operators else None  # Spark's StateStoreWriter
     dropped: list[int] = []
     nodes = [execution.executedPlan()] if writer is not None else []
     while writer is not None and nodes:  # pre-order, as Spark's plan.collect lists them
@@ -328,17 +329,6 @@ def batch_report(session: Any, query_name: str, batch_id: int, operators: bool) 
         children = node.children()
         nodes.extend(children.apply(i) for i in reversed(range(children.size())))
     return BatchReport(batch_id, observed, tuple(dropped), parts)
-
-
-def _writer_class(session: Any) -> Any:
-    """Spark's ``StateStoreWriter`` class (its package moved in pyspark 4.1)."""
-    loader = session.getClass().getClassLoader()
-    for name in _WRITER:
-        try:
-            return loader.loadClass(name)
-        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
-            continue
-    return None
 
 
 def record_batch(
