@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import make_orders, orders_mapping, run
+from conftest import make_orders, orders_mapping, run, until
 from pitstop.errors import JobFailedError
 from pitstop.manager import Manager
 
@@ -70,6 +72,55 @@ def test_await_reports_a_failed_job_and_show_jobs_says_failed(
     # A failed job can be dropped, and its name used again.
     run(manager, "DROP JOB copy;")
     assert run(manager, "SHOW JOBS;")[0].rows == ()
+
+
+def waiting_in(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is inside pitstop's ``function`` now (its stack, as Python has it)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == function and "pitstop" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+@pytest.mark.spark
+def test_await_says_a_failure_the_supervisor_recorded_while_it_waited(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """The supervisor records a job that keeps failing (FAILED) and stops its run while an AWAIT
+    JOB waits on that run: the AWAIT says the job failed, at once. It waited until its timeout
+    before (the stopped run's queries tell nothing, and its input was never read): a race that
+    AWAIT won most of the time, lost now and then."""
+    data = tmp_path / "orders"
+    make_orders.write_orders(data, 0, 10, files=1)
+    run(
+        manager,
+        "SET 'trigger_ms' = '120000';"  # after its first batch the job looks for input every 2 min
+        + orders_mapping(data)
+        + """
+        CREATE MAPPING copies TYPE DuckDB;
+        CREATE JOB copy AS INSERT INTO copies SELECT order_id, region FROM orders;
+        AWAIT JOB copy;
+    """,
+    )
+    make_orders.write_orders(data, 10, 20, files=1, prefix="later")  # read at the next trigger
+    outcome: list[BaseException] = []
+    waiting = threading.Thread(
+        target=lambda: outcome.append(
+            pytest.raises(JobFailedError, run, manager, "AWAIT JOB copy TIMEOUT INTERVAL '60' SECOND;").value
+        )
+    )
+    waiting.start()
+    active = manager.runs["copy"]
+    until("AWAIT JOB is waiting on the run", lambda: waiting_in(waiting, "wait"))
+    manager._fail(active, "INSERT INTO copies failed: the supervisor gave up on it")  # as its round does
+    waiting.join(30)
+    assert not waiting.is_alive(), "AWAIT JOB went on waiting on a run the supervisor failed"
+    (error,) = outcome
+    assert "the supervisor gave up on it" in str(error)
+    shown = run(manager, "SHOW JOBS;")[0]
+    assert [r[shown.columns.index("status")] for r in shown.rows] == ["FAILED"]
 
 
 @pytest.mark.spark

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from chains.model import (
     EARLY,
@@ -587,10 +588,10 @@ class Player:
             + ", ".join(f"{a} {'DOUBLE' if a == 'mean' else 'BIGINT'}" for a in FUNCTIONS)
             + ")"
         )
-        con.executemany(
-            f"INSERT INTO t VALUES ({', '.join('?' for _ in fixed + list(FUNCTIONS))})",
-            [[r.get(c) for c in fixed + list(FUNCTIONS)] for r in rows],
-        )
+        names = fixed + list(FUNCTIONS)
+        given = pa.table({c: [r.get(c) for r in rows] for c in names})  # (row by row: ~50 ms a call)
+        con.register("given", given)
+        con.execute(f"INSERT INTO t SELECT {', '.join(names)} FROM given")
         out = con.execute(f"SELECT {', '.join(cols)} FROM t").fetchall()
         con.close()
         return [tuple(_plain(v) for v in r) for r in out]

@@ -210,6 +210,8 @@ class JobControl(RowCollection):
 
     def _fail(self, run: ActiveRun, reason: str) -> None:
         with self._lock:
+            # Said to whoever waits on the run (AWAIT JOB): its stopped queries no longer tell.
+            run.failed_for_good = reason.removeprefix(f"job '{run.job}' failed: ")
             run.stop()
             if self.runs.get(run.job.lower()) is not run:
                 return  # already recorded (the supervisor and AWAIT JOB can both see it fail)

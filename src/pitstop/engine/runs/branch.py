@@ -61,6 +61,7 @@ class BranchQuery:
     last_reason: str | None = None  # why it last failed (Spark may stop a query before it says why)
     final: bool = False  # it failed for a reason a restart cannot change ('onError'='fail')
     kept_seen: set[str] = field(default_factory=set)  # files of kept late rows already recorded
+    triggered: StreamingQuery | None = None  # ``query`` once it has run a trigger (see _has_run)
 
 
 def late_possible(branch: Branch) -> bool:

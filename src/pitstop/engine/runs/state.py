@@ -36,6 +36,9 @@ class RunState:
     """Where the branches write instead of their sinks' connectors (a replay's capture)."""
     fail_fast: bool = False
     """A branch that stops has failed the run (no supervisor restarts it: a replay)."""
+    failed_for_good: str | None = None
+    """Why the run failed, once the manager has recorded it and stopped the run: a wait that
+    polls it after that says so (the stopped run's queries no longer tell)."""
     _spark: Any = field(default=None, init=False, repr=False)
     _trigger_ms: int = field(default=500, init=False, repr=False)
     _catalog: Any = field(default=None, init=False, repr=False)

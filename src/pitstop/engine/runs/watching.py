@@ -18,6 +18,9 @@ from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05
+FAILURE_POLL_S = 0.25
+"""How often a wait asks Spark whether a branch has failed, where it looks at the checkpoint every
+:data:`POLL_S`: each ask is a few JVM calls per branch, on the cores the batches run on."""
 MAX_RESTARTS = 3
 HEALTHY_S = 600.0
 """A branch that failed after running well this long since its last restart, committing a batch,
@@ -32,6 +35,8 @@ class RunWatching(RunStarting):
     def failure(self) -> str | None:
         """Why the job has failed for good, or None. A read: it restarts nothing and changes
         nothing (AWAIT JOB and the drain of DROP JOB ... WITH SNAPSHOT poll it)."""
+        if self.failed_for_good is not None:  # recorded by the manager (its supervisor) meanwhile
+            return self.failed_for_good
         for bq in list(self.branches):
             reason = self._dead(bq)
             if reason is not None and (
@@ -181,7 +186,13 @@ class RunWatching(RunStarting):
         the positions already) while the query is still starting, restarting after a failure, or
         about to fail on its first trigger, where Spark checks the checkpoint against the query."""
         q = bq.query
-        return q is not None and q.isActive and q.lastProgress is not None
+        if q is None or not q.isActive:
+            return False
+        if bq.triggered is not q:  # (a query that has run a trigger has a progress from then on)
+            if q.lastProgress is None:
+                return False
+            bq.triggered = q
+        return True
 
     def wait(
         self,
@@ -190,12 +201,19 @@ class RunWatching(RunStarting):
         what: str,
         cancelled: Callable[[], bool] | None = None,
     ) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def failed() -> None:
             failure = self.failure()
             if failure is not None:
                 raise JobFailedError(f"job '{self.job}' failed: {failure}")
+
+        deadline = time.monotonic() + timeout_s
+        asked = 0.0  # when Spark was last asked about failures (a few JVM calls per branch)
+        while True:
+            if time.monotonic() - asked >= FAILURE_POLL_S:
+                failed()
+                asked = time.monotonic()
             if predicate():
+                failed()  # never done while a branch has failed for good
                 return
             if cancelled is not None and cancelled():
                 raise CancelledError(
