@@ -123,6 +123,8 @@ def test_a_join_bounded_in_time_is_an_interval_join_stage_of_two_streams() -> No
         (INTERVAL + " AND b.page = 'x'", "move b.page = 'x' to WHERE"),
         (joined_to("users", "seen"), "cannot be read as a stream"),
         (joined_to("noclock", "t"), "mapping 'noclock' needs WATERMARK FOR t"),
+        (joined_to("clicks", "ts"), "a JOIN of mapping 'clicks' with itself is not supported"),
+        ("INSERT INTO out SELECT a.k FROM clicks a JOIN clicks a ON a.user_id = a.id", "alias one"),
         ("INSERT INTO out SELECT c.k FROM clicks c JOIN gen g ON c.user_id = g.id", "cannot be read whole"),
         ("INSERT INTO out SELECT k FROM clicks c JOIN users u ON c.user_id = u.id", "in both sides"),
         ("INSERT INTO out SELECT c.k FROM clicks c RIGHT JOIN users u ON c.user_id = u.id", "not supported"),

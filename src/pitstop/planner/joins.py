@@ -87,6 +87,13 @@ def plan_join(
         )
     lside = _side(left, left_node, set())
     rside = _side(right, join.this, set(lside.flat.values()))
+    if left.name.lower() == right.name.lower() and lside.names[0] != rside.names[0]:
+        # (Its two reads would share the source's positions in the run folder.)
+        raise NotSupportedError(
+            f"{what}: a JOIN of mapping '{left.name}' with itself is not supported (a job reads each "
+            f"source once); map the same data a second time (CREATE MAPPING {left.name}_2 ... with the "
+            "same OPTIONS) and join the two"
+        )
     if set(lside.names) & set(rside.names):
         raise PlanError(
             f"{what}: both sides of the JOIN are called '{left_node.alias_or_name}'; alias one (AS x)"
