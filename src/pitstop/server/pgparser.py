@@ -11,9 +11,10 @@ from sqlglot.helper import seq_get
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import TokenType
 
-__all__ = ["CALLED", "SYNTAX_ERROR", "PgError", "StrictParser"]
+from pitstop.server.sqlstate import SYNTAX_ERROR
 
-SYNTAX_ERROR = "42601"
+__all__ = ["CALLED", "PgError", "StrictParser"]
+
 CALLED = "pgs_called"
 """A node's meta: the name of the function it was written as (``power(a, b)``, not ``a ^ b``: the
 result column's name is ``power`` for the one, ``?column?`` for the other)."""

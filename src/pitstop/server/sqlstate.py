@@ -17,6 +17,7 @@ INVALID_NAME = "42602"
 UNDEFINED_OBJECT = "42704"
 UNDEFINED_TABLE = "42P01"
 UNDEFINED_COLUMN = "42703"
+AMBIGUOUS_COLUMN = "42702"
 DUPLICATE_OBJECT = "42710"
 INSUFFICIENT_PRIVILEGE = "42501"
 FEATURE_NOT_SUPPORTED = "0A000"
@@ -129,7 +130,7 @@ _UNKNOWN_NAMES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
     (
         re.compile(r'^Ambiguous reference to column name "(?P<name>[^"]+)"'),
-        "42702",
+        AMBIGUOUS_COLUMN,
         'column reference "{name}" is ambiguous',
     ),
     (
