@@ -1,7 +1,8 @@
 """EXPLAIN ANALYZE checks the replay against the live job's sinks (issue 27): the job's own SQL,
 replayed over the span, must write what the job wrote over it (the hashes its DuckDB sink kept per
 run, branch and batch). A non-deterministic expression cannot be reproduced: the summary says so
-rather than report the difference as the update's effect."""
+rather than report the difference as the update's effect, and ``pitstop test`` calls such an
+outcome inconclusive (exit 3), not a pass."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from command_helpers import pitstop
 from conftest import make_orders, orders_mapping, run, settings
 from pitstop.manager import Manager
 
@@ -66,3 +68,30 @@ def test_the_job_s_own_sql_replayed_is_checked_against_what_the_job_wrote(tmp_pa
         assert outcomes == {("reproduced", "plain"), ("not reproduced", "noisy")}
     finally:
         manager.close()
+
+    # `pitstop test`: 'noisy' differs, but as noise: --expect changes is not passed by it (it was,
+    # exit 0, before), --expect same fails as before.
+    job = tmp_path / "j.sql"
+    job.write_text(JOB)
+    home = tmp_path / "home"
+    done = pitstop("test", str(job), "--snapshot", "s1", "--until", "s2", "--expect", "changes", home=home)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().endswith(
+        "inconclusive: the outcome is the one expected (changes), but the job's own SQL, replayed, "
+        "does not write what the job wrote (see 'not reproduced')"
+    )
+    done = pitstop("test", str(job), "--snapshot", "s1", "--until", "s2", home=home)
+    assert done.returncode == 1, done.stderr
+    assert "inconclusive" not in done.stderr
+
+    # A replay that fails says it is the replay that failed, and that it stopped (before: "job 'j'
+    # failed: ...", as if the live job had).
+    job.write_text(JOB.replace("order_id, amount", "order_id + CAST(region AS INT) AS order_id, amount"))
+    done = pitstop("test", str(job), "--snapshot", "s1", "--until", "s2", home=home)
+    assert done.returncode == 2, done.stdout
+    # One line: neither PySpark's JSON echo of Spark's error nor the job's failure line ("job 'j':
+    # INSERT INTO plain failed") on the terminal before it (both went to stderr before).
+    [line] = done.stderr.strip().split("\n")
+    assert line.startswith("ERROR: EXPLAIN ANALYZE's replay of the changed SQL (job 'j') failed: ")
+    assert "CAST_INVALID_INPUT" in done.stderr
+    assert done.stderr.strip().endswith("it was stopped; the job, its sinks and the catalog are untouched")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from command_helpers import pitstop
 from conftest import DELAY, batch_windows, make_orders, revenue_select, run, settings
 from kafka_helpers import Broker, broker, start_broker  # noqa: F401 - the fixture
 from pitstop.catalog.rows import Mapping
@@ -142,6 +143,20 @@ def test_a_partition_the_broker_no_longer_holds_is_skipped_and_the_rest_replayed
         assert "partial: 2 part(s) of the input of source(s) orders are no longer held" in message
     finally:
         manager.close()
+
+    # `pitstop test` with the filter: the change it expects, over part of the span: inconclusive
+    # (exit 3; it was 0 before), named.
+    job = tmp_path / "k.sql"
+    filtered = revenue_select("'6' HOUR", "WHERE amount >= 50")
+    job.write_text(f"CREATE JOB k AS INSERT INTO out {filtered};")
+    done = pitstop(
+        "test", str(job), "--snapshot", "s1", "--until", "s2", "--expect", "changes", home=tmp_path / "home"
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().endswith(
+        "inconclusive: the outcome is the one expected (changes), but part of the input is no longer "
+        "held (see 'not replayed')"
+    )
 
 
 # -- noida-db: records deleted as retention deletes them (no Spark) -----------------------------------

@@ -416,8 +416,10 @@ def test_job(
 ) -> None:
     """Replay the job of FILE (one CREATE JOB statement) from a snapshot and diff what it writes
     against what the job's own SQL writes over the same input: EXPLAIN ANALYZE CREATE JOB. Exits
-    0 when the outcome is the one --expect names, 1 when it is not, 2 on an error (nothing is
-    started, no sink written, in any case)."""
+    0 when the outcome is the one --expect names, 1 when it is not, 2 on an error, 3 when it is
+    the one named but inconclusive: part of the input is no longer held, or the job's own SQL,
+    replayed, does not write what the job wrote (nothing is started, no sink written, in any
+    case)."""
     from pitstop.sql.explain import analyze_statement
 
     path = Path(file)
@@ -443,8 +445,30 @@ def test_job(
     manager.close()
     click.echo(render(result, OutputOptions("table")))
     click.echo(result.message)
-    differs = any(row[7] in ("differs", "state differs") for row in result.rows)
-    sys.exit(0 if differs == (expect == "changes") else 1)
+    outcomes = {row[7] for row in result.rows}
+    differs = bool(outcomes & {"differs", "state differs"})
+    if differs != (expect == "changes"):
+        sys.exit(1)
+    # The expected outcome, over less than the whole span or beside a sink the job's own SQL
+    # does not reproduce: not a pass, not a failure either (a CI step may choose to accept it).
+    incomplete = [
+        why
+        for outcome, why in (
+            ("not replayed", "part of the input is no longer held (see 'not replayed')"),
+            (
+                "not reproduced",
+                "the job's own SQL, replayed, does not write what the job wrote (see 'not reproduced')",
+            ),
+        )
+        if outcome in outcomes
+    ]
+    if incomplete:
+        click.echo(
+            f"inconclusive: the outcome is the one expected ({expect}), but {'; and '.join(incomplete)}",
+            err=True,
+        )
+        sys.exit(3)
+    sys.exit(0)
 
 
 @main.command()

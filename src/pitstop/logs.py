@@ -124,6 +124,32 @@ class _HomeLog(logging.FileHandler):
         return self.format(logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None))
 
 
+class _ToRoot(logging.Handler):
+    """Hands a record to the root logger's handlers (this module's), for a logger that does not
+    propagate and cannot be made to."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for handler in logging.getLogger().handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+
+# PySpark's loggers for the query context of an error it converts: each writes a JSON line with
+# Spark's message to stderr for every error converted, even one pitstop catches and reports itself
+# in a sentence (a job's failure, a failed replay). Adopted (:func:`adopt`): their lines go to the
+# log file, and to the terminal only with --verbose.
+SPARK_ECHOES = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def adopt(logger: logging.Logger) -> None:
+    """Route a logger of a library's own (its handlers replaced, its records through this module's
+    handlers) whose records say again what pitstop reports: see ``SPARK_ECHOES``. Its ``propagate``
+    is set again by PySpark on every use, hence the handler rather than propagation."""
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logging.Logger.addHandler(logger, _ToRoot())  # (PySparkLogger.addHandler sets its JSON format)
+
+
 def terminal(verbose: bool = False) -> None:
     """The terminal's handler (stderr): warnings and errors one line each; with ``verbose``,
     everything from INFO, whole."""
@@ -138,9 +164,9 @@ def terminal(verbose: bool = False) -> None:
     else:
         handler.setFormatter(_FirstLine())
         handler.setLevel(logging.WARNING)
-        # py4j's report of a Python callback that raised is the same failure pitstop reports
-        # itself in one sentence; its traceback stays in the log file.
-        handler.addFilter(lambda record: not record.name.startswith("py4j"))
+        # py4j's report of a Python callback that raised, and PySpark's of an error it converts,
+        # are the same failure pitstop reports itself in one sentence: they stay in the log file.
+        handler.addFilter(lambda r: not r.name.startswith("py4j") and r.name not in SPARK_ECHOES)
     handler.addFilter(lambda record: not getattr(record, "file_only", False))
     root.addHandler(handler)
     _terminal = handler

@@ -39,7 +39,13 @@ def spark_session(settings: Settings) -> SparkSession:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
+        from pyspark.logger import PySparkLogger
         from pyspark.sql import SparkSession
+
+        from pitstop import logs as pitstop_logs
+
+        for name in pitstop_logs.SPARK_ECHOES:
+            pitstop_logs.adopt(PySparkLogger.getLogger(name))
 
         from pitstop.connectors import registry
 

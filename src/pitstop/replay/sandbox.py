@@ -41,6 +41,7 @@ from pitstop.connectors import registry
 from pitstop.engine import checkpoint
 from pitstop.engine.runs import ActiveRun
 from pitstop.engine.session import REPLAY_POOL
+from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError, PitstopError
 from pitstop.faults import crash_point
 from pitstop.names import safe_path
 from pitstop.plan.model import AggregateStage, Branch, JobPlan, window_keys
@@ -223,13 +224,33 @@ def _run(
             active.start(spark, manager.catalog, manager.settings.trigger_ms, manager.shuffle_partitions)
         finally:
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
-        active.wait(
-            partial(active.caught_up, dict(bounds)), timeout_s, f"replay its input ({side} SQL)", cancelled
-        )
+        try:
+            active.wait(partial(active.caught_up, dict(bounds)), timeout_s, "replay its input", cancelled)
+        except (JobFailedError, AwaitTimeoutError, CancelledError) as err:
+            # The wait speaks of a job (that keeps running, that AWAIT could wait on longer): a
+            # replay is none, and it stops here.
+            raise _replay_error(err, plan.job, side, timeout_s) from None
     finally:
         active.stop()
     _keep_state(manager, active, side, capture)
     return tuple(notes)
+
+
+def _replay_error(
+    err: JobFailedError | AwaitTimeoutError | CancelledError,
+    job: str,
+    side: str,
+    timeout_s: float,
+) -> PitstopError:
+    which = "the changed SQL" if side == "new" else "the job's own SQL"
+    what = f"EXPLAIN ANALYZE's replay of {which} (job '{job}')"
+    untouched = "it was stopped; the job, its sinks and the catalog are untouched"
+    if isinstance(err, JobFailedError):
+        reason = str(err).removeprefix(f"job '{job}' failed: ")
+        return JobFailedError(f"{what} failed: {reason}; {untouched}")
+    if isinstance(err, AwaitTimeoutError):
+        return AwaitTimeoutError(f"{what} did not read its input within {timeout_s:g} s; {untouched}")
+    return CancelledError(f"cancelled: {what}; {untouched}")
 
 
 def _keep_state(manager: Manager, active: ActiveRun, side: str, capture: Capture) -> None:

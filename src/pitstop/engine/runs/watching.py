@@ -15,6 +15,7 @@ from pitstop.engine.runs.branch import BranchQuery
 from pitstop.engine.runs.failures import CHECKPOINT_FAILURE, full_text, rejected_record, spark_reason
 from pitstop.engine.runs.starting import RunStarting
 from pitstop.errors import AwaitTimeoutError, CancelledError, JobFailedError
+from pitstop.logs import FILE_ONLY
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05
@@ -125,7 +126,15 @@ class RunWatching(RunStarting):
             return bq.last_reason or "stopped unexpectedly"
         if (bq.branch.index, bq.failures) not in self._logged:  # each failure's whole trace once
             self._logged.add((bq.branch.index, bq.failures))  # in the log; one sentence elsewhere
-            log.error("job '%s': INSERT INTO %s failed:\n%s", self.job, bq.branch.sink, full_text(exc))
+            # A replay's failure is its statement's error, said there: the whole trace in the log only.
+            log.error(
+                "job '%s' (run %s): INSERT INTO %s failed:\n%s",
+                self.job,
+                self.run.run_id,
+                bq.branch.sink,
+                full_text(exc),
+                extra=FILE_ONLY if self.fail_fast else None,
+            )
         bq.last_reason = spark_reason(exc)
         bq.final = rejected_record(exc)
         return bq.last_reason
