@@ -23,7 +23,7 @@ from pitstop.catalog.store import Catalog
 from pitstop.engine import late
 from pitstop.errors import PlanError
 from pitstop.manager import Manager
-from pitstop.plan.model import AggregateStage, Branch, JobPlan, Step, WindowSpec
+from pitstop.plan.model import AggregateStage, Branch, DedupSpec, JobPlan, Step, WindowSpec
 from pitstop.stages import hop, session, tumble
 from pitstop.stages.base import StageSeed
 
@@ -236,9 +236,8 @@ def test_a_restored_job_counts_the_late_rows_of_the_old_run_up_to_the_snapshot_c
 
 
 def _stage(name: str, window: WindowSpec | None, kind: str | None = None) -> AggregateStage:
-    return AggregateStage(
-        name, window, (), (), (), 0, stage_kind=kind, time_column="ts" if window is None else None
-    )
+    assert window is not None or kind == "dedup"
+    return AggregateStage(name, window or DedupSpec("ts"), (), (), (), 0)
 
 
 def test_counts_come_from_batch_reports_and_spark_s_figure_for_a_later_stage(tmp_path: Path) -> None:

@@ -10,12 +10,27 @@ from pathlib import Path
 import pytest
 
 from pitstop.errors import CompatibilityError, PlanError
-from pitstop.plan.model import AggregateStage, JobPlan
+from pitstop.executor import mapping_from_node
+from pitstop.plan.model import AggregateStage, DedupSpec, IntervalSpec, JobPlan, RunningSpec, stage_from_json
+from pitstop.planner.build import plan_job
+from pitstop.sql.parser import parse_statement
 from pitstop.stages import registry
 from pitstop.stages.base import StageKind
 from test_compat import branch, plan
 
-OLD_MANIFEST = Path(__file__).resolve().parent / "data" / "snapshot_format_1" / "windows_v1" / "manifest.json"
+DATA = Path(__file__).resolve().parent / "data"
+OLD_MANIFEST = DATA / "snapshot_format_1" / "windows_v1" / "manifest.json"
+# An interval join, a running aggregate, a ROW_NUMBER and a DISTINCT deduplication as pitstop wrote
+# their plans (in the catalog's runs, in manifests) before each kind had its own record.
+BEFORE_RECORDS = DATA / "stages_before_kind_records.json"
+BEFORE_RECORDS_JOB = """CREATE JOB j AS BEGIN
+INSERT INTO out SELECT a.k, a.ts, b.vts, b.page FROM clicks a JOIN views b
+    ON a.k = b.k AND b.vts BETWEEN a.ts AND a.ts + INTERVAL '1' HOUR;
+INSERT INTO counts SELECT k, COUNT(*) AS n, SUM(user_id) AS s FROM clicks GROUP BY k;
+INSERT INTO firsts SELECT k, user_id, ts FROM (
+    SELECT k, user_id, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rn FROM clicks) WHERE rn = 1;
+INSERT INTO seen SELECT DISTINCT k FROM clicks;
+END"""
 
 HOP = branch().replace(
     "TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR)",
@@ -106,6 +121,39 @@ def test_a_manifest_from_before_stage_kinds_reads_as_window_stages_in_format_1()
     }
     stages = registry.manifest_stages("windows_v1", manifest)
     assert {n: s.kind for n, s in stages.items()} == {n: k for n, (k, _) in formats.items()}
+
+
+def test_a_plan_from_before_each_kind_had_its_own_record_reads_as_the_same_stages() -> None:
+    mappings = {}
+    for sql in (
+        "CREATE MAPPING clicks (k VARCHAR, user_id BIGINT, ts TIMESTAMP, "
+        "WATERMARK FOR ts AS ts - INTERVAL '1' HOUR) TYPE File OPTIONS ('path'='/tmp/pitstop-tests/c')",
+        "CREATE MAPPING views (k VARCHAR, vts TIMESTAMP, page VARCHAR, "
+        "WATERMARK FOR vts AS vts - INTERVAL '10' MINUTE) TYPE File OPTIONS ('path'='/tmp/pitstop-tests/v')",
+        *(f"CREATE MAPPING {sink} (k VARCHAR) TYPE DuckDB" for sink in ("out", "counts", "firsts", "seen")),
+    ):
+        mapping = mapping_from_node(parse_statement(sql), sql)
+        mappings[mapping.name] = mapping
+    node = parse_statement(BEFORE_RECORDS_JOB)
+    now = plan_job("j", list(node.args["body"]), mappings.get).stages
+    before = tuple(stage_from_json(s) for s in json.loads(BEFORE_RECORDS.read_text()))
+    assert before == now
+    assert [type(s.params) for s in now] == [IntervalSpec, RunningSpec, DedupSpec, DedupSpec]
+    assert [(s.kind, s.time_column) for s in now] == [
+        ("interval_join", "ts"),
+        ("running", None),
+        ("dedup", "ts"),
+        ("dedup", None),
+    ]
+    # Written again, each stage's JSON is its kind's record, and reads back the same.
+    plan = plan_job("j", list(node.args["body"]), mappings.get)
+    written = json.loads(json.dumps(plan.to_json()))
+    stages = [b["before"][0]["stage"] if b["before"] else b["stage"] for b in written["branches"]]
+    assert [sorted(s) for s in stages] == [
+        ["accumulators", "functions", "keys", "name", "params", "watermark_delay_micros"]
+    ] * 4
+    assert [s["params"]["kind"] for s in stages] == ["interval_join", "running", "dedup", "dedup"]
+    assert JobPlan.from_json(written) == plan
 
 
 def test_a_stage_in_a_format_this_pitstop_cannot_read_is_refused_by_name() -> None:

@@ -36,8 +36,11 @@ class KeyColumn:
     type: str
 
 
+# -- each stage kind's own plan record (AggregateStage.params) ----------------------------------
 @dataclass(frozen=True)
 class WindowSpec:
+    """A window kind's: its time column and sizes."""
+
     kind: str  # tumble | hop | session: the stage's kind (pitstop.stages)
     time_column: str
     size_micros: int
@@ -46,12 +49,30 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class RunningSpec:
+    """A running aggregate's: nothing more than every stage has (keys, accumulators)."""
+
+    kind: str = "running"
+
+
+@dataclass(frozen=True)
+class DedupSpec:
+    """A deduplication's: ``DISTINCT`` (no time column: a key is remembered for ever) or
+    ``ROW_NUMBER() ... = 1`` (its event-time column, whose watermark bounds how long a key is
+    remembered; the stage keeps that watermark itself)."""
+
+    time_column: str | None = None
+    kind: str = "dedup"
+
+
+@dataclass(frozen=True)
 class IntervalSpec:
     """An interval join's second side and bound (:mod:`pitstop.stages.interval_join`): a right
     row joins a left row of the same keys when ``right_time`` lies within
-    ``[left time + lower, left time + upper]``. Column names are the branch's joined (flat)
+    ``[left_time + lower, left_time + upper]``. Column names are the branch's joined (flat)
     names (:class:`JoinSpec`)."""
 
+    left_time: str  # the left side's event-time column (its watermark's)
     right: str  # the right stream's mapping
     right_keys: tuple[str, ...]  # the right side's key columns, in the order of the stage's keys
     right_time: str
@@ -60,36 +81,55 @@ class IntervalSpec:
     right_delay_micros: int  # the right mapping's watermark delay
     left_columns: tuple[KeyColumn, ...]  # each side's buffered row (the state contract)
     right_columns: tuple[KeyColumn, ...]
+    kind: str = "interval_join"
+
+
+StageParams = WindowSpec | RunningSpec | DedupSpec | IntervalSpec
 
 
 @dataclass(frozen=True)
 class AggregateStage:
-    """A stateful aggregating stage: per window and key (a window kind), or per key with no
-    window (``window`` None: a running aggregate, whose kind is ``stage_kind``)."""
+    """A stateful stage: its name, its kind's own plan record (``params``: a window's, a
+    deduplication's, an interval join's...), and what every kind has: keys, accumulators (none
+    for a kind that keeps rows rather than aggregates), and the watermark delay it runs with."""
 
     name: str
-    window: WindowSpec | None
+    params: StageParams
     keys: tuple[KeyColumn, ...]
     accumulators: tuple[Accumulator, ...]
     functions: tuple[str, ...]  # the aggregate calls as written, e.g. ("SUM(amount)", "COUNT(*)")
     watermark_delay_micros: int
-    stage_kind: str | None = None  # the kind of a stage without a window (e.g. "running")
-    time_column: str | None = None  # dedup: the event-time column whose watermark bounds the state
-    interval: IntervalSpec | None = None  # an interval join's right side and bound
 
     @property
     def kind(self) -> str:
         """The stage's kind: the name of its module in :mod:`pitstop.stages`."""
-        if self.window is not None:
-            return self.window.kind
-        assert self.stage_kind is not None, self.name
-        return self.stage_kind
+        return self.params.kind
+
+    @property
+    def window(self) -> WindowSpec | None:
+        """A window kind's window; None for the other kinds."""
+        return self.params if isinstance(self.params, WindowSpec) else None
 
     @property
     def spec(self) -> WindowSpec:
         """The stage's window (a window kind's stages always have one)."""
-        assert self.window is not None, f"stage '{self.name}' has no window"
-        return self.window
+        assert isinstance(self.params, WindowSpec), f"stage '{self.name}' has no window"
+        return self.params
+
+    @property
+    def interval(self) -> IntervalSpec | None:
+        return self.params if isinstance(self.params, IntervalSpec) else None
+
+    @property
+    def time_column(self) -> str | None:
+        """The event-time column of a stage that keeps its own watermark on it (``ROW_NUMBER``
+        deduplication, an interval join's left side); None for the others (a window's time
+        column is its window's)."""
+        if isinstance(self.params, DedupSpec):
+            return self.params.time_column
+        if isinstance(self.params, IntervalSpec):
+            return self.params.left_time
+        return None
 
     @property
     def accumulator_schema(self) -> tuple[str, ...]:
@@ -236,17 +276,41 @@ class JobPlan:
 
 
 def stage_from_json(s: dict[str, Any]) -> AggregateStage:
+    """A stage from its JSON: this version's (``params``), or a plan or manifest written before
+    each kind had its own record (``window``, ``stage_kind``, ``time_column``, ``interval``)."""
+    params = _params(s["params"]) if "params" in s else _params_before_records(s)
     return AggregateStage(
         name=s["name"],
-        window=None if s["window"] is None else WindowSpec(**s["window"]),
+        params=params,
         keys=tuple(KeyColumn(**k) for k in s["keys"]),
         accumulators=tuple(Accumulator(**a) for a in s["accumulators"]),
         functions=tuple(s["functions"]),
         watermark_delay_micros=int(s["watermark_delay_micros"]),
-        stage_kind=s.get("stage_kind"),
-        time_column=s.get("time_column"),
-        interval=None if s.get("interval") is None else _interval(s["interval"]),
     )
+
+
+def _params(d: dict[str, Any]) -> StageParams:
+    kind = d["kind"]
+    if kind == RunningSpec.kind:
+        return RunningSpec()
+    if kind == DedupSpec.kind:
+        return DedupSpec(d.get("time_column"))
+    if kind == IntervalSpec.kind:
+        return _interval(d)
+    return WindowSpec(**d)
+
+
+def _params_before_records(s: dict[str, Any]) -> StageParams:
+    if s.get("window") is not None:
+        return WindowSpec(**s["window"])
+    kind = s.get("stage_kind")
+    if kind == IntervalSpec.kind:
+        return _interval({**s["interval"], "left_time": s["time_column"]})
+    if kind == DedupSpec.kind:
+        return DedupSpec(s.get("time_column"))
+    if kind == RunningSpec.kind:
+        return RunningSpec()
+    raise ValueError(f"stage '{s.get('name')}': a plan of no kind pitstop knows ({kind!r})")
 
 
 def _interval(d: dict[str, Any]) -> IntervalSpec:

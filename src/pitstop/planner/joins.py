@@ -37,7 +37,6 @@ from pitstop.plan.model import (
 )
 from pitstop.plan.scope import Input, Layer
 from pitstop.plan.types import SPARK, spark_type
-from pitstop.stages import interval_join
 from pitstop.stages import registry as kinds
 
 
@@ -138,14 +137,8 @@ def plan_join(
     rcols = tuple(c for c in rside.columns if c.name in used)
     stage = AggregateStage(
         name=stage_name(),
-        window=None,
-        keys=tuple(KeyColumn(lk, f"`{lk}`", flat_layer.columns[lk]) for lk, _ in keys),
-        accumulators=(),
-        functions=(),
-        watermark_delay_micros=left.watermark.delay_micros,
-        stage_kind=interval_join.KIND.name,
-        time_column=lt,
-        interval=IntervalSpec(
+        params=IntervalSpec(
+            left_time=lt,
             right=right.name,
             right_keys=tuple(rk for _, rk in keys),
             right_time=rt,
@@ -155,6 +148,10 @@ def plan_join(
             left_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in lcols),
             right_columns=tuple(KeyColumn(c.name, c.sql, c.type) for c in rcols),
         ),
+        keys=tuple(KeyColumn(lk, f"`{lk}`", flat_layer.columns[lk]) for lk, _ in keys),
+        accumulators=(),
+        functions=(),
+        watermark_delay_micros=left.watermark.delay_micros,
     )
     spec = JoinSpec("interval", "inner", right.name, lcols, rcols, "")
     flat_layer = Layer(left.name, {c.name: c.type for c in (*lcols, *rcols)})
@@ -195,7 +192,7 @@ def buffered_in_chain(branch: Branch) -> Branch:
         left_columns=tuple(c for c in branch.join.left_columns if c.name.lower() in keep_left),
         right_columns=tuple(c for c in branch.join.right_columns if c.name.lower() in keep_right),
     )
-    steps[0] = replace(steps[0], stage=replace(join, interval=pruned))
+    steps[0] = replace(steps[0], stage=replace(join, params=pruned))
     return replace(branch, join=spec, before=tuple(steps))
 
 

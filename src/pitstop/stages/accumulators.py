@@ -36,7 +36,15 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from pitstop.errors import NotSupportedError, PlanError
-from pitstop.plan.model import Accumulator, AggregateStage, KeyColumn, OutputColumn, Projection, WindowSpec
+from pitstop.plan.model import (
+    Accumulator,
+    AggregateStage,
+    KeyColumn,
+    OutputColumn,
+    Projection,
+    RunningSpec,
+    WindowSpec,
+)
 from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.plan.types import SPARK, decimal_parts, infer, parse_spark, sum_type, widens
 from pitstop.stages.buffers import SET_ELEMENT_TYPES
@@ -50,14 +58,14 @@ SUPPORTED_AGGREGATES = (
 
 def plan_aggregate(
     select: exp.Select,
-    window: WindowSpec | None,
+    params: WindowSpec | RunningSpec,
     input_: Input,
     stage_name: str,
-    stage_kind: str | None = None,
 ) -> tuple[AggregateStage, Layer, Projection]:
     """An aggregation in accumulator form: keys, accumulators, and the projection that finishes
     them into the SELECT's columns (and its HAVING as the projection's filter). Per window and
-    key when ``window`` is given; else per key alone (a running aggregate of ``stage_kind``)."""
+    key for a window kind's ``params``; else per key alone (a running aggregate)."""
+    window = params if isinstance(params, WindowSpec) else None
     src = input_.layer
     group = select.args.get("group")
     if group is None:
@@ -149,12 +157,11 @@ def plan_aggregate(
         having_sql = having.this.copy().transform(rewrite).sql(SPARK)
     stage = AggregateStage(
         name=stage_name,
-        window=window,
+        params=params,
         keys=tuple(keys),
         accumulators=tuple(accumulators),
         functions=tuple(functions),
         watermark_delay_micros=input_.watermark.delay_micros if input_.watermark and windowed else 0,
-        stage_kind=None if windowed else stage_kind,
     )
     out_layer = Layer(agg_layer.table, {c.name: c.type for c in columns})
     return stage, out_layer, Projection(having_sql, tuple(columns))

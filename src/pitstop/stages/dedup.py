@@ -45,7 +45,7 @@ from sqlglot import exp
 
 from pitstop.errors import PitstopError, PlanError
 from pitstop.intervals import format_interval
-from pitstop.plan.model import AggregateStage, KeyColumn, OutputColumn, Projection
+from pitstop.plan.model import AggregateStage, DedupSpec, KeyColumn, OutputColumn, Projection
 from pitstop.plan.scope import Input, Layer, check_columns, output_name, unique_names
 from pitstop.plan.types import SPARK, infer
 from pitstop.stages.base import (
@@ -131,13 +131,11 @@ class Dedup(StageKind):
             )
         stage = AggregateStage(
             name=stage_name,
-            window=None,
+            params=DedupSpec(watermark.column),
             keys=tuple(keys),
             accumulators=(),
             functions=(),
             watermark_delay_micros=watermark.delay_micros,
-            stage_kind=self.name,
-            time_column=watermark.column,
         )
         layer = Layer(src.table, dict(src.columns))
         first = Projection(None, tuple(OutputColumn(n, f"`{n}`", t) for n, t in src.columns.items()))
@@ -159,12 +157,11 @@ class Dedup(StageKind):
         unique_names(columns)
         stage = AggregateStage(
             name=stage_name,
-            window=None,
+            params=DedupSpec(),
             keys=tuple(KeyColumn(c.name, c.sql, c.type) for c in columns),
             accumulators=(),
             functions=(),
             watermark_delay_micros=0,
-            stage_kind=self.name,
         )
         layer = Layer(stage_name.replace(".", "_"), {c.name: c.type for c in columns})
         first = Projection(None, tuple(OutputColumn(c.name, f"`{c.name}`", c.type) for c in columns))

@@ -81,8 +81,8 @@ RIGHT_SEED = "__pitstop_rseed"
 
 
 def spec(stage: AggregateStage) -> IntervalSpec:
-    assert stage.interval is not None and stage.time_column is not None, stage.name
-    return stage.interval
+    assert isinstance(stage.params, IntervalSpec), stage.name
+    return stage.params
 
 
 def offset_sql(column: str, micros: int) -> str:
@@ -195,7 +195,7 @@ class IntervalJoin(StageKind):
 
     def same_state(self, old: AggregateStage, new: AggregateStage) -> bool:
         def part(s: AggregateStage) -> tuple[object, ...]:
-            return (s.keys, s.time_column, s.watermark_delay_micros, s.interval)
+            return (s.keys, s.watermark_delay_micros, s.params)
 
         return part(old) == part(new)
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 
-from pitstop.plan.model import AggregateStage, Projection
+from pitstop.plan.model import AggregateStage, Projection, RunningSpec
 from pitstop.plan.scope import Input, Layer
 from pitstop.plan.types import named
 from pitstop.stages.accumulators import evolve, plan_aggregate
@@ -75,7 +75,7 @@ class Running(StageKind):
     def plan(
         self, select: exp.Select, tvf: exp.Expression | None, input_: Input, stage_name: str
     ) -> tuple[AggregateStage, Layer, Projection]:
-        return plan_aggregate(select, None, input_, stage_name, self.name)
+        return plan_aggregate(select, RunningSpec(), input_, stage_name)
 
     # -- state contract --------------------------------------------------------------------------
     def state_schema(self, stage: AggregateStage) -> str:
