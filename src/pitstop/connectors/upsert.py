@@ -65,17 +65,25 @@ def check_keys(batch: pa.Table, keys: tuple[str, ...], batch_id: int, about: str
 
 @dataclass(frozen=True)
 class WindowRows:
-    """A window branch's rows in an upsert sink: the column holding each window's end, and the
-    watermark (ms) each batch runs with."""
+    """A window branch's rows in an upsert sink: the column holding each window's end, the
+    watermark (ms) each batch runs with, and whether the branch writes early results.
+
+    A row still early when a batch's watermark passes its window's end, and not written by that
+    batch, was written early and not changed since: with early results it is marked final (its
+    values are the window's final ones); without (the branch writes a table an early-results job
+    keyed), the branch writes every window it keeps in the batch whose watermark closes it, so
+    one it does not write there is one its SQL does not keep (a HAVING or a filter after the
+    window that it no longer passes, a stage new since): the early row is deleted."""
 
     end: str
     watermark_ms: Callable[[int], int]
+    early: bool = True
 
 
-def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int]) -> None:
+def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int], early: bool) -> None:
     """Tell an upsert sink (DuckDB or PostgreSQL) that it writes a window branch's rows."""
     if hasattr(sink, "windows"):
-        sink.windows = WindowRows(end, watermark_ms)
+        sink.windows = WindowRows(end, watermark_ms, early)
 
 
 def finishing_keys(

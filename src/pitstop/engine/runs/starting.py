@@ -56,7 +56,9 @@ class RunStarting(RunState):
                 )
             )
             if keys and branch.stage is not None and branch.stage.window is not None:
-                window_rows(sink, end_column(branch), partial(batch_watermark, ckpt))
+                window_rows(
+                    sink, end_column(branch), partial(batch_watermark, ckpt), branch.early_results_ms > 0
+                )
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             self._publish(branch)
             df = self._frame(branch)
