@@ -713,3 +713,29 @@ def test_a_min_by_pair_and_a_distinct_set_widen_with_their_column(tmp_path: Path
         replace(decimals, vtype="DECIMAL(12,0)"),
     )
     play(tmp_path, [inputs(1), Start((ints, floats, decimals)), inputs(2), Update(wider), inputs(3)])
+
+
+def test_early_results_turned_off_under_a_having_leave_no_row_the_job_does_not_write(tmp_path: Path) -> None:
+    """Chain seed 7004, shrunk (7106 failed the same way): early results turned on, a snapshot,
+    then the job restored from it without early results and with a HAVING. Windows open at the
+    cut had early rows; closed, the HAVING keeps none of them, and the sink marked their early
+    rows final: rows the job never writes (`sink t1: 0 row(s) missing, 2 unexpected`)."""
+    t1 = Branch("t1", "t1_s0", 60, ("lo", "mean", "hi"), vtype="INT")
+    play(
+        tmp_path,
+        [
+            Input(seed=749448157, n=7, advance=60, late=0, dup=0.2),
+            Start((t1,), early=False),
+            Update((t1,), "auto", early=True, delay=5),
+            Snapshot(),
+            Input(seed=540285282, n=9, advance=120, late=0.3, dup=0.2),
+            Restore(
+                1,
+                (replace(t1, aggs=("lo", "mean", "hi", "last"), vtype="", having=2),),
+                rollback=True,
+                fmt="canonical",
+                early=False,
+                delay=5,
+            ),
+        ],
+    )
