@@ -151,6 +151,9 @@ class Answer:
     sqlstate: str | None = None
     message: str = ""
     names: tuple[str, ...] = ()
+    modifiers: tuple[int, ...] = ()
+    """Each result column's type modifier (RowDescription's typmod: ``numeric(12,2)``, ``bpchar(5)``,
+    -1 for none)."""
 
 
 def run(
@@ -160,8 +163,13 @@ def run(
         cur = conn.cursor(binary=binary)
         cur.execute(sql, params)
         description = cur.description or []
+        result = cur.pgresult
+        assert result is not None
         return Answer(
-            cur.fetchall(), [d.type_code for d in description], names=tuple(d.name for d in description)
+            cur.fetchall(),
+            [d.type_code for d in description],
+            names=tuple(d.name for d in description),
+            modifiers=tuple(result.fmod(i) for i in range(len(description))),
         )
     except psycopg.Error as exc:
         return Answer(None, [], exc.sqlstate, str(exc.diag.message_primary))
@@ -303,6 +311,7 @@ def test_pitstop_answers_as_postgresql(pair: Pair, query: Query) -> None:
     assert got.sqlstate is None, f"pitstop refused it: {got.sqlstate} {got.message}"
     assert got.types == expected.types, "result column types (OIDs) differ"
     assert got.names == expected.names, "result column names differ"
+    assert got.modifiers == expected.modifiers, "result column type modifiers (typmod) differ"
     sort = ordered(query.sql)
     assert table(got, sort) == table(expected, sort)
 
@@ -317,7 +326,7 @@ def test_binary_results_are_postgresqls_too(pair: Pair, query: Query) -> None:
         assert got.sqlstate == expected.sqlstate, (expected.message, got.message)
         return
     assert got.sqlstate is None, f"pitstop refused it: {got.sqlstate} {got.message}"
-    assert got.types == expected.types
+    assert (got.types, got.modifiers) == (expected.types, expected.modifiers)
     sort = ordered(query.sql)
     assert table(got, sort) == table(expected, sort)
 
@@ -348,6 +357,6 @@ def test_a_decimal_parameter_is_postgresqls_numeric(pair: Pair, sql: str, values
     got = run(pair.pitstop, sql, params=values)
     assert expected.sqlstate is None, expected.message
     assert got.sqlstate is None, f"pitstop refused it: {got.sqlstate} {got.message}"
-    assert (got.types, got.names) == (expected.types, expected.names)
+    assert (got.types, got.names, got.modifiers) == (expected.types, expected.names, expected.modifiers)
     sort = ordered(sql)
     assert table(got, sort) == table(expected, sort)

@@ -619,3 +619,10 @@ SELECT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY window
 SELECT region, sum(revenue)::bigint AS v FROM sales_windows GROUP BY region ORDER BY region LIMIT 3;
 SELECT (SELECT max(revenue)::int FROM sales_windows WHERE revenue < 100) AS m, orders FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 3;
 SELECT DISTINCT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY 1 LIMIT 3;
+SELECT revenue, total FROM sales_windows JOIN region_totals USING (region) ORDER BY window_start, region LIMIT 5;
+SELECT t.revenue, t.doubled FROM (SELECT revenue, revenue * 2 AS doubled FROM sales_windows) AS t ORDER BY 1 NULLS FIRST LIMIT 5;
+WITH s AS (SELECT region, revenue, sum(revenue) OVER (PARTITION BY region) AS total FROM sales_windows) SELECT revenue, total FROM s ORDER BY 1 NULLS FIRST, 2 LIMIT 5;
+SELECT revenue::numeric(14,3) AS a, revenue::numeric AS b, (revenue) AS c, round(revenue, 2) AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 5;
+SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION SELECT total FROM region_totals WHERE total < 0 ORDER BY 1;
+SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION ALL SELECT sum(total) FROM region_totals ORDER BY 1;
+SELECT id, ts::timestamp(3) AS a, ts AS b FROM dedup_events ORDER BY id LIMIT 5;

@@ -56,7 +56,7 @@ _SIMPLE_TYPES = re.compile(
 )
 _NEEDS_TYPES = re.compile(
     r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
-    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^",
+    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^|union|intersect|except",
     re.I,
 )
 

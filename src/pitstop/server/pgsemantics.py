@@ -39,7 +39,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from pitstop.server import pgfunctions, pgkinds, pgmath, pgnumeric, pgnumtext, pgtext, pgtochar
+from pitstop.server import pgfunctions, pgkinds, pgmath, pgmodifiers, pgnumeric, pgnumtext, pgtext, pgtochar
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
 from pitstop.server.pgparser import PgError, StrictParser
@@ -127,7 +127,14 @@ class Translation:
     are numeric (PostgreSQL's per-value scale: :mod:`pitstop.server.pgnumeric`)."""
     column_types: dict[int, PgType] = field(default_factory=dict)
     """Result columns that DuckDB returns as text and the client must be told are of another
-    PostgreSQL type, by 0-based index: ``varchar(n)``, ``bpchar`` (:mod:`pitstop.server.pgtext`)."""
+    PostgreSQL type, by 0-based index: ``varchar(n)``, ``bpchar`` (:mod:`pitstop.server.pgtext`);
+    and columns DuckDB types right that have a type modifier it has not: ``timestamp(0)``
+    (:mod:`pitstop.server.pgmodifiers`)."""
+    declared: frozenset[int] | None = None
+    """0-based indexes of the result columns that keep the precision and scale of DuckDB's
+    DECIMAL(p,s) (a table's column, a cast to numeric(p,s)); the others are described as an
+    unconstrained numeric, as PostgreSQL describes them (:mod:`pitstop.server.pgmodifiers`).
+    None: not known, every column keeps DuckDB's."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,7 @@ class Applied:
     tree: exp.Expr
     numeric_columns: frozenset[int] = frozenset()
     column_types: dict[int, PgType] = field(default_factory=dict)
+    declared: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -380,8 +388,10 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
     known). Raises PgError for what pitstop refuses."""
+    declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
+    times = pgmodifiers.time_precisions(tree)
     if not any(True for _ in tree.find_all(*_REWRITES)):
-        return Applied(tree)
+        return Applied(tree, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}
     for column in tree.find_all(exp.Column):
@@ -394,4 +404,4 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     numeric = _numeric_columns(tree)
     if may_fail:
         _casts_before_limit(tree)
-    return Applied(tree, numeric, _column_types(tree))
+    return Applied(tree, numeric, {**times, **_column_types(tree)}, declared)
