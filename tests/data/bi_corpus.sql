@@ -224,6 +224,14 @@ SELECT region, sum(revenue) / nullif(sum(orders), 0) * 100 AS pct FROM sales_win
 SELECT region, avg(revenue) + avg(orders) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
 SELECT region, 100 * count(*) / sum(count(*)) OVER () AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
 SELECT region, round(avg(revenue) * 100, 1) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT avg(lo), stddev(lo), sum(lo), stddev_pop(lo) FROM region_totals WHERE lo < 1e300;
+SELECT avg(lo), stddev(lo), sum(lo) FROM region_totals WHERE abs(lo) < 1e6 OR lo = 'Infinity';
+SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8)) AS t(x);
+SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8), (-1e308::float8)) AS t(x);
+SELECT sum(x) FROM (VALUES (1e308::float8), (-1e308::float8), (1e308::float8)) AS t(x);
+SELECT region, sum(lo) OVER (ORDER BY region), avg(lo) FILTER (WHERE lo < 1) OVER (ORDER BY region ROWS 1 PRECEDING) FROM region_totals ORDER BY region;
+SELECT avg(lo) FILTER (WHERE lo > 0) FROM region_totals;
+SELECT variance(lo) FROM region_totals;
 
 -- kind: top_n
 -- source: ORDER BY ... LIMIT/OFFSET as Superset's row limit and Metabase's 'top 10' / pagination send them

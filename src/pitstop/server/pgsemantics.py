@@ -12,7 +12,8 @@ A BI tool writes PostgreSQL SQL; run as DuckDB reads it, the same text gives oth
    (:mod:`pitstop.server.pgnumtext`); a result column of the outermost SELECT that is such a
    value is sent as that text, typed numeric (:attr:`Translation.numeric_columns`);
 3. functions and operators whose DuckDB namesakes answer otherwise (:mod:`pitstop.server.pgfunctions`),
-   and casts to character types and ``format`` (:mod:`pitstop.server.pgtext`);
+   casts to character types and ``format`` (:mod:`pitstop.server.pgtext`), float8 aggregates that
+   may overflow (:mod:`pitstop.server.pgfloatagg`);
 4. ``to_char`` follows PostgreSQL's template patterns (:mod:`pitstop.server.pgtochar`, and
    :func:`~pitstop.server.pgnumeric.to_char_number` for numbers);
 5. the parser is PostgreSQL's, stricter than sqlglot's (:mod:`pitstop.server.pgparser`).
@@ -39,7 +40,17 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from pitstop.server import pgfunctions, pgkinds, pgmath, pgmodifiers, pgnumeric, pgnumtext, pgtext, pgtochar
+from pitstop.server import (
+    pgfloatagg,
+    pgfunctions,
+    pgkinds,
+    pgmath,
+    pgmodifiers,
+    pgnumeric,
+    pgnumtext,
+    pgtext,
+    pgtochar,
+)
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
 from pitstop.server.pgparser import PgError, StrictParser
@@ -215,7 +226,15 @@ def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
 
 
 def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
-    return pgfunctions.ntile(node) or pgnumtext.aggregate(node, ctx)
+    return pgfunctions.ntile(node) or _aggregate(node, ctx)
+
+
+def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+    return pgnumtext.aggregate(node, ctx) or pgfloatagg.aggregate(node, ctx)
+
+
+def _spread(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+    return pgfunctions.spread(node, ctx) or pgfloatagg.aggregate(node, ctx)
 
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
@@ -240,9 +259,9 @@ def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
 
 _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Div: _div,
-    exp.Avg: pgnumtext.aggregate,
-    exp.Sum: pgnumtext.aggregate,
-    exp.Filter: pgnumtext.aggregate,
+    exp.Avg: _aggregate,
+    exp.Sum: _aggregate,
+    exp.Filter: _aggregate,
     exp.Window: _window,
     exp.Cast: _cast,
     exp.Anonymous: _anonymous,
@@ -259,7 +278,7 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Substring: pgfunctions.regex_substring,
     **dict.fromkeys(
         (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop),
-        pgfunctions.spread,
+        _spread,
     ),
     exp.Sign: pgfunctions.sign,
     exp.Paren: pgnumtext.paren,

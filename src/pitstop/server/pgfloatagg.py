@@ -1,0 +1,118 @@
+"""PostgreSQL's float8 aggregates where they overflow: ``sum``, ``avg``, ``stddev`` and ``variance``
+(and their ``_pop``/``_samp``) of a double precision.
+
+PostgreSQL adds the rows up one by one, in the order it reads them, and checks each step: a step
+whose result is infinite when its inputs were finite is an error (22003, ``value out of range:
+overflow``). ``sum`` checks the running sum; ``avg``, ``stddev`` and ``variance`` share one
+accumulator (Youngs-Cramer: N, Sx, Sxx) that also squares ``x * N - Sx``, so ``avg`` of 0.1 and
+1e300 is an error although the mean is not large. Whether a step overflows depends on the order
+of the rows (1e308, 1e308, -1e308 overflows; 1e308, -1e308, 1e308 does not), and once an infinite
+input has been added nothing overflows any more. DuckDB sums in an order of its own and answers
+Infinity or NaN.
+
+So each such aggregate, given its finite inputs' count N and largest magnitude M, is:
+
+1. DuckDB's number when no order of the rows can overflow: every partial sum is at most N * M,
+   every square PostgreSQL takes at most (2 * N * M) ** 2 (:data:`_SUM_SAFE`, :data:`_SPREAD_SAFE`);
+2. PostgreSQL's error when every input is finite and DuckDB's result is not (the sum overflows in
+   any order);
+3. otherwise an error (22003) that says the answer depends on the order the rows are summed, and
+   what to write instead -- never a number PostgreSQL might not give.
+
+The aggregate keeps the client's FILTER and OVER (each of the three is computed over the same rows
+and frame).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from pitstop.server import pgfunctions
+from pitstop.server.pgkinds import aggregated
+
+__all__ = ["aggregate"]
+
+D = exp.DType
+_SUM_SAFE = 1e308
+"""N * M at or below which no partial sum of N values of magnitude at most M overflows."""
+_SPREAD_SAFE = 1e153
+"""N * M at or below which no square PostgreSQL's float8_accum takes, (x * N - Sx) ** 2 with
+|x * N - Sx| <= 2 * N * M, overflows (sqrt(DBL_MAX) / 2 is about 6.7e153)."""
+_SPREADS: dict[type[exp.Expr], str] = {
+    exp.Stddev: "stddev",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "variance",
+    exp.VariancePop: "var_pop",
+}
+_OVERFLOW = "value out of range: overflow"
+
+
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _error(message: str) -> exp.Expr:
+    return _call("error", exp.Literal.string(f"SQLSTATE 22003: {message}"))
+
+
+def _when_finite(value: exp.Expr, then: exp.Expr, finite: bool = True) -> exp.Expr:
+    test: exp.Expr = _call("isfinite", value.copy())
+    if not finite:
+        test = exp.Not(this=test)
+    return exp.Case(ifs=[exp.If(this=test, true=then)])
+
+
+def _advice(agg: exp.Expr, name: str, operand: exp.Expr) -> str:
+    text = operand.sql(dialect="postgres")
+    if isinstance(agg, exp.Sum | exp.Avg):
+        return f"cast the values to numeric for an exact answer: {name}(({text})::numeric)"
+    return f"scale the values down first, e.g. {name}(({text}) / 1e150) * 1e150"
+
+
+def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
+    """A float8 ``sum``/``avg``/``stddev``/``variance`` as PostgreSQL answers it or an error
+    (rewritten at the outermost of its FILTER and OVER); None for anything else."""
+    if isinstance(node.parent, exp.Filter | exp.Window):
+        return None
+    chain, agg = [], node
+    while isinstance(agg, exp.Filter | exp.Window):
+        chain.append(agg)
+        agg = agg.this
+    spread = type(agg) in _SPREADS
+    if not (isinstance(agg, exp.Sum | exp.Avg) or spread):
+        return None
+    operand = aggregated(agg)
+    source_type = ctx.type(operand)
+    if source_type is None or source_type.this != D.DOUBLE:
+        return None
+
+    def rewrap(inner: exp.Expr) -> exp.Expr:
+        for wrapper in reversed(chain):
+            copy = wrapper.copy()
+            copy.set("this", inner)
+            inner = copy
+        return inner
+
+    name = _SPREADS.get(type(agg)) or ("sum" if isinstance(agg, exp.Sum) else "avg")
+    largest = rewrap(exp.Max(this=_when_finite(operand, exp.Abs(this=operand.copy()))))
+    finite = rewrap(exp.Count(this=_when_finite(operand, exp.Literal.number(1))))
+    infinite = rewrap(exp.Count(this=_when_finite(operand, exp.Literal.number(1), finite=False)))
+    bound = exp.Literal.number(repr(_SPREAD_SAFE if isinstance(agg, exp.Avg) or spread else _SUM_SAFE))
+    safe = exp.LTE(
+        this=exp.Coalesce(this=exp.Mul(this=largest, expression=finite), expressions=[exp.Literal.number(0)]),
+        expression=bound,
+    )
+    answer = node.copy()
+    overflowed = exp.and_(
+        exp.EQ(this=infinite, expression=exp.Literal.number(0)),
+        exp.Not(this=_call("isfinite", answer.copy())),
+    )
+    order = (
+        f"{_OVERFLOW}: PostgreSQL's {name}(float8) of values this large overflows or not depending on "
+        f"the order the rows are summed, which pitstop cannot follow; {_advice(agg, name, operand)}"
+    )
+    return exp.Case(
+        ifs=[exp.If(this=safe, true=answer), exp.If(this=overflowed, true=_error(_OVERFLOW))],
+        default=_error(order),
+    )
