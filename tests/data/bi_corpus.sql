@@ -634,3 +634,7 @@ SELECT revenue::numeric(14,3) AS a, revenue::numeric AS b, (revenue) AS c, round
 SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION SELECT total FROM region_totals WHERE total < 0 ORDER BY 1;
 SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION ALL SELECT sum(total) FROM region_totals ORDER BY 1;
 SELECT id, ts::timestamp(3) AS a, ts AS b FROM dedup_events ORDER BY id LIMIT 5;
+SELECT 1e-10 AS a, 1.5e3 AS b, 2.5E+2 AS c, 1e3 / 7 AS d, 1e5 * 2 AS e;
+SELECT 1e300 AS v, 1e300 * 2 AS w;
+SELECT revenue * 1e-2 AS v, lo * 1e2 AS w FROM sales_windows JOIN region_totals USING (region) ORDER BY window_start, region LIMIT 5;
+SELECT count(*) FROM region_totals WHERE lo < 1e300 AND total < 1e100;

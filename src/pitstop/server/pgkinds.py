@@ -56,7 +56,8 @@ _SIMPLE_TYPES = re.compile(
 )
 _NEEDS_TYPES = re.compile(
     r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
-    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^|union|intersect|except",
+    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^|union|intersect|except|"
+    r"\d[eE][+-]?\d",
     re.I,
 )
 
@@ -142,7 +143,7 @@ def _annotate_literal(self: Any, e: exp.Literal) -> exp.Expr:
     if re.fullmatch(r"\d+", e.this):  # int4, int8, else numeric, as PostgreSQL types a constant
         value = int(e.this)
         return self._set_type(e, D.INT if value < 2**31 else D.BIGINT if value < 2**63 else D.DECIMAL)
-    return self._set_type(e, D.DECIMAL if "e" not in e.this.lower() else D.DOUBLE)
+    return self._set_type(e, D.DECIMAL)  # 1.5, 1e-10: numeric
 
 
 _METADATA = {

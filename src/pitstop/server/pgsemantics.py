@@ -264,6 +264,7 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Filter: _aggregate,
     exp.Window: _window,
     exp.Cast: _cast,
+    exp.Literal: pgnumtext.exponent_literal,
     exp.Anonymous: _anonymous,
     exp.Extract: lambda node, ctx: pgnumtext.julian(node, ctx) or pgfunctions.extract(node, ctx),
     exp.WithinGroup: pgfunctions.percentile_cont,
@@ -403,13 +404,19 @@ def _casts_before_limit(tree: exp.Expr) -> None:
         order.append("expressions", exp.Ordered(this=key))
 
 
+def _rewritten(node: exp.Expr) -> bool:
+    """Whether the rewrite may change ``node`` (a constant only when it has an exponent: most
+    statements have constants, and most need no types)."""
+    return not isinstance(node, exp.Literal) or (not node.is_string and "e" in node.name.lower())
+
+
 def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = ()) -> Applied:
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
     known). Raises PgError for what pitstop refuses."""
     declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
     times = pgmodifiers.time_precisions(tree)
-    if not any(True for _ in tree.find_all(*_REWRITES)):
+    if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
         return Applied(tree, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}
