@@ -341,6 +341,9 @@ PARAMETERIZED = [
      "ORDER BY region", [Decimal("100"), Decimal("0")]),
     (f"SELECT revenue * %s AS v, revenue + %s AS w FROM sales_windows {_FIRST_20}",
      [Decimal("1.5"), Decimal("0.001")]),
+    # psycopg declares an int the smallest of int2, int4, int8 (numeric) that holds it
+    ("SELECT %s / %s AS v, %s AS w, %s / %s AS x", [7, 2, 3, 100000, 3]),
+    ("SELECT %s * %s AS v, %s + %s AS w", [300, 100, 2**40, 1]),
 ]  # fmt: skip
 
 
@@ -355,3 +358,11 @@ def test_a_decimal_parameter_is_postgresqls_numeric(pair: Pair, sql: str, values
     assert (got.types, got.names, got.modifiers) == (expected.types, expected.names, expected.modifiers)
     sort = ordered(sql)
     assert table(got, sort) == table(expected, sort)
+
+
+def test_small_int_parameters_overflow_as_postgresqls_int2(pair: Pair) -> None:
+    sql = "SELECT %s * %s AS v"
+    expected = run(pair.pg, sql, params=[30000, 30000])
+    got = run(pair.pitstop, sql, params=[30000, 30000])
+    assert (expected.sqlstate, expected.message) == ("22003", "smallint out of range")
+    assert (got.sqlstate, got.message) == (expected.sqlstate, expected.message)

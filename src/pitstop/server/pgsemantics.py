@@ -404,6 +404,18 @@ def _casts_before_limit(tree: exp.Expr) -> None:
         order.append("expressions", exp.Ordered(this=key))
 
 
+def _small_parameters(tree: exp.Expr, parameters: tuple[str | None, ...]) -> None:
+    """A ``$n`` the client declared int2 (psycopg declares a small int so) is a SMALLINT for
+    DuckDB too, which would make it an INTEGER: ``$1 / $2`` is int2, ``$1 * $2`` of 30000 and
+    30000 out of its range, as PostgreSQL computes them."""
+    for parameter in list(tree.find_all(exp.Parameter)):
+        number = parameter.this.name if isinstance(parameter.this, exp.Literal) else ""
+        index = int(number) - 1 if number.isdigit() else -1
+        if 0 <= index < len(parameters) and parameters[index] == "SMALLINT":
+            if not isinstance(parameter.parent, exp.Cast):
+                parameter.replace(exp.cast(parameter.copy(), exp.DataType.build("SMALLINT")))
+
+
 def _rewritten(node: exp.Expr) -> bool:
     """Whether the rewrite may change ``node`` (a constant only when it has an exponent: most
     statements have constants, and most need no types)."""
@@ -414,6 +426,7 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
     known). Raises PgError for what pitstop refuses."""
+    _small_parameters(tree, parameters)
     declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
     times = pgmodifiers.time_precisions(tree)
     if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
