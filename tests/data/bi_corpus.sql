@@ -435,6 +435,11 @@ SELECT region, 'lo=' || lo::text AS label FROM region_totals ORDER BY region;
 SELECT region::char(4) AS v, count(*) AS n FROM sales_windows GROUP BY 1 ORDER BY 1;
 SELECT length(region::char(4)) AS a, region::char(4) || '|' AS b, region::char AS c, region::bpchar AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 12;
 SELECT CAST(revenue AS varchar(5)) AS v, lo::varchar AS w FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 12;
+SELECT region::char(4) AS v FROM sales_windows WHERE region IN ('eu', 'us') UNION SELECT 'ab'::char(4) ORDER BY 1;
+SELECT 'ab'::char(4) AS v UNION ALL SELECT 'abc'::varchar(5) UNION ALL SELECT 'x' UNION ALL SELECT 'abc'::char(5);
+SELECT 'x' AS v, 1 AS n UNION ALL (SELECT 'c'::char(4), 2 UNION ALL SELECT 'd'::char(4), 3);
+SELECT region AS v FROM region_totals WHERE region = 'eu' UNION ALL SELECT 'ab'::char(4);
+SELECT 'ab'::char(4) AS v UNION SELECT 'ab'::char(5);
 
 -- kind: null_handling
 -- source: COALESCE / NULLIF / IS DISTINCT FROM / NULL ordering, as BI tools and users write them

@@ -238,7 +238,8 @@ def _spread(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
 
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
-    return pgtext.char_cast(node, ctx, ctx.is_result(node)) or pgnumtext.cast(node, ctx)
+    result = ctx.is_result(node) or bool(node.meta.get(pgtext.PADDED))
+    return pgtext.char_cast(node, ctx, result) or pgnumtext.cast(node, ctx)
 
 
 def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | None:
@@ -428,7 +429,10 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     known). Raises PgError for what pitstop refuses."""
     _small_parameters(tree, parameters)
     declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
-    times = pgmodifiers.time_precisions(tree)
+    try:
+        times = {**pgmodifiers.time_precisions(tree), **pgtext.set_operation_chars(tree)}
+    except pgfunctions.Refused as exc:
+        raise PgError(exc.code, exc.message) from None
     if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
         return Applied(tree, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
