@@ -283,6 +283,10 @@ SELECT region, percentile_cont(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY orders 
 SELECT percentile_disc(0.25) WITHIN GROUP (ORDER BY lo), percentile_disc(0.75) WITHIN GROUP (ORDER BY total), percentile_cont(0.3) WITHIN GROUP (ORDER BY total) FROM region_totals;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY window_start) FROM sales_windows;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) OVER (PARTITION BY region) FROM sales_windows;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY window_end - window_start) AS p FROM sales_windows;
+SELECT region, percentile_cont(0.3) WITHIN GROUP (ORDER BY window_end - window_start) AS p FROM sales_windows GROUP BY region ORDER BY region;
+SELECT percentile_cont(array[0.1, 0.5, 0.77]) WITHIN GROUP (ORDER BY window_end - window_start DESC) AS p FROM sales_windows;
+SELECT (percentile_cont(0.37) WITHIN GROUP (ORDER BY x))::text AS p, percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FILTER (WHERE x > interval '1 hour') AS q FROM (VALUES (interval '1 month 3 days'), (interval '2 days 5 hours'), (interval '1 hour'), (NULL)) AS t(x);
 
 -- kind: window_functions
 -- source: Superset's advanced analytics (rolling / cumulative) and hand-written dashboard SQL: OVER (PARTITION BY ... ORDER BY ... ROWS ...)

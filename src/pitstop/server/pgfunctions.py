@@ -210,8 +210,10 @@ def date_part(node: exp.Anonymous, ctx: Kinds) -> exp.Expr | None:
 
 
 def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
-    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers, f a constant or an
-    array of constants (``ARRAY[0.25, 0.75]``: a float8[]). Under OVER, or of a type PostgreSQL has
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers (a float8) or intervals
+    (an interval, interpolated in interval arithmetic as PostgreSQL's interval_lerp; DuckDB has no
+    quantile_cont of intervals), f a constant or an array of constants (``ARRAY[0.25, 0.75]``: a
+    float8[] or interval[]). Under OVER, or of a type PostgreSQL has
     no percentile_cont for (a timestamp, a text), PostgreSQL's error; ``percentile_disc`` is
     DuckDB's ``quantile_disc`` (the same row), refused under OVER too."""
     function, order = node.this, node.expression
@@ -237,13 +239,16 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
     fractions = function.this.expressions if isinstance(function.this, exp.Array) else [function.this]
     if not fractions or not all(isinstance(f, exp.Literal | exp.Neg) for f in fractions):
         return None
-    if kind not in ("int", "numeric", "float"):
+    interval = _is_interval(value, ctx)
+    if kind not in ("int", "numeric", "float") and not interval:
         return None
     condition: exp.Expr = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
     if isinstance(node.parent, exp.Filter):  # its FILTER (WHERE c) goes with the list's (pgsemantics)
         condition = exp.and_(condition, exp.Paren(this=node.parent.expression.this.copy()))
     values = exp.Filter(
-        this=exp.Anonymous(this="list", expressions=[_cast(value.copy(), "DOUBLE")]),
+        this=exp.Anonymous(
+            this="list", expressions=[value.copy() if interval else _cast(value.copy(), "DOUBLE")]
+        ),
         expression=exp.Where(this=condition),
     )
     sort = "list_reverse_sort" if ordered.args.get("desc") else "list_sort"
@@ -255,6 +260,23 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
         for f in fractions
     ]
     return exp.Array(expressions=found) if isinstance(function.this, exp.Array) else found[0]
+
+
+_TIMESTAMPS = (D.TIMESTAMP, D.TIMESTAMPTZ, D.DATETIME)
+
+
+def _is_interval(value: exp.Expr, ctx: Kinds) -> bool:
+    """Whether ``value`` is an interval: typed so, or a difference of two timestamps (which
+    sqlglot types a timestamp)."""
+    datatype = ctx.type(value)
+    if datatype is not None and datatype.this == D.INTERVAL:
+        return True
+    if isinstance(value, exp.Paren):
+        return _is_interval(value.this, ctx)
+    if not isinstance(value, exp.Sub):
+        return False
+    operands = [ctx.type(value.this), ctx.type(value.expression)]
+    return all(t is not None and t.this in _TIMESTAMPS for t in operands)
 
 
 def int4_result(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:
