@@ -232,6 +232,10 @@ SELECT sum(x) FROM (VALUES (1e308::float8), (-1e308::float8), (1e308::float8)) A
 SELECT region, sum(lo) OVER (ORDER BY region), avg(lo) FILTER (WHERE lo < 1) OVER (ORDER BY region ROWS 1 PRECEDING) FROM region_totals ORDER BY region;
 SELECT avg(lo) FILTER (WHERE lo > 0) FROM region_totals;
 SELECT variance(lo) FROM region_totals;
+SELECT variance(x), var_samp(x), stddev(x), var_pop(x), stddev_pop(x), variance(DISTINCT x), stddev_samp(x) FILTER (WHERE x > 1) FROM (VALUES (1.0::float8), (2.0::float8), (4.0::float8), (4.0::float8), (NULL)) AS t(x);
+SELECT region, stddev(lo) OVER (ORDER BY region ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), var_pop(lo) OVER () FROM region_totals WHERE abs(lo) < 1e6 ORDER BY region;
+SELECT region, stddev(revenue::float8), variance(orders::float8) FROM sales_windows GROUP BY region ORDER BY region;
+SELECT stddev(x), variance(x), var_pop(x) FROM (VALUES (1.0::float8)) AS t(x);
 
 -- kind: top_n
 -- source: ORDER BY ... LIMIT/OFFSET as Superset's row limit and Metabase's 'top 10' / pagination send them

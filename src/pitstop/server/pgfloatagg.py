@@ -21,16 +21,25 @@ So each such aggregate, given its finite inputs' count N and largest magnitude M
 
 The aggregate keeps the client's FILTER and OVER (each of the three is computed over the same rows
 and frame).
+
+``stddev`` and ``variance`` are also computed as PostgreSQL computes them (:func:`float8_spread`,
+Youngs-Cramer over the values in the order DuckDB reads them, sorted for DISTINCT as PostgreSQL
+sorts them): DuckDB's own (Welford's) differ in the last digits (``var_samp`` of 1, 2, 4, 4 is
+2.2499999999999996 there, 2.25 in PostgreSQL). Where the two read the rows in different orders
+(a large table scanned in parallel) the last digits may still differ.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 from sqlglot import exp
 
 from pitstop.server import pgfunctions
 from pitstop.server.pgkinds import aggregated
 
-__all__ = ["aggregate"]
+__all__ = ["aggregate", "float8_spread"]
 
 D = exp.DType
 _SUM_SAFE = 1e308
@@ -46,6 +55,37 @@ _SPREADS: dict[type[exp.Expr], str] = {
     exp.VariancePop: "var_pop",
 }
 _OVERFLOW = "value out of range: overflow"
+_FINALS = {"stddev": "stddev_samp", "variance": "var_samp"}
+
+
+def float8_spread(values: list[float | None] | None, which: str) -> str | None:
+    """``var_samp``, ``var_pop``, ``stddev_samp`` or ``stddev_pop`` of ``values`` (in this
+    order) as PostgreSQL 15 computes them: float8_accum's Youngs-Cramer N, Sx, Sxx, then
+    float8_var_samp's (and the others') final step; as the float's exact text (DuckDB turns a
+    NaN a Python function returns into NULL). Overflow is not checked here: the SQL around it
+    (:func:`aggregate`) calls it only where none can happen."""
+    n = sx = sxx = 0.0
+    for x in values or []:
+        if x is None:
+            continue
+        previous = n
+        n += 1.0
+        sx += x
+        if previous > 0.0:
+            tmp = x * n - sx
+            sxx += tmp * tmp / (n * previous)
+            if math.isinf(sx) or math.isinf(sxx):
+                sxx = math.nan
+        elif math.isnan(x) or math.isinf(x):
+            sxx = math.nan
+    which = _FINALS.get(which, which)
+    sample = which.endswith("_samp")
+    if n <= (1.0 if sample else 0.0):
+        return None
+    if sxx <= 0.0:  # (roundoff: never a negative variance; NaN goes on)
+        return "0.0"
+    variance = sxx / (n - 1.0 if sample else n)
+    return repr(math.sqrt(variance) if which.startswith("stddev") else variance)
 
 
 def _call(name: str, *args: exp.Expr) -> exp.Expr:
@@ -68,6 +108,15 @@ def _advice(agg: exp.Expr, name: str, operand: exp.Expr) -> str:
     if isinstance(agg, exp.Sum | exp.Avg):
         return f"cast the values to numeric for an exact answer: {name}(({text})::numeric)"
     return f"scale the values down first, e.g. {name}(({text}) / 1e150) * 1e150"
+
+
+def _spread(agg: exp.Expr, name: str, rewrap: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """``pgs_float8_spread(list(x), 'stddev')``: the values in the order read, sorted when DISTINCT."""
+    values: exp.Expr = rewrap(exp.Anonymous(this="list", expressions=[agg.this.copy()]))
+    if isinstance(agg.this, exp.Distinct):
+        values = _call("list_sort", values)
+    spread = _call("pgs_float8_spread", values, exp.Literal.string(name))
+    return exp.cast(spread, exp.DataType.build("DOUBLE"))
 
 
 def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
@@ -103,7 +152,7 @@ def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
         this=exp.Coalesce(this=exp.Mul(this=largest, expression=finite), expressions=[exp.Literal.number(0)]),
         expression=bound,
     )
-    answer = node.copy()
+    answer = node.copy() if not spread else _spread(agg, name, rewrap)
     overflowed = exp.and_(
         exp.EQ(this=infinite, expression=exp.Literal.number(0)),
         exp.Not(this=_call("isfinite", answer.copy())),

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+from duckdb.func import FunctionNullHandling
 from sqlglot import exp
 
 from pitstop.server import (
@@ -86,9 +87,17 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_power", pgmath.numeric_power, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
+    (
+        "pgs_float8_spread",
+        pgfloatagg.float8_spread,
+        [duckdb.list_type(duckdb.sqltype("DOUBLE")), _VARCHAR],
+        duckdb.sqltype("DOUBLE"),
+    ),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
 )
+_RETURNS_NULL = frozenset({"pgs_float8_spread"})
+"""Functions that may return NULL (DuckDB refuses a NULL from a function of default null handling)."""
 _MACROS = f"""
 SET integer_division = true;
 CREATE OR REPLACE TEMP MACRO pgs_nonzero(b) AS
@@ -114,8 +123,9 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
     :mod:`pitstop.server.pgnumeric`."""
     cursor.execute(_MACROS)
     for name, function, parameters, returns in _UDFS:
+        nulls = FunctionNullHandling.SPECIAL if name in _RETURNS_NULL else FunctionNullHandling.DEFAULT
         try:
-            cursor.create_function(name, function, parameters, returns)
+            cursor.create_function(name, function, parameters, returns, null_handling=nulls)
         except duckdb.CatalogException:  # registered by an earlier client
             return
 
