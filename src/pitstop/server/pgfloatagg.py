@@ -110,13 +110,25 @@ def _advice(agg: exp.Expr, name: str, operand: exp.Expr) -> str:
     return f"scale the values down first, e.g. {name}(({text}) / 1e150) * 1e150"
 
 
+_SEQUENTIAL_ROWS = 100_000
+"""Rows up to which a spread is computed in PostgreSQL's order (:func:`float8_spread`, ~1.7 s per
+million values); beyond, PostgreSQL's own answer depends on how its parallel workers split the
+rows, and DuckDB's is used."""
+
+
 def _spread(agg: exp.Expr, name: str, rewrap: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
-    """``pgs_float8_spread(list(x), 'stddev')``: the values in the order read, sorted when DISTINCT."""
+    """``pgs_float8_spread(list(x), 'stddev')``: the values in the order read, sorted when DISTINCT
+    (up to :data:`_SEQUENTIAL_ROWS` of them; DuckDB's own beyond)."""
     values: exp.Expr = rewrap(exp.Anonymous(this="list", expressions=[agg.this.copy()]))
     if isinstance(agg.this, exp.Distinct):
         values = _call("list_sort", values)
-    spread = _call("pgs_float8_spread", values, exp.Literal.string(name))
-    return exp.cast(spread, exp.DataType.build("DOUBLE"))
+    spread = exp.cast(
+        _call("pgs_float8_spread", values, exp.Literal.string(name)), exp.DataType.build("DOUBLE")
+    )
+    few = exp.LTE(
+        this=rewrap(exp.Count(this=agg.this.copy())), expression=exp.Literal.number(_SEQUENTIAL_ROWS)
+    )
+    return exp.Case(ifs=[exp.If(this=few, true=spread)], default=rewrap(agg.copy()))
 
 
 def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
