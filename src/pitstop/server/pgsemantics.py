@@ -91,7 +91,7 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
         "pgs_float8_spread",
         pgfloatagg.float8_spread,
         [duckdb.list_type(duckdb.sqltype("DOUBLE")), _VARCHAR],
-        duckdb.sqltype("DOUBLE"),
+        _VARCHAR,
     ),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
