@@ -375,6 +375,8 @@ SELECT id, ts + interval '0.5 seconds' AS v FROM dedup_events ORDER BY id LIMIT 
 SELECT id, ts::timestamp(0) AS v FROM dedup_events ORDER BY id LIMIT 10;
 SELECT date '2024-02-28' + 1, date '2024-03-01' - 1, date '2024-03-31' + interval '1 month', timestamp '2024-01-31' + interval '1 month';
 SELECT generate_series(date_trunc('day', timestamp '2024-03-01'), timestamp '2024-03-05', interval '1 day') AS d;
+SELECT id, ts::timestamptz(1) AS a, ts::time(2) AS b, ts::timestamptz(0) AS c, ts::timestamp(2) AS d, ts::timestamp(0) AS e FROM dedup_events ORDER BY id LIMIT 20;
+SELECT '1960-01-01 00:00:00.25'::timestamptz(1) AS a, '23:59:59.994'::time(2) AS b, '1999-12-31 23:59:59.5'::timestamptz(0) AS c, '1999-12-31 23:59:59.5'::timestamp(0) AS d, '2000-01-01 00:00:00.5'::timestamp(0) AS e;
 
 -- kind: casts
 -- source: Casts BI tools and users write around metrics and columns (::text, ::date, ::int, ::float8, CAST(... AS numeric(p,s)), varchar)

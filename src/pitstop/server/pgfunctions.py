@@ -279,6 +279,42 @@ def _is_interval(value: exp.Expr, ctx: Kinds) -> bool:
     return all(t is not None and t.this in _TIMESTAMPS for t in operands)
 
 
+_PG_EPOCH_US = 946_684_800_000_000
+"""2000-01-01 in microseconds since 1970: PostgreSQL's timestamps count from it, and round
+half away from it."""
+_ROUNDED_TIMES = {
+    D.TIMESTAMP: f"make_timestamp({{us}} + {_PG_EPOCH_US})",
+    D.TIMESTAMPTZ: f"make_timestamptz({{us}} + {_PG_EPOCH_US})",
+    D.TIME: "TIME '00:00:00' + to_microseconds({us})",
+}
+_ROUNDED = "sign(pgs_us) * ((abs(pgs_us) + {half}) // {unit} * {unit})"
+
+
+def time_precision(node: exp.Cast) -> exp.Expr | None:
+    """``x::timestamp(p)``, ``x::timestamptz(p)``, ``x::time(p)``, p < 6: rounded to p decimals of
+    a second, half away from PostgreSQL's epoch (2000-01-01) or midnight, as PostgreSQL rounds them
+    (DuckDB drops the precision of a timestamptz or a time, and rounds a timestamp(1) to
+    milliseconds, half away from 1970)."""
+    to = node.to
+    if to.this not in _ROUNDED_TIMES or len(to.expressions) != 1:
+        return None
+    param = to.expressions[0]
+    literal = param.this if isinstance(param, exp.DataTypeParam) else param
+    if not (isinstance(literal, exp.Literal) and literal.is_int) or int(literal.name) >= 6:
+        return None
+    unit = 10 ** (6 - int(literal.name))
+    micros: exp.Expr = exp.Anonymous(this="epoch_us", expressions=[_cast(node.this.copy(), to.this.value)])
+    if to.this != D.TIME:
+        micros = exp.Paren(this=exp.Sub(this=micros, expression=exp.Literal.number(_PG_EPOCH_US)))
+    rounded: exp.Expr = exp.maybe_parse(_ROUNDED.format(half=unit // 2, unit=unit), dialect="duckdb")
+    for name in list(rounded.find_all(exp.Column)):
+        name.replace(micros.copy())
+    made: exp.Expr = exp.maybe_parse(_ROUNDED_TIMES[to.this].format(us="pgs_us"), dialect="duckdb")
+    for name in list(made.find_all(exp.Column)):
+        name.replace(exp.Paren(this=rounded.copy()))
+    return made
+
+
 def int4_result(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:
     """``length``, ``char_length``, ``strpos``, ``position``: int4."""
     return _cast(node.copy(), "INTEGER")

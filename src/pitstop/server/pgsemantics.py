@@ -249,7 +249,9 @@ def _spread(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
     result = ctx.is_result(node) or bool(node.meta.get(pgtext.PADDED))
-    return pgtext.char_cast(node, ctx, result) or pgnumtext.cast(node, ctx)
+    return (
+        pgtext.char_cast(node, ctx, result) or pgnumtext.cast(node, ctx) or pgfunctions.time_precision(node)
+    )
 
 
 def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | None:
