@@ -223,7 +223,7 @@ REFUSED: dict[str, tuple[str, str]] = {
                           "which DuckDB cannot be told (pgtext)"),
     "aggregates-63": ("22003", "sum(float8) of 1e308, -1e308, 1e308: PostgreSQL's answer depends on the "
                                "order it adds the rows up (this one does not overflow; 1e308, 1e308, -1e308 "
-                               "does), which pitstop cannot follow: it says so (pgfloatagg)"),
+                               "does), which pitstop cannot follow: it says so (pgfloat8)"),
 }  # fmt: skip
 
 # Known differences, not fixed yet: id -> what differs and why.

@@ -653,3 +653,8 @@ SELECT 1e-10 AS a, 1.5e3 AS b, 2.5E+2 AS c, 1e3 / 7 AS d, 1e5 * 2 AS e;
 SELECT 1e300 AS v, 1e300 * 2 AS w;
 SELECT revenue * 1e-2 AS v, lo * 1e2 AS w FROM sales_windows JOIN region_totals USING (region) ORDER BY window_start, region LIMIT 5;
 SELECT count(*) FROM region_totals WHERE lo < 1e300 AND total < 1e100;
+SELECT lo * 1e300 AS v FROM region_totals;
+SELECT 1e-300::float8 * 1e-300::float8 AS v;
+SELECT 1e-300::float8 / 1e300::float8 AS v;
+SELECT 'inf'::float8 * 2 AS a, 'nan'::float8 / 0 AS b, 1::float8 / 'inf'::float8 AS c, 'inf'::float8 - 'inf'::float8 AS d;
+SELECT lo * 2 AS v, lo / 3 AS w, lo - n AS x, lo + 0.5 AS y, (lo * 2 + 1) / nullif(n - 1, 0) * 3 AS z FROM region_totals ORDER BY region;

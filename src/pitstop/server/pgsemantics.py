@@ -13,7 +13,7 @@ A BI tool writes PostgreSQL SQL; run as DuckDB reads it, the same text gives oth
    value is sent as that text, typed numeric (:attr:`Translation.numeric_columns`);
 3. functions and operators whose DuckDB namesakes answer otherwise (:mod:`pitstop.server.pgfunctions`),
    casts to character types and ``format`` (:mod:`pitstop.server.pgtext`), float8 aggregates that
-   may overflow (:mod:`pitstop.server.pgfloatagg`);
+   may overflow (:mod:`pitstop.server.pgfloat8`);
 4. ``to_char`` follows PostgreSQL's template patterns (:mod:`pitstop.server.pgtochar`, and
    :func:`~pitstop.server.pgnumeric.to_char_number` for numbers);
 5. the parser is PostgreSQL's, stricter than sqlglot's (:mod:`pitstop.server.pgparser`).
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-from duckdb.func import FunctionNullHandling
+from duckdb.func import FunctionNullHandling, PythonUDFType
 from sqlglot import exp
 
 from pitstop.server import (
-    pgfloatagg,
+    pgfloat8,
     pgfunctions,
     pgkinds,
     pgmath,
@@ -74,6 +74,7 @@ log = logging.getLogger(__name__)
 
 _VARCHAR = duckdb.sqltype("VARCHAR")
 _BOOLEAN = duckdb.sqltype("BOOLEAN")
+_DOUBLE = duckdb.sqltype("DOUBLE")
 _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_div", pgnumeric.numeric_div, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_in", pgnumeric.numeric_in, [_VARCHAR], _VARCHAR),
@@ -89,7 +90,7 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     (
         "pgs_float8_spread",
-        pgfloatagg.float8_spread,
+        pgfloat8.float8_spread,
         [duckdb.list_type(duckdb.sqltype("DOUBLE")), _VARCHAR],
         _VARCHAR,
     ),
@@ -128,6 +129,8 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
             cursor.create_function(name, function, parameters, returns, null_handling=nulls)
         except duckdb.CatalogException:  # registered by an earlier client
             return
+    for name, function in pgfloat8.ARITHMETIC.items():
+        cursor.create_function(name, function, [_DOUBLE, _DOUBLE], _DOUBLE, type=PythonUDFType.ARROW)
 
 
 D = exp.DType
@@ -240,11 +243,11 @@ def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
 
 
 def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
-    return pgnumtext.aggregate(node, ctx) or pgfloatagg.aggregate(node, ctx)
+    return pgnumtext.aggregate(node, ctx) or pgfloat8.aggregate(node, ctx)
 
 
 def _spread(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
-    return pgfunctions.spread(node, ctx) or pgfloatagg.aggregate(node, ctx)
+    return pgfunctions.spread(node, ctx) or pgfloat8.aggregate(node, ctx)
 
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
@@ -261,13 +264,13 @@ def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | 
         times = pgfunctions.interval_times(node, ctx)
         if times is not None:
             return times
-    return pgnumtext.arithmetic(node, ctx)
+    return pgnumtext.arithmetic(node, ctx) or pgfloat8.checked(node, ctx)
 
 
 def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
     pgfunctions.typed_null(node, ctx)
     pgfunctions.widened_real(node, ctx)
-    return pgnumtext.div(node, ctx)
+    return pgfloat8.checked(node, ctx) or pgnumtext.div(node, ctx)
 
 
 _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {

@@ -1,5 +1,11 @@
-"""PostgreSQL's float8 aggregates where they overflow: ``sum``, ``avg``, ``stddev`` and ``variance``
-(and their ``_pop``/``_samp``) of a double precision.
+"""PostgreSQL's float8 where it overflows: arithmetic (:func:`checked`) and the aggregates ``sum``,
+``avg``, ``stddev`` and ``variance`` (and their ``_pop``/``_samp``) of a double precision.
+
+``+``, ``-``, ``*`` and ``/`` of a float8 whose result is infinite when neither operand was is
+PostgreSQL's error (22003, ``value out of range: overflow``), and a product or quotient that is 0
+of non-zero operands too (``underflow``); DuckDB answers Infinity and 0.
+
+The aggregates:
 
 PostgreSQL adds the rows up one by one, in the order it reads them, and checks each step: a step
 whose result is infinite when its inputs were finite is an error (22003, ``value out of range:
@@ -33,13 +39,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from pitstop.server import pgfunctions
 from pitstop.server.pgkinds import aggregated
+from pitstop.server.pgnumeric import NumericError
 
-__all__ = ["aggregate", "float8_spread"]
+__all__ = ["ARITHMETIC", "aggregate", "checked", "float8_spread"]
 
 D = exp.DType
 _SUM_SAFE = 1e308
@@ -101,6 +111,60 @@ def _when_finite(value: exp.Expr, then: exp.Expr, finite: bool = True) -> exp.Ex
     if not finite:
         test = exp.Not(this=test)
     return exp.Case(ifs=[exp.If(this=test, true=then)])
+
+
+def _raise_if(condition: pa.Array | pa.ChunkedArray, code: str, message: str) -> None:
+    if pc.any(condition).as_py():
+        raise NumericError(code, message)
+
+
+def _arithmetic(compute: Callable[..., Any], underflow: str) -> Callable[..., Any]:
+    """A vectorised float8 operator (DuckDB calls it with Arrow arrays): PostgreSQL's result, or its
+    error for the first row that overflows (an infinite result of finite operands) or underflows
+    (``underflow``: "mul", a zero product of non-zero operands; "div", a zero quotient of a
+    non-zero dividend by a finite divisor)."""
+
+    def operator(a: pa.Array, b: pa.Array) -> pa.Array:
+        if underflow == "div":  # float8div: a zero divisor first (NaN / 0 is NaN)
+            _raise_if(pc.and_(pc.equal(b, 0.0), pc.invert(pc.is_nan(a))), "22012", "division by zero")
+        result = compute(a, b)
+        finite = pc.and_(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
+        _raise_if(pc.and_(pc.is_inf(result), finite), "22003", _OVERFLOW)
+        if underflow:
+            other = pc.not_equal(b, 0.0) if underflow == "mul" else pc.invert(pc.is_inf(b))
+            zero = pc.and_(pc.and_(pc.equal(result, 0.0), pc.not_equal(a, 0.0)), other)
+            _raise_if(zero, "22003", "value out of range: underflow")
+        return result
+
+    return operator
+
+
+ARITHMETIC: dict[str, Callable[..., Any]] = {
+    "pgs_float8_add": _arithmetic(pc.add, ""),
+    "pgs_float8_sub": _arithmetic(pc.subtract, ""),
+    "pgs_float8_mul": _arithmetic(pc.multiply, "mul"),
+    "pgs_float8_div": _arithmetic(pc.divide, "div"),
+}
+"""The float8 operators, by the name :mod:`pitstop.server.pgsemantics` registers each under (as
+Arrow functions: each operand is read once, and a whole vector at a time)."""
+_FUNCTIONS = {exp.Add: "pgs_float8_add", exp.Sub: "pgs_float8_sub", exp.Mul: "pgs_float8_mul",
+              exp.Div: "pgs_float8_div"}  # fmt: skip
+
+
+def checked(operation: exp.Binary, ctx: pgfunctions.Kinds) -> exp.Expr | None:
+    """``a * b`` (``+``, ``-``, ``/``) of which one is a float8 and the other a number, as
+    PostgreSQL computes it, its overflow and underflow errors included (:data:`ARITHMETIC`); None
+    for anything else."""
+    a, b = operation.this, operation.expression
+    kinds = {ctx.kind(a), ctx.kind(b)}
+    types = [ctx.type(a), ctx.type(b)]
+    doubles = any(t is not None and t.this == D.DOUBLE for t in types) or any(
+        isinstance(x, exp.Cast) and x.to.this == D.DOUBLE for x in (a, b)
+    )
+    if "float" not in kinds or not kinds <= {"int", "numeric", "float"} or not doubles:
+        return None
+    double = exp.DataType.build("DOUBLE")
+    return _call(_FUNCTIONS[type(operation)], exp.cast(a.copy(), double), exp.cast(b.copy(), double))
 
 
 def _advice(agg: exp.Expr, name: str, operand: exp.Expr) -> str:
