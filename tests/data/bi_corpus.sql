@@ -658,3 +658,5 @@ SELECT 1e-300::float8 * 1e-300::float8 AS v;
 SELECT 1e-300::float8 / 1e300::float8 AS v;
 SELECT 'inf'::float8 * 2 AS a, 'nan'::float8 / 0 AS b, 1::float8 / 'inf'::float8 AS c, 'inf'::float8 - 'inf'::float8 AS d;
 SELECT lo * 2 AS v, lo / 3 AS w, lo - n AS x, lo + 0.5 AS y, (lo * 2 + 1) / nullif(n - 1, 0) * 3 AS z FROM region_totals ORDER BY region;
+SELECT ((lo * 2 + 1) * 3 - 1) * 1e300 AS v FROM region_totals;
+SELECT region, ((lo * 2 + 1) * 3 - 1) / 7 AS v, sum(((lo * 2 + 1) * 3 - 1) / 7) OVER (ORDER BY region) AS w FROM region_totals WHERE abs(lo) < 1e6 ORDER BY region;

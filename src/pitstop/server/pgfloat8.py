@@ -125,12 +125,13 @@ def _arithmetic(compute: Callable[..., Any], underflow: str) -> Callable[..., An
     non-zero dividend by a finite divisor)."""
 
     def operator(a: pa.Array, b: pa.Array) -> pa.Array:
-        if underflow == "div":  # float8div: a zero divisor first (NaN / 0 is NaN)
+        if underflow == "div" and pc.any(pc.equal(b, 0.0)).as_py():  # float8div: NaN / 0 is NaN
             _raise_if(pc.and_(pc.equal(b, 0.0), pc.invert(pc.is_nan(a))), "22012", "division by zero")
         result = compute(a, b)
-        finite = pc.and_(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
-        _raise_if(pc.and_(pc.is_inf(result), finite), "22003", _OVERFLOW)
-        if underflow:
+        if pc.any(pc.is_inf(result)).as_py():  # (rare: the checks only then)
+            finite = pc.and_(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
+            _raise_if(pc.and_(pc.is_inf(result), finite), "22003", _OVERFLOW)
+        if underflow and pc.any(pc.equal(result, 0.0)).as_py():
             other = pc.not_equal(b, 0.0) if underflow == "mul" else pc.invert(pc.is_inf(b))
             zero = pc.and_(pc.and_(pc.equal(result, 0.0), pc.not_equal(a, 0.0)), other)
             _raise_if(zero, "22003", "value out of range: underflow")
@@ -151,10 +152,53 @@ _FUNCTIONS = {exp.Add: "pgs_float8_add", exp.Sub: "pgs_float8_sub", exp.Mul: "pg
               exp.Div: "pgs_float8_div"}  # fmt: skip
 
 
+_INLINE_NODES = 80
+"""Operands up to this many syntax nodes (together) are checked inline, in SQL that reads each
+several times; larger ones (nested arithmetic, whose inline checks would repeat it fivefold per
+level) go through a function of :data:`ARITHMETIC`, which reads them once but costs a call per
+vector (~0.2 s per million rows)."""
+
+
+def _small(a: exp.Expr, b: exp.Expr) -> bool:
+    return sum(1 for _ in a.walk()) + sum(1 for _ in b.walk()) <= _INLINE_NODES
+
+
+def _inline(function: str, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """What the function of :data:`ARITHMETIC` computes, as SQL, for operands read several times."""
+    operation = {"pgs_float8_add": exp.Add, "pgs_float8_sub": exp.Sub, "pgs_float8_mul": exp.Mul,
+                 "pgs_float8_div": exp.Div}[function]  # fmt: skip
+    zero = exp.Literal.number(0)
+    divisor = b.copy()
+    ifs = []
+    if operation is exp.Div:  # float8div: a zero divisor first (NaN / 0 is NaN)
+        zero_divisor = exp.and_(
+            exp.EQ(this=b.copy(), expression=zero.copy()), exp.Not(this=_call("isnan", a.copy()))
+        )
+        division_by_zero = _call("error", exp.Literal.string("SQLSTATE 22012: division by zero"))
+        ifs.append(exp.If(this=zero_divisor, true=division_by_zero))
+    result = exp.Paren(this=operation(this=a.copy(), expression=divisor))
+    finite = exp.and_(exp.Not(this=_call("isinf", a.copy())), exp.Not(this=_call("isinf", b.copy())))
+    ifs.append(exp.If(this=exp.and_(_call("isinf", result.copy()), finite), true=_error(_OVERFLOW)))
+    if operation in (exp.Mul, exp.Div):
+        other = (
+            exp.NEQ(this=b.copy(), expression=zero.copy())
+            if operation is exp.Mul
+            else exp.Not(this=_call("isinf", b.copy()))
+        )
+        underflow = exp.and_(
+            exp.EQ(this=result.copy(), expression=zero.copy()),
+            exp.NEQ(this=a.copy(), expression=zero.copy()),
+            other,
+        )
+        ifs.append(exp.If(this=underflow, true=_error("value out of range: underflow")))
+    return exp.Case(ifs=ifs, default=result)
+
+
 def checked(operation: exp.Binary, ctx: pgfunctions.Kinds) -> exp.Expr | None:
     """``a * b`` (``+``, ``-``, ``/``) of which one is a float8 and the other a number, as
-    PostgreSQL computes it, its overflow and underflow errors included (:data:`ARITHMETIC`); None
-    for anything else."""
+    PostgreSQL computes it, its overflow and underflow errors included: inline SQL when the
+    operands are small (:data:`_INLINE_NODES`), else a function of :data:`ARITHMETIC`; None for
+    anything else."""
     a, b = operation.this, operation.expression
     kinds = {ctx.kind(a), ctx.kind(b)}
     types = [ctx.type(a), ctx.type(b)]
@@ -164,7 +208,11 @@ def checked(operation: exp.Binary, ctx: pgfunctions.Kinds) -> exp.Expr | None:
     if "float" not in kinds or not kinds <= {"int", "numeric", "float"} or not doubles:
         return None
     double = exp.DataType.build("DOUBLE")
-    return _call(_FUNCTIONS[type(operation)], exp.cast(a.copy(), double), exp.cast(b.copy(), double))
+    left, right = exp.cast(a.copy(), double), exp.cast(b.copy(), double)
+    function = _FUNCTIONS[type(operation)]
+    if _small(a, b):
+        return _inline(function, left, right)
+    return _call(function, left, right)
 
 
 def _advice(agg: exp.Expr, name: str, operand: exp.Expr) -> str:
