@@ -3,13 +3,13 @@
 
 ``+``, ``-``, ``*`` and ``/`` of a float8 whose result is infinite when neither operand was is
 PostgreSQL's error (22003, ``value out of range: overflow``), and a product or quotient that is 0
-of non-zero operands too (``underflow``); DuckDB answers Infinity and 0.
+of non-zero operands too (``underflow``); DuckDB answers Infinity and 0. The checks are SQL around
+the operation where the operands are small, else Arrow functions (:data:`ARITHMETIC`) that read
+each operand once.
 
-The aggregates:
-
-PostgreSQL adds the rows up one by one, in the order it reads them, and checks each step: a step
-whose result is infinite when its inputs were finite is an error (22003, ``value out of range:
-overflow``). ``sum`` checks the running sum; ``avg``, ``stddev`` and ``variance`` share one
+The aggregates: PostgreSQL adds the rows up one by one, in the order it reads them, and checks
+each step: a step whose result is infinite when its inputs were finite is an error (22003, ``value
+out of range: overflow``). ``sum`` checks the running sum; ``avg``, ``stddev`` and ``variance`` share one
 accumulator (Youngs-Cramer: N, Sx, Sxx) that also squares ``x * N - Sx``, so ``avg`` of 0.1 and
 1e300 is an error although the mean is not large. Whether a step overflows depends on the order
 of the rows (1e308, 1e308, -1e308 overflows; 1e308, -1e308, 1e308 does not), and once an infinite
@@ -168,7 +168,6 @@ def _inline(function: str, a: exp.Expr, b: exp.Expr) -> exp.Expr:
     operation = {"pgs_float8_add": exp.Add, "pgs_float8_sub": exp.Sub, "pgs_float8_mul": exp.Mul,
                  "pgs_float8_div": exp.Div}[function]  # fmt: skip
     zero = exp.Literal.number(0)
-    divisor = b.copy()
     ifs = []
     if operation is exp.Div:  # float8div: a zero divisor first (NaN / 0 is NaN)
         zero_divisor = exp.and_(
@@ -176,7 +175,7 @@ def _inline(function: str, a: exp.Expr, b: exp.Expr) -> exp.Expr:
         )
         division_by_zero = _call("error", exp.Literal.string("SQLSTATE 22012: division by zero"))
         ifs.append(exp.If(this=zero_divisor, true=division_by_zero))
-    result = exp.Paren(this=operation(this=a.copy(), expression=divisor))
+    result = exp.Paren(this=operation(this=a.copy(), expression=b.copy()))
     finite = exp.and_(exp.Not(this=_call("isinf", a.copy())), exp.Not(this=_call("isinf", b.copy())))
     ifs.append(exp.If(this=exp.and_(_call("isinf", result.copy()), finite), true=_error(_OVERFLOW)))
     if operation in (exp.Mul, exp.Div):
