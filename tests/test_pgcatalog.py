@@ -28,7 +28,7 @@ import duckdb
 import pytest
 
 from pitstop.catalog.store import Catalog
-from pitstop.server import pgtypes
+from pitstop.server import pgsemantics, pgtypes
 from pitstop.server.pgcatalog import PgCatalog, relation_oid, translate
 from pitstop.server.routing import leading_words, route_of
 
@@ -590,3 +590,14 @@ def test_settings_are_the_sessions_own(catalog: Catalog) -> None:
         assert rows == [("Europe/Paris", "public", "session")]
     finally:
         catalog.disconnect(cur)
+
+
+def test_spread_aggregates_are_named_as_written(cursor: duckdb.DuckDBPyConnection) -> None:
+    # sqlglot writes variance(x) and var_samp(x) alike (VAR_SAMP); PostgreSQL names each as written
+    pgsemantics.prepare(cursor)  # (the functions that compute float8 spreads as PostgreSQL does)
+    columns, _ = run(
+        cursor,
+        "SELECT variance(x), var_samp(x), stddev(x), stddev_samp(x) "
+        "FROM (VALUES (1.0::float8), (2.0::float8)) AS t(x)",
+    )
+    assert columns == ["variance", "var_samp", "stddev", "stddev_samp"]

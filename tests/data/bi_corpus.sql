@@ -224,6 +224,18 @@ SELECT region, sum(revenue) / nullif(sum(orders), 0) * 100 AS pct FROM sales_win
 SELECT region, avg(revenue) + avg(orders) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
 SELECT region, 100 * count(*) / sum(count(*)) OVER () AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
 SELECT region, round(avg(revenue) * 100, 1) AS pct FROM sales_windows WHERE region IN ('eu', 'us', 'apac') GROUP BY region ORDER BY region;
+SELECT avg(lo), stddev(lo), sum(lo), stddev_pop(lo) FROM region_totals WHERE lo < 1e300;
+SELECT avg(lo), stddev(lo), sum(lo) FROM region_totals WHERE abs(lo) < 1e6 OR lo = 'Infinity';
+SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8)) AS t(x);
+SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8), (-1e308::float8)) AS t(x);
+SELECT sum(x) FROM (VALUES (1e308::float8), (-1e308::float8), (1e308::float8)) AS t(x);
+SELECT region, sum(lo) OVER (ORDER BY region), avg(lo) FILTER (WHERE lo < 1) OVER (ORDER BY region ROWS 1 PRECEDING) FROM region_totals ORDER BY region;
+SELECT avg(lo) FILTER (WHERE lo > 0) FROM region_totals;
+SELECT variance(lo) FROM region_totals;
+SELECT variance(x), var_samp(x), stddev(x), var_pop(x), stddev_pop(x), variance(DISTINCT x), stddev_samp(x) FILTER (WHERE x > 1) FROM (VALUES (1.0::float8), (2.0::float8), (4.0::float8), (4.0::float8), (NULL)) AS t(x);
+SELECT region, stddev(lo) OVER (ORDER BY region ROWS BETWEEN 2 PRECEDING AND CURRENT ROW), var_pop(lo) OVER () FROM region_totals WHERE abs(lo) < 1e6 ORDER BY region;
+SELECT region, stddev(revenue::float8), variance(orders::float8) FROM sales_windows GROUP BY region ORDER BY region;
+SELECT stddev(x), variance(x), var_pop(x) FROM (VALUES (1.0::float8)) AS t(x);
 
 -- kind: top_n
 -- source: ORDER BY ... LIMIT/OFFSET as Superset's row limit and Metabase's 'top 10' / pagination send them
@@ -275,6 +287,10 @@ SELECT region, percentile_cont(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY orders 
 SELECT percentile_disc(0.25) WITHIN GROUP (ORDER BY lo), percentile_disc(0.75) WITHIN GROUP (ORDER BY total), percentile_cont(0.3) WITHIN GROUP (ORDER BY total) FROM region_totals;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY window_start) FROM sales_windows;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) OVER (PARTITION BY region) FROM sales_windows;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY window_end - window_start) AS p FROM sales_windows;
+SELECT region, percentile_cont(0.3) WITHIN GROUP (ORDER BY window_end - window_start) AS p FROM sales_windows GROUP BY region ORDER BY region;
+SELECT percentile_cont(array[0.1, 0.5, 0.77]) WITHIN GROUP (ORDER BY window_end - window_start DESC) AS p FROM sales_windows;
+SELECT (percentile_cont(0.37) WITHIN GROUP (ORDER BY x))::text AS p, percentile_cont(0.9) WITHIN GROUP (ORDER BY x) FILTER (WHERE x > interval '1 hour') AS q FROM (VALUES (interval '1 month 3 days'), (interval '2 days 5 hours'), (interval '1 hour'), (NULL)) AS t(x);
 
 -- kind: window_functions
 -- source: Superset's advanced analytics (rolling / cumulative) and hand-written dashboard SQL: OVER (PARTITION BY ... ORDER BY ... ROWS ...)
@@ -359,6 +375,8 @@ SELECT id, ts + interval '0.5 seconds' AS v FROM dedup_events ORDER BY id LIMIT 
 SELECT id, ts::timestamp(0) AS v FROM dedup_events ORDER BY id LIMIT 10;
 SELECT date '2024-02-28' + 1, date '2024-03-01' - 1, date '2024-03-31' + interval '1 month', timestamp '2024-01-31' + interval '1 month';
 SELECT generate_series(date_trunc('day', timestamp '2024-03-01'), timestamp '2024-03-05', interval '1 day') AS d;
+SELECT id, ts::timestamptz(1) AS a, ts::time(2) AS b, ts::timestamptz(0) AS c, ts::timestamp(2) AS d, ts::timestamp(0) AS e FROM dedup_events ORDER BY id LIMIT 20;
+SELECT '1960-01-01 00:00:00.25'::timestamptz(1) AS a, '23:59:59.994'::time(2) AS b, '1999-12-31 23:59:59.5'::timestamptz(0) AS c, '1999-12-31 23:59:59.5'::timestamp(0) AS d, '2000-01-01 00:00:00.5'::timestamp(0) AS e;
 
 -- kind: casts
 -- source: Casts BI tools and users write around metrics and columns (::text, ::date, ::int, ::float8, CAST(... AS numeric(p,s)), varchar)
@@ -427,6 +445,11 @@ SELECT region, 'lo=' || lo::text AS label FROM region_totals ORDER BY region;
 SELECT region::char(4) AS v, count(*) AS n FROM sales_windows GROUP BY 1 ORDER BY 1;
 SELECT length(region::char(4)) AS a, region::char(4) || '|' AS b, region::char AS c, region::bpchar AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 12;
 SELECT CAST(revenue AS varchar(5)) AS v, lo::varchar AS w FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 12;
+SELECT region::char(4) AS v FROM sales_windows WHERE region IN ('eu', 'us') UNION SELECT 'ab'::char(4) ORDER BY 1;
+SELECT 'ab'::char(4) AS v UNION ALL SELECT 'abc'::varchar(5) UNION ALL SELECT 'x' UNION ALL SELECT 'abc'::char(5);
+SELECT 'x' AS v, 1 AS n UNION ALL (SELECT 'c'::char(4), 2 UNION ALL SELECT 'd'::char(4), 3);
+SELECT region AS v FROM region_totals WHERE region = 'eu' UNION ALL SELECT 'ab'::char(4);
+SELECT 'ab'::char(4) AS v UNION SELECT 'ab'::char(5);
 
 -- kind: null_handling
 -- source: COALESCE / NULLIF / IS DISTINCT FROM / NULL ordering, as BI tools and users write them
@@ -619,3 +642,21 @@ SELECT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY window
 SELECT region, sum(revenue)::bigint AS v FROM sales_windows GROUP BY region ORDER BY region LIMIT 3;
 SELECT (SELECT max(revenue)::int FROM sales_windows WHERE revenue < 100) AS m, orders FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 3;
 SELECT DISTINCT revenue::int AS v FROM sales_windows WHERE revenue < 1000 ORDER BY 1 LIMIT 3;
+SELECT revenue, total FROM sales_windows JOIN region_totals USING (region) ORDER BY window_start, region LIMIT 5;
+SELECT t.revenue, t.doubled FROM (SELECT revenue, revenue * 2 AS doubled FROM sales_windows) AS t ORDER BY 1 NULLS FIRST LIMIT 5;
+WITH s AS (SELECT region, revenue, sum(revenue) OVER (PARTITION BY region) AS total FROM sales_windows) SELECT revenue, total FROM s ORDER BY 1 NULLS FIRST, 2 LIMIT 5;
+SELECT revenue::numeric(14,3) AS a, revenue::numeric AS b, (revenue) AS c, round(revenue, 2) AS d FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 5;
+SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION SELECT total FROM region_totals WHERE total < 0 ORDER BY 1;
+SELECT revenue FROM sales_windows WHERE revenue > 9000000 UNION ALL SELECT sum(total) FROM region_totals ORDER BY 1;
+SELECT id, ts::timestamp(3) AS a, ts AS b FROM dedup_events ORDER BY id LIMIT 5;
+SELECT 1e-10 AS a, 1.5e3 AS b, 2.5E+2 AS c, 1e3 / 7 AS d, 1e5 * 2 AS e;
+SELECT 1e300 AS v, 1e300 * 2 AS w;
+SELECT revenue * 1e-2 AS v, lo * 1e2 AS w FROM sales_windows JOIN region_totals USING (region) ORDER BY window_start, region LIMIT 5;
+SELECT count(*) FROM region_totals WHERE lo < 1e300 AND total < 1e100;
+SELECT lo * 1e300 AS v FROM region_totals;
+SELECT 1e-300::float8 * 1e-300::float8 AS v;
+SELECT 1e-300::float8 / 1e300::float8 AS v;
+SELECT 'inf'::float8 * 2 AS a, 'nan'::float8 / 0 AS b, 1::float8 / 'inf'::float8 AS c, 'inf'::float8 - 'inf'::float8 AS d;
+SELECT lo * 2 AS v, lo / 3 AS w, lo - n AS x, lo + 0.5 AS y, (lo * 2 + 1) / nullif(n - 1, 0) * 3 AS z FROM region_totals ORDER BY region;
+SELECT ((lo * 2 + 1) * 3 - 1) * 1e300 AS v FROM region_totals;
+SELECT region, ((lo * 2 + 1) * 3 - 1) / 7 AS v, sum(((lo * 2 + 1) * 3 - 1) / 7) OVER (ORDER BY region) AS w FROM region_totals WHERE abs(lo) < 1e6 ORDER BY region;

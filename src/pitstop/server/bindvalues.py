@@ -49,15 +49,26 @@ _RANGE_HINT = (
 )
 
 
-def decode_params(values: Sequence[bytes | None], oids: Sequence[int], binary: Sequence[bool]) -> list[Any]:
+class Bound(list[Any]):
+    """Bind's parameter values, decoded, and the type OIDs the client declared for them (0: left
+    to the server): psycopg declares a small Python int ``int2``, and ``%s / %s`` of two is then
+    PostgreSQL's int2 division (:func:`pitstop.server.paramtypes.of_values`)."""
+
+    def __init__(self, values: list[Any], oids: Sequence[int]) -> None:
+        super().__init__(values)
+        self.oids = tuple(oids)
+
+
+def decode_params(values: Sequence[bytes | None], oids: Sequence[int], binary: Sequence[bool]) -> Bound:
     """Bind's parameter values as Python values (unknown types stay text, for DuckDB to cast).
 
     Raises WireError, naming the parameter, for the first value that cannot be read.
     """
-    return [
+    decoded = [
         None if data is None else _decode(bytes(data), oid, is_binary, f"bind parameter {number}")
         for number, (data, oid, is_binary) in enumerate(zip(values, oids, binary, strict=True), start=1)
     ]
+    return Bound(decoded, oids)
 
 
 def _decode(data: bytes, oid: int, binary: bool, where: str) -> Any:

@@ -165,10 +165,21 @@ def of_oids(oids: list[int]) -> tuple[str | None, ...]:
     return tuple(_BY_OID.get(oid) for oid in oids)
 
 
+_INTEGERS = {21: "SMALLINT", 23: "INT", 20: "BIGINT"}
+
+
 def of_values(values: list[Any]) -> tuple[str | None, ...]:
     """The same, of the values Bind decoded (:mod:`~pitstop.server.bindvalues`): psycopg sends a
-    ``Decimal`` as numeric, and ``revenue / %s`` is then PostgreSQL's numeric division."""
-    return tuple(_of_value(v) for v in values)
+    ``Decimal`` as numeric, and ``revenue / %s`` is then PostgreSQL's numeric division; an int as
+    the smallest of int2, int4, int8 that holds it, declared so (``Bound.oids``): ``%s / %s`` of
+    two small ints is int2."""
+    declared = getattr(values, "oids", ())
+    return tuple(
+        _INTEGERS[oid]
+        if isinstance(v, int) and not isinstance(v, bool) and oid in _INTEGERS
+        else _of_value(v)
+        for v, oid in zip(values, [*declared, *[0] * (len(values) - len(declared))], strict=True)
+    )
 
 
 def _of_value(value: Any) -> str | None:

@@ -210,8 +210,10 @@ def date_part(node: exp.Anonymous, ctx: Kinds) -> exp.Expr | None:
 
 
 def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
-    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers, f a constant or an
-    array of constants (``ARRAY[0.25, 0.75]``: a float8[]). Under OVER, or of a type PostgreSQL has
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY x [DESC])`` of numbers (a float8) or intervals
+    (an interval, interpolated in interval arithmetic as PostgreSQL's interval_lerp; DuckDB has no
+    quantile_cont of intervals), f a constant or an array of constants (``ARRAY[0.25, 0.75]``: a
+    float8[] or interval[]). Under OVER, or of a type PostgreSQL has
     no percentile_cont for (a timestamp, a text), PostgreSQL's error; ``percentile_disc`` is
     DuckDB's ``quantile_disc`` (the same row), refused under OVER too."""
     function, order = node.this, node.expression
@@ -237,13 +239,16 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
     fractions = function.this.expressions if isinstance(function.this, exp.Array) else [function.this]
     if not fractions or not all(isinstance(f, exp.Literal | exp.Neg) for f in fractions):
         return None
-    if kind not in ("int", "numeric", "float"):
+    interval = _is_interval(value, ctx)
+    if kind not in ("int", "numeric", "float") and not interval:
         return None
     condition: exp.Expr = exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null()))
     if isinstance(node.parent, exp.Filter):  # its FILTER (WHERE c) goes with the list's (pgsemantics)
         condition = exp.and_(condition, exp.Paren(this=node.parent.expression.this.copy()))
     values = exp.Filter(
-        this=exp.Anonymous(this="list", expressions=[_cast(value.copy(), "DOUBLE")]),
+        this=exp.Anonymous(
+            this="list", expressions=[value.copy() if interval else _cast(value.copy(), "DOUBLE")]
+        ),
         expression=exp.Where(this=condition),
     )
     sort = "list_reverse_sort" if ordered.args.get("desc") else "list_sort"
@@ -255,6 +260,59 @@ def percentile_cont(node: exp.WithinGroup, ctx: Kinds) -> exp.Expr | None:
         for f in fractions
     ]
     return exp.Array(expressions=found) if isinstance(function.this, exp.Array) else found[0]
+
+
+_TIMESTAMPS = (D.TIMESTAMP, D.TIMESTAMPTZ, D.DATETIME)
+
+
+def _is_interval(value: exp.Expr, ctx: Kinds) -> bool:
+    """Whether ``value`` is an interval: typed so, or a difference of two timestamps (which
+    sqlglot types a timestamp)."""
+    datatype = ctx.type(value)
+    if datatype is not None and datatype.this == D.INTERVAL:
+        return True
+    if isinstance(value, exp.Paren):
+        return _is_interval(value.this, ctx)
+    if not isinstance(value, exp.Sub):
+        return False
+    operands = [ctx.type(value.this), ctx.type(value.expression)]
+    return all(t is not None and t.this in _TIMESTAMPS for t in operands)
+
+
+_PG_EPOCH_US = 946_684_800_000_000
+"""2000-01-01 in microseconds since 1970: PostgreSQL's timestamps count from it, and round
+half away from it."""
+_ROUNDED_TIMES = {
+    D.TIMESTAMP: f"make_timestamp({{us}} + {_PG_EPOCH_US})",
+    D.TIMESTAMPTZ: f"make_timestamptz({{us}} + {_PG_EPOCH_US})",
+    D.TIME: "TIME '00:00:00' + to_microseconds({us})",
+}
+_ROUNDED = "sign(pgs_us) * ((abs(pgs_us) + {half}) // {unit} * {unit})"
+
+
+def time_precision(node: exp.Cast) -> exp.Expr | None:
+    """``x::timestamp(p)``, ``x::timestamptz(p)``, ``x::time(p)``, p < 6: rounded to p decimals of
+    a second, half away from PostgreSQL's epoch (2000-01-01) or midnight, as PostgreSQL rounds them
+    (DuckDB drops the precision of a timestamptz or a time, and rounds a timestamp(1) to
+    milliseconds, half away from 1970)."""
+    to = node.to
+    if to.this not in _ROUNDED_TIMES or len(to.expressions) != 1:
+        return None
+    param = to.expressions[0]
+    literal = param.this if isinstance(param, exp.DataTypeParam) else param
+    if not (isinstance(literal, exp.Literal) and literal.is_int) or int(literal.name) >= 6:
+        return None
+    unit = 10 ** (6 - int(literal.name))
+    micros: exp.Expr = exp.Anonymous(this="epoch_us", expressions=[_cast(node.this.copy(), to.this.value)])
+    if to.this != D.TIME:
+        micros = exp.Paren(this=exp.Sub(this=micros, expression=exp.Literal.number(_PG_EPOCH_US)))
+    rounded: exp.Expr = exp.maybe_parse(_ROUNDED.format(half=unit // 2, unit=unit), dialect="duckdb")
+    for name in list(rounded.find_all(exp.Column)):
+        name.replace(micros.copy())
+    made: exp.Expr = exp.maybe_parse(_ROUNDED_TIMES[to.this].format(us="pgs_us"), dialect="duckdb")
+    for name in list(made.find_all(exp.Column)):
+        name.replace(exp.Paren(this=rounded.copy()))
+    return made
 
 
 def int4_result(node: exp.Expr, ctx: Kinds) -> exp.Expr | None:

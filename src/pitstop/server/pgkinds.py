@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.annotate_types import TypeAnnotator, annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.typing.postgres import EXPRESSION_METADATA
 
@@ -56,7 +56,8 @@ _SIMPLE_TYPES = re.compile(
 )
 _NEEDS_TYPES = re.compile(
     r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
-    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^",
+    r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^|union|intersect|except|"
+    r"\d[eE][+-]?\d",
     re.I,
 )
 
@@ -142,11 +143,33 @@ def _annotate_literal(self: Any, e: exp.Literal) -> exp.Expr:
     if re.fullmatch(r"\d+", e.this):  # int4, int8, else numeric, as PostgreSQL types a constant
         value = int(e.this)
         return self._set_type(e, D.INT if value < 2**31 else D.BIGINT if value < 2**63 else D.DECIMAL)
-    return self._set_type(e, D.DECIMAL if "e" not in e.this.lower() else D.DOUBLE)
+    return self._set_type(e, D.DECIMAL)  # 1.5, 1e-10: numeric
+
+
+_TIMESTAMPS = (D.TIMESTAMP, D.TIMESTAMPTZ, D.DATETIME)
+
+
+def _annotate_within_group(self: Any, e: exp.WithinGroup) -> exp.Expr:
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY x)`` of intervals (``x`` one, or a difference
+    of timestamps, which sqlglot types a timestamp) is an interval (an interval[] of an array f)."""
+    value = aggregated(e)
+    while isinstance(value, exp.Paren):
+        value = value.this
+    typed = value.type
+    interval = typed is not None and typed.this == D.INTERVAL
+    if isinstance(value, exp.Sub):
+        sides = (value.this.type, value.expression.type)
+        interval = interval or all(t is not None and t.this in _TIMESTAMPS for t in sides)
+    if not (interval and isinstance(e.this, exp.PercentileCont)):
+        return TypeAnnotator._annotate_within_group(self, e)
+    if isinstance(e.this.this, exp.Array):
+        return self._set_type(e, exp.DataType.build("INTERVAL[]"))
+    return self._set_type(e, D.INTERVAL)
 
 
 _METADATA = {
     **EXPRESSION_METADATA,
+    exp.WithinGroup: {"annotator": _annotate_within_group},
     exp.Div: {"annotator": _annotate_div},
     exp.Avg: {"annotator": _annotate_avg},
     exp.Sum: {"annotator": _annotate_sum},

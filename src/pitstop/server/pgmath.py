@@ -15,7 +15,14 @@ from __future__ import annotations
 import math
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 
-from pitstop.server.pgnumeric import MAX_DISPLAY_SCALE, MIN_SIG_DIGITS, NumericError, _parse, _scale, _text
+from pitstop.server.pgnumeric import (
+    MAX_DISPLAY_SCALE,
+    MIN_SIG_DIGITS,
+    NumericError,
+    display_scale,
+    numeric_out,
+    parse_numeric,
+)
 
 __all__ = ["numeric_exp", "numeric_ln", "numeric_log", "numeric_power", "numeric_sqrt"]
 
@@ -47,7 +54,7 @@ def _clamp(scale: int) -> int:
 
 
 def _rounded(value: Decimal, scale: int) -> str:
-    return _text(value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP), scale)
+    return numeric_out(value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP), scale)
 
 
 def _precision(value: Decimal, scale: int) -> int:
@@ -72,12 +79,12 @@ def _ln_weight(value: Decimal) -> int:
 
 
 def numeric_sqrt(text: str) -> str:
-    value = _parse(text)
+    value = parse_numeric(text)
     if value < 0:
         raise NumericError("2201F", "cannot take square root of a negative number")
     weight = _digits(value)[0] if value else 0
     half_weight = int((weight + 1) * 4 / 2) - 1  # (C's division truncates toward zero)
-    scale = _clamp(max(MIN_SIG_DIGITS - half_weight, _scale(value)))
+    scale = _clamp(max(MIN_SIG_DIGITS - half_weight, display_scale(value)))
     with localcontext() as ctx:
         ctx.prec = _precision(value, scale) + 2
         return _rounded(value.sqrt(), scale)
@@ -99,9 +106,9 @@ def _exp(power: Decimal, scale: int) -> str:
 
 
 def numeric_exp(text: str) -> str:
-    value = _parse(text)
+    value = parse_numeric(text)
     weight = max(min(float(value) * 0.434294481903252, 2000.0), -2000.0)
-    scale = _clamp(max(MIN_SIG_DIGITS - int(weight), _scale(value)))
+    scale = _clamp(max(MIN_SIG_DIGITS - int(weight), display_scale(value)))
     return _exp(value, scale)
 
 
@@ -113,9 +120,9 @@ def _check_log(value: Decimal) -> None:
 
 
 def numeric_ln(text: str) -> str:
-    value = _parse(text)
+    value = parse_numeric(text)
     _check_log(value)
-    scale = _clamp(max(MIN_SIG_DIGITS - _ln_weight(value), _scale(value)))
+    scale = _clamp(max(MIN_SIG_DIGITS - _ln_weight(value), display_scale(value)))
     with localcontext() as ctx:
         ctx.prec = abs(value.adjusted()) + scale + _GUARD + 10
         return _rounded(value.ln(), scale)
@@ -123,20 +130,20 @@ def numeric_ln(text: str) -> str:
 
 def numeric_log(base_text: str, text: str) -> str:
     """``log(b, x)``: the logarithm of x in base b (``log(x)`` of a numeric is ``log(10, x)``)."""
-    base, value = _parse(base_text), _parse(text)
+    base, value = parse_numeric(base_text), parse_numeric(text)
     _check_log(base)
     _check_log(value)
     if base == 1:
         raise NumericError("22012", "division by zero")
     result_weight = _ln_weight(value) - _ln_weight(base)
-    scale = _clamp(max(MIN_SIG_DIGITS - result_weight, _scale(base), _scale(value)))
+    scale = _clamp(max(MIN_SIG_DIGITS - result_weight, display_scale(base), display_scale(value)))
     with localcontext() as ctx:
         ctx.prec = abs(base.adjusted()) + abs(value.adjusted()) + abs(result_weight) + scale + _GUARD + 10
         return _rounded(value.ln() / base.ln(), scale)
 
 
 def numeric_power(base_text: str, exponent_text: str) -> str:
-    base, exponent = _parse(base_text), _parse(exponent_text)
+    base, exponent = parse_numeric(base_text), parse_numeric(exponent_text)
     integral = exponent == exponent.to_integral_value()
     if base == 0 and exponent < 0:
         raise NumericError("2201F", "zero raised to a negative power is undefined")
@@ -157,7 +164,7 @@ def numeric_power(base_text: str, exponent_text: str) -> str:
             raise NumericError("22003", "value overflows numeric format")
         return _rounded(Decimal(0), MAX_DISPLAY_SCALE)
     weight = int(float(rough) * 0.434294481903252)
-    scale = _clamp(max(MIN_SIG_DIGITS - weight, _scale(base), _scale(exponent)))
+    scale = _clamp(max(MIN_SIG_DIGITS - weight, display_scale(base), display_scale(exponent)))
     with localcontext() as ctx:
         ctx.prec = max(weight, 1) + scale + abs(base.adjusted()) + _GUARD + 10
         power = exponent * base.ln()
@@ -168,7 +175,7 @@ def _power_int(base: Decimal, exponent: int) -> str:
     """``power(x, n)`` of an integral n: PostgreSQL's power_var_int, at 16 decimals or the base's
     scale; 0 when an estimate of log10 of the result (by the base's first 16 digits) is below
     that scale."""
-    scale = _clamp(max(MIN_SIG_DIGITS, _scale(base)))
+    scale = _clamp(max(MIN_SIG_DIGITS, display_scale(base)))
     if base == 0:
         return _rounded(Decimal(1 if exponent == 0 else 0), scale)
     weight, digits = _digits(base)

@@ -20,13 +20,19 @@ import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
 __all__ = [
+    "MAX_DISPLAY_SCALE",
+    "MIN_SIG_DIGITS",
+    "NumericError",
+    "display_scale",
     "float_numeric",
     "float_text",
     "numeric_add",
     "numeric_div",
     "numeric_in",
     "numeric_mul",
+    "numeric_out",
     "numeric_sub",
+    "parse_numeric",
     "to_char_number",
 ]
 
@@ -45,8 +51,10 @@ class NumericError(ValueError):
         super().__init__(f"SQLSTATE {code}: {message}")
 
 
-def _parse(text: str) -> Decimal:
-    """A numeric's text (PostgreSQL's or DuckDB's: digits, a point, no exponent) as a Decimal."""
+def parse_numeric(text: str) -> Decimal:
+    """A numeric's text (PostgreSQL's or DuckDB's: digits, a point, no exponent) as a Decimal;
+    NumericError (22P02) for what is not a number, (0A000) for NaN and the infinities, which
+    pitstop does not compute with."""
     try:
         value = Decimal(text)
     except InvalidOperation:
@@ -56,7 +64,7 @@ def _parse(text: str) -> Decimal:
     return value
 
 
-def _text(value: Decimal, scale: int) -> str:
+def numeric_out(value: Decimal, scale: int) -> str:
     """PostgreSQL's text of a numeric: ``scale`` decimals, never a minus zero."""
     text = format(value, "f")
     if value == 0:
@@ -64,7 +72,8 @@ def _text(value: Decimal, scale: int) -> str:
     return text if scale > 0 or "." not in text else text.split(".")[0]
 
 
-def _scale(value: Decimal) -> int:
+def display_scale(value: Decimal) -> int:
+    """A value's display scale: the decimals written (``Decimal("2.50")`` has 2, ``Decimal("1E+3")`` 0)."""
     exponent = value.as_tuple().exponent
     assert isinstance(exponent, int)
     return max(0, -exponent)
@@ -89,7 +98,7 @@ def division_scale(dividend: Decimal, divisor: Decimal) -> int:
     weight1, first1 = _weight_and_first(dividend)
     weight2, first2 = _weight_and_first(divisor)
     qweight = weight1 - weight2 - (1 if first1 <= first2 else 0)
-    scale = max(MIN_SIG_DIGITS - qweight * 4, _scale(dividend), _scale(divisor), 0)
+    scale = max(MIN_SIG_DIGITS - qweight * 4, display_scale(dividend), display_scale(divisor), 0)
     return min(scale, MAX_DISPLAY_SCALE)
 
 
@@ -97,7 +106,7 @@ def numeric_div(dividend: str, divisor: str) -> str:
     """``numeric / numeric`` as PostgreSQL computes it: the quotient rounded half away from zero
     at :func:`division_scale`, as text. The operands are the texts of DECIMAL, integer or numeric
     values; their scale is the number of decimals written."""
-    a, b = _parse(dividend), _parse(divisor)
+    a, b = parse_numeric(dividend), parse_numeric(divisor)
     if b == 0:
         raise NumericError("22012", "division by zero")
     scale = division_scale(a, b)
@@ -113,17 +122,19 @@ def numeric_div(dividend: str, divisor: str) -> str:
         den *= 10**-shift
     quotient = (2 * num + den) // (2 * den)  # half away from zero, on magnitudes
     negative = bool(a_sign) != bool(b_sign) and quotient != 0
-    return _text(Decimal((int(negative), tuple(map(int, str(quotient))), -scale)), scale)
+    return numeric_out(Decimal((int(negative), tuple(map(int, str(quotient))), -scale)), scale)
 
 
 def _exact(operation: str, left: str, right: str) -> str:
-    a, b = _parse(left), _parse(right)
-    scale = _scale(a) + _scale(b) if operation == "*" else max(_scale(a), _scale(b))
+    a, b = parse_numeric(left), parse_numeric(right)
+    scale = (
+        display_scale(a) + display_scale(b) if operation == "*" else max(display_scale(a), display_scale(b))
+    )
     with localcontext() as ctx:
         ctx.prec = 2 * (len(a.as_tuple().digits) + len(b.as_tuple().digits)) + 2 * scale + 10  # exact
         value = a * b if operation == "*" else a + b if operation == "+" else a - b
         value = value.quantize(Decimal(1).scaleb(-scale))
-    return _text(value, scale)
+    return numeric_out(value, scale)
 
 
 def numeric_mul(left: str, right: str) -> str:
@@ -149,7 +160,7 @@ def numeric_in(text: str) -> str:
     if not _NUMBER.fullmatch(text):
         raise NumericError("22P02", f'invalid input syntax for type numeric: "{text}"')
     value = Decimal(text.strip())
-    return _text(value, _scale(value))
+    return numeric_out(value, display_scale(value))
 
 
 def float_numeric(value: float) -> str:
@@ -215,7 +226,7 @@ def to_char_number(value: str, pattern: str, is_float: bool) -> str:
         rounded = Decimal(f"{abs(number):.{decimals}f}")
         negative = number < 0  # sprintf keeps the sign of a float that rounds to 0: '-0'
     else:
-        exact = _parse(value)
+        exact = parse_numeric(value)
         with localcontext() as ctx:
             ctx.prec = len(exact.as_tuple().digits) + decimals + 2
             rounded = abs(exact).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)

@@ -193,6 +193,23 @@ def cast(node: exp.Cast, ctx: Context) -> exp.Expr | None:
     return numeric_text(call("pgs_numeric_in", exp.cast(operand, exp.DataType.build("VARCHAR"))))
 
 
+def exponent_literal(literal: exp.Literal, ctx: Context) -> exp.Expr | None:
+    """``1e-10``, ``1.5e3``: numeric constants in PostgreSQL (DuckDB's are doubles), as a DECIMAL
+    of exactly their digits. One wider than DuckDB's DECIMAL (``1e300``) is a numeric text (a
+    result column's value; inside an expression, :func:`fitted` refuses it, saying why), except
+    where PostgreSQL makes it a float8 anyway: compared with a value, or with a float8 operand.
+    A constant under a cast is the cast's."""
+    parent = literal.parent
+    if literal.is_string or "e" not in literal.name.lower() or isinstance(parent, exp.Cast):
+        return None
+    value = _numeric_literal(literal)
+    if value.meta.get(TEXT) and isinstance(parent, exp.Binary):
+        other = parent.expression if literal is parent.this else parent.this
+        if isinstance(parent, exp.Predicate) or ctx.kind(other) == "float":
+            return None
+    return value
+
+
 def _numeric_literal(literal: exp.Literal) -> exp.Expr:
     """``'3.14159'::numeric``: a DECIMAL of exactly its digits (DuckDB's bare DECIMAL is (18,3))."""
     try:

@@ -51,6 +51,8 @@ class StrictParser(PostgresParser):
         "LOG10": lambda args: exp.Anonymous(this="log10", expressions=args),
         "POWER": lambda args: _called(exp.Pow(this=seq_get(args, 0), expression=seq_get(args, 1)), "power"),
         "POW": lambda args: _called(exp.Pow(this=seq_get(args, 0), expression=seq_get(args, 1)), "pow"),
+        # variance(x) is named variance, not var_samp (sqlglot writes either as VAR_SAMP)
+        "VARIANCE": lambda args: _called(exp.Variance(this=seq_get(args, 0)), "variance"),
     }
     FUNCTION_PARSERS = {name: f for name, f in PostgresParser.FUNCTION_PARSERS.items() if name != "DATE_PART"}
 

@@ -12,7 +12,8 @@ A BI tool writes PostgreSQL SQL; run as DuckDB reads it, the same text gives oth
    (:mod:`pitstop.server.pgnumtext`); a result column of the outermost SELECT that is such a
    value is sent as that text, typed numeric (:attr:`Translation.numeric_columns`);
 3. functions and operators whose DuckDB namesakes answer otherwise (:mod:`pitstop.server.pgfunctions`),
-   and casts to character types and ``format`` (:mod:`pitstop.server.pgtext`);
+   casts to character types and ``format`` (:mod:`pitstop.server.pgtext`), float8 aggregates that
+   may overflow (:mod:`pitstop.server.pgfloat8`);
 4. ``to_char`` follows PostgreSQL's template patterns (:mod:`pitstop.server.pgtochar`, and
    :func:`~pitstop.server.pgnumeric.to_char_number` for numbers);
 5. the parser is PostgreSQL's, stricter than sqlglot's (:mod:`pitstop.server.pgparser`).
@@ -37,9 +38,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+from duckdb.func import FunctionNullHandling, PythonUDFType
 from sqlglot import exp
 
-from pitstop.server import pgfunctions, pgkinds, pgmath, pgnumeric, pgnumtext, pgtext, pgtochar
+from pitstop.server import (
+    pgfloat8,
+    pgfunctions,
+    pgkinds,
+    pgmath,
+    pgmodifiers,
+    pgnumeric,
+    pgnumtext,
+    pgtext,
+    pgtochar,
+)
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
 from pitstop.server.pgparser import PgError, StrictParser
@@ -62,6 +74,7 @@ log = logging.getLogger(__name__)
 
 _VARCHAR = duckdb.sqltype("VARCHAR")
 _BOOLEAN = duckdb.sqltype("BOOLEAN")
+_DOUBLE = duckdb.sqltype("DOUBLE")
 _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_div", pgnumeric.numeric_div, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_numeric_in", pgnumeric.numeric_in, [_VARCHAR], _VARCHAR),
@@ -75,9 +88,17 @@ _UDFS: tuple[tuple[str, Callable[..., Any], list[Any], Any], ...] = (
     ("pgs_numeric_power", pgmath.numeric_power, [_VARCHAR, _VARCHAR], _VARCHAR),
     ("pgs_float_numeric", pgnumeric.float_numeric, [duckdb.sqltype("DOUBLE")], _VARCHAR),
     ("pgs_float_text", pgnumeric.float_text, [duckdb.sqltype("DOUBLE")], _VARCHAR),
+    (
+        "pgs_float8_spread",
+        pgfloat8.float8_spread,
+        [duckdb.list_type(duckdb.sqltype("DOUBLE")), _VARCHAR],
+        _VARCHAR,
+    ),
     ("pgs_to_char_number", pgnumeric.to_char_number, [_VARCHAR, _VARCHAR, _BOOLEAN], _VARCHAR),
     ("pgs_tz_abbrev", pgtochar.zone_abbreviation, [duckdb.sqltype("TIMESTAMPTZ"), _VARCHAR], _VARCHAR),
 )
+_RETURNS_NULL = frozenset({"pgs_float8_spread"})
+"""Functions that may return NULL (DuckDB refuses a NULL from a function of default null handling)."""
 _MACROS = f"""
 SET integer_division = true;
 CREATE OR REPLACE TEMP MACRO pgs_nonzero(b) AS
@@ -103,10 +124,13 @@ def prepare(cursor: duckdb.DuckDBPyConnection) -> None:
     :mod:`pitstop.server.pgnumeric`."""
     cursor.execute(_MACROS)
     for name, function, parameters, returns in _UDFS:
+        nulls = FunctionNullHandling.SPECIAL if name in _RETURNS_NULL else FunctionNullHandling.DEFAULT
         try:
-            cursor.create_function(name, function, parameters, returns)
+            cursor.create_function(name, function, parameters, returns, null_handling=nulls)
         except duckdb.CatalogException:  # registered by an earlier client
             return
+    for name, function in pgfloat8.ARITHMETIC.items():
+        cursor.create_function(name, function, [_DOUBLE, _DOUBLE], _DOUBLE, type=PythonUDFType.ARROW)
 
 
 D = exp.DType
@@ -127,7 +151,14 @@ class Translation:
     are numeric (PostgreSQL's per-value scale: :mod:`pitstop.server.pgnumeric`)."""
     column_types: dict[int, PgType] = field(default_factory=dict)
     """Result columns that DuckDB returns as text and the client must be told are of another
-    PostgreSQL type, by 0-based index: ``varchar(n)``, ``bpchar`` (:mod:`pitstop.server.pgtext`)."""
+    PostgreSQL type, by 0-based index: ``varchar(n)``, ``bpchar`` (:mod:`pitstop.server.pgtext`);
+    and columns DuckDB types right that have a type modifier it has not: ``timestamp(0)``
+    (:mod:`pitstop.server.pgmodifiers`)."""
+    declared: frozenset[int] | None = None
+    """0-based indexes of the result columns that keep the precision and scale of DuckDB's
+    DECIMAL(p,s) (a table's column, a cast to numeric(p,s)); the others are described as an
+    unconstrained numeric, as PostgreSQL describes them (:mod:`pitstop.server.pgmodifiers`).
+    None: not known, every column keeps DuckDB's."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +168,7 @@ class Applied:
     tree: exp.Expr
     numeric_columns: frozenset[int] = frozenset()
     column_types: dict[int, PgType] = field(default_factory=dict)
+    declared: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,11 +239,22 @@ def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
 
 
 def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
-    return pgfunctions.ntile(node) or pgnumtext.aggregate(node, ctx)
+    return pgfunctions.ntile(node) or _aggregate(node, ctx)
+
+
+def _aggregate(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+    return pgnumtext.aggregate(node, ctx) or pgfloat8.aggregate(node, ctx)
+
+
+def _spread(node: exp.Expr, ctx: _Context) -> exp.Expr | None:
+    return pgfunctions.spread(node, ctx) or pgfloat8.aggregate(node, ctx)
 
 
 def _cast(node: exp.Cast, ctx: _Context) -> exp.Expr | None:
-    return pgtext.char_cast(node, ctx, ctx.is_result(node)) or pgnumtext.cast(node, ctx)
+    result = ctx.is_result(node) or bool(node.meta.get(pgtext.PADDED))
+    return (
+        pgtext.char_cast(node, ctx, result) or pgnumtext.cast(node, ctx) or pgfunctions.time_precision(node)
+    )
 
 
 def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | None:
@@ -221,22 +264,23 @@ def _arithmetic(node: exp.Add | exp.Sub | exp.Mul, ctx: _Context) -> exp.Expr | 
         times = pgfunctions.interval_times(node, ctx)
         if times is not None:
             return times
-    return pgnumtext.arithmetic(node, ctx)
+    return pgnumtext.arithmetic(node, ctx) or pgfloat8.checked(node, ctx)
 
 
 def _div(node: exp.Div, ctx: _Context) -> exp.Expr | None:
     pgfunctions.typed_null(node, ctx)
     pgfunctions.widened_real(node, ctx)
-    return pgnumtext.div(node, ctx)
+    return pgfloat8.checked(node, ctx) or pgnumtext.div(node, ctx)
 
 
 _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Div: _div,
-    exp.Avg: pgnumtext.aggregate,
-    exp.Sum: pgnumtext.aggregate,
-    exp.Filter: pgnumtext.aggregate,
+    exp.Avg: _aggregate,
+    exp.Sum: _aggregate,
+    exp.Filter: _aggregate,
     exp.Window: _window,
     exp.Cast: _cast,
+    exp.Literal: pgnumtext.exponent_literal,
     exp.Anonymous: _anonymous,
     exp.Extract: lambda node, ctx: pgnumtext.julian(node, ctx) or pgfunctions.extract(node, ctx),
     exp.WithinGroup: pgfunctions.percentile_cont,
@@ -251,7 +295,7 @@ _REWRITES: dict[type[exp.Expr], Callable[[Any, _Context], exp.Expr | None]] = {
     exp.Substring: pgfunctions.regex_substring,
     **dict.fromkeys(
         (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop),
-        pgfunctions.spread,
+        _spread,
     ),
     exp.Sign: pgfunctions.sign,
     exp.Paren: pgnumtext.paren,
@@ -376,12 +420,36 @@ def _casts_before_limit(tree: exp.Expr) -> None:
         order.append("expressions", exp.Ordered(this=key))
 
 
+def _small_parameters(tree: exp.Expr, parameters: tuple[str | None, ...]) -> None:
+    """A ``$n`` the client declared int2 (psycopg declares a small int so) is a SMALLINT for
+    DuckDB too, which would make it an INTEGER: ``$1 / $2`` is int2, ``$1 * $2`` of 30000 and
+    30000 out of its range, as PostgreSQL computes them."""
+    for parameter in list(tree.find_all(exp.Parameter)):
+        number = parameter.this.name if isinstance(parameter.this, exp.Literal) else ""
+        index = int(number) - 1 if number.isdigit() else -1
+        if 0 <= index < len(parameters) and parameters[index] == "SMALLINT":
+            if not isinstance(parameter.parent, exp.Cast):
+                parameter.replace(exp.cast(parameter.copy(), exp.DataType.build("SMALLINT")))
+
+
+def _rewritten(node: exp.Expr) -> bool:
+    """Whether the rewrite may change ``node`` (a constant only when it has an exponent: most
+    statements have constants, and most need no types)."""
+    return not isinstance(node, exp.Literal) or (not node.is_string and "e" in node.name.lower())
+
+
 def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = ()) -> Applied:
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
     known). Raises PgError for what pitstop refuses."""
-    if not any(True for _ in tree.find_all(*_REWRITES)):
-        return Applied(tree)
+    _small_parameters(tree, parameters)
+    declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
+    try:
+        times = {**pgmodifiers.time_precisions(tree), **pgtext.set_operation_chars(tree)}
+    except pgfunctions.Refused as exc:
+        raise PgError(exc.code, exc.message) from None
+    if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
+        return Applied(tree, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}
     for column in tree.find_all(exp.Column):
@@ -394,4 +462,4 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     numeric = _numeric_columns(tree)
     if may_fail:
         _casts_before_limit(tree)
-    return Applied(tree, numeric, _column_types(tree))
+    return Applied(tree, numeric, {**times, **_column_types(tree)}, declared)

@@ -25,12 +25,15 @@ from pitstop.server.pgfunctions import Kinds, Refused
 from pitstop.server.pgnumtext import TEXT, call
 from pitstop.server.pgtypes import BPCHAR, VARCHAR, PgType
 
-__all__ = ["DESCRIBED", "char_cast", "format_text"]
+__all__ = ["DESCRIBED", "PADDED", "char_cast", "format_text", "set_operation_chars"]
 
 D = exp.DType
 DESCRIBED = "pgs_described"
 """A node's meta: the PostgreSQL type (a :class:`PgType`) a result column of its value is
 described as, where DuckDB's type would say otherwise (its VARCHAR is ``text``)."""
+PADDED = "pgs_padded"
+"""A node's meta: a ``char(n)`` cast in a branch of the outermost UNION (INTERSECT, EXCEPT) whose
+result column is a ``bpchar``: padded to n, as a result column is."""
 _CHAR_TYPES = (D.CHAR, D.NCHAR, D.BPCHAR)
 _STRING = "VARCHAR"
 
@@ -88,6 +91,63 @@ def _described(base: PgType, length: int | None) -> PgType:
         return base
     name = "character" if base is BPCHAR else "character varying"
     return PgType(base.oid, base.name, base.size, f"{name}({length})", length + 4, base.element)
+
+
+# -- UNION ----------------------------------------------------------------------------------------
+def _branches(node: exp.Expr) -> list[exp.Select] | None:
+    """The SELECTs of a set operation, left to right; None when one is not a SELECT."""
+    while isinstance(node, exp.Subquery | exp.Paren):
+        node = node.this
+    if isinstance(node, exp.SetOperation):
+        left, right = _branches(node.this), _branches(node.expression)
+        return None if left is None or right is None else left + right
+    return [node] if isinstance(node, exp.Select) else None
+
+
+def _distinct(node: exp.Expr) -> bool:
+    """Whether a set operation (or one inside it) removes duplicates (UNION, not UNION ALL)."""
+    return any(op.args.get("distinct") for op in node.find_all(exp.SetOperation))
+
+
+def set_operation_chars(tree: exp.Expr) -> dict[int, PgType]:
+    """``SELECT x::char(4) ... UNION ALL SELECT ...``: PostgreSQL's result column is a ``bpchar``
+    when the first branch that is not a bare string constant has a ``char(n)`` there; each
+    ``char(n)`` value keeps its padding (its cast is marked :data:`PADDED`), and the column is
+    described as ``character(n)`` when every branch is a ``char(n)`` of the same n, else as
+    ``bpchar``. Otherwise (a text first) the values are text, without trailing spaces, as they
+    are here anyway. The result columns described so, by 0-based index.
+
+    Raises Refused (0A000) for a UNION, INTERSECT or EXCEPT that removes duplicates among
+    ``char`` values of different lengths: PostgreSQL compares them without their trailing spaces,
+    which DuckDB cannot be told."""
+    if not isinstance(tree, exp.SetOperation):
+        return {}
+    branches = _branches(tree)
+    if not branches or any(isinstance(p, exp.Star) for b in branches for p in b.expressions):
+        return {}
+    found: dict[int, PgType] = {}
+    for index in range(min(len(b.expressions) for b in branches)):
+        values = [b.expressions[index] for b in branches]
+        values = [v.this if isinstance(v, exp.Alias) else v for v in values]
+        chars = [v for v in values if isinstance(v, exp.Cast) and v.to.this in _CHAR_TYPES]
+        first = next((v for v in values if not (isinstance(v, exp.Literal) and v.is_string)), None)
+        if first is None or first not in chars:
+            continue
+        lengths = {_length(v.to) for v in chars}
+        if len(chars) < len(values) or len(lengths) > 1:
+            if _distinct(tree):
+                raise Refused(
+                    "0A000",
+                    "pitstop cannot compare char(n) values of different lengths, or with text, in a "
+                    "UNION, INTERSECT or EXCEPT as PostgreSQL does (without their trailing spaces); "
+                    "cast every branch's column to one char(n), or use UNION ALL",
+                )
+            found[index] = BPCHAR
+        else:
+            found[index] = _described(BPCHAR, lengths.pop())
+        for cast in chars:
+            cast.meta[PADDED] = True
+    return found
 
 
 # -- format ----------------------------------------------------------------------------------------

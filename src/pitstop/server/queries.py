@@ -360,12 +360,16 @@ def one_query(sql: str) -> duckdb.Statement:
 
 def result_columns(description: Any, translation: pgsemantics.Translation) -> tuple[Column, ...]:
     """The result columns DuckDB describes, with PostgreSQL's types; a numeric text column
-    (:attr:`pgsemantics.Translation.numeric_columns`) is numeric."""
-    numeric, described = translation.numeric_columns, translation.column_types
-    return tuple(
-        Column(name, _pg_type(str(kind), i in numeric, described.get(i)))
-        for i, (name, kind, *_) in enumerate(description or [])
-    )
+    (:attr:`pgsemantics.Translation.numeric_columns`) is numeric; a DECIMAL(p,s) that PostgreSQL
+    would describe unconstrained (:attr:`pgsemantics.Translation.declared`) is numeric, typmod -1."""
+    numeric, described, declared = translation.numeric_columns, translation.column_types, translation.declared
+    columns = []
+    for i, (name, kind, *_) in enumerate(description or []):
+        pgtype = _pg_type(str(kind), i in numeric, described.get(i))
+        if pgtype.oid == NUMERIC.oid and declared is not None and i not in declared:
+            pgtype = NUMERIC
+        columns.append(Column(name, pgtype))
+    return tuple(columns)
 
 
 def _pg_type(kind: str, numeric: bool, described: PgType | None) -> PgType:
@@ -373,4 +377,7 @@ def _pg_type(kind: str, numeric: bool, described: PgType | None) -> PgType:
         return NUMERIC
     if kind == "VARCHAR" and described is not None:
         return described
-    return pg_type_of(kind)
+    found = pg_type_of(kind)
+    if described is not None and described.oid == found.oid:  # timestamp(0): its typmod
+        return described
+    return found

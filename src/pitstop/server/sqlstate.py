@@ -91,7 +91,8 @@ _MARKED = re.compile(r"SQLSTATE ([0-9A-Z]{5}): (.*)")
 _OUT_OF_RANGE = re.compile(
     r"(?:can't be cast because the value is out of range for the destination type|"
     r"Failed to cast decimal value \S+ to type|Could not cast value \S+ to|"
-    r'Casting value "[^"]*" to type) (?P<type>\w+)'
+    r'Casting value "[^"]*" to type|Overflow in (?:addition|subtraction|multiplication|negation) of) '
+    r"(?P<type>\w+)"
 )
 _RANGE_WORDS = {
     "INT16": "smallint out of range",
@@ -100,8 +101,8 @@ _RANGE_WORDS = {
     "FLOAT": "value out of range: overflow",
     "DECIMAL": "numeric field overflow",
 }
-"""A cast DuckDB cannot make because the value is too large for the type: PostgreSQL's 22003 and
-its words for the type."""
+"""A cast DuckDB cannot make because the value is too large for the type, or integer arithmetic
+that overflows its type: PostgreSQL's 22003 and its words for the type."""
 
 
 def _said(first: str) -> WireError | None:

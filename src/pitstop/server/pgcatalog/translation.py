@@ -74,7 +74,7 @@ def translate_query(
         applied = pgsemantics.apply(tree, schema, parameters)
         ctx = Context([], _user_ctes(applied.tree))
         sql = _with_ctes(rewrite(applied.tree, ctx), ctx.ctes)
-        return pgsemantics.Translation(sql, applied.numeric_columns, applied.column_types)
+        return pgsemantics.Translation(sql, applied.numeric_columns, applied.column_types, applied.declared)
     except pgsemantics.PgError:
         raise
     except Exception:  # a rewrite that trips must not cost the client its query: DuckDB may run it
