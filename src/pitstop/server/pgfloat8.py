@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from pitstop.server import pgfunctions
-from pitstop.server.pgkinds import aggregated
+from pitstop.server.pgkinds import aggregated, under_wrappers
 from pitstop.server.pgnumeric import NumericError
 
 __all__ = ["ARITHMETIC", "aggregate", "checked", "float8_spread"]
@@ -247,10 +247,7 @@ def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
     (rewritten at the outermost of its FILTER and OVER); None for anything else."""
     if isinstance(node.parent, exp.Filter | exp.Window):
         return None
-    chain, agg = [], node
-    while isinstance(agg, exp.Filter | exp.Window):
-        chain.append(agg)
-        agg = agg.this
+    agg, rewrap = under_wrappers(node)
     spread = type(agg) in _SPREADS
     if not (isinstance(agg, exp.Sum | exp.Avg) or spread):
         return None
@@ -258,13 +255,6 @@ def aggregate(node: exp.Expr, ctx: pgfunctions.Kinds) -> exp.Expr | None:
     source_type = ctx.type(operand)
     if source_type is None or source_type.this != D.DOUBLE:
         return None
-
-    def rewrap(inner: exp.Expr) -> exp.Expr:
-        for wrapper in reversed(chain):
-            copy = wrapper.copy()
-            copy.set("this", inner)
-            inner = copy
-        return inner
 
     name = _SPREADS.get(type(agg)) or ("sum" if isinstance(agg, exp.Sum) else "avg")
     largest = rewrap(exp.Max(this=_when_finite(operand, exp.Abs(this=operand.copy()))))

@@ -192,6 +192,25 @@ def aggregated(node: exp.Expr) -> exp.Expr:
     return this
 
 
+def under_wrappers(node: exp.Expr) -> tuple[exp.Expr, Callable[[exp.Expr], exp.Expr]]:
+    """The aggregate call under ``node``'s FILTER and OVER, and a function that puts an
+    expression under copies of those same wrappers (an aggregate rewritten into others over the
+    same rows and frame)."""
+    chain, agg = [], node
+    while isinstance(agg, exp.Filter | exp.Window):
+        chain.append(agg)
+        agg = agg.this
+
+    def rewrap(inner: exp.Expr) -> exp.Expr:
+        for wrapper in reversed(chain):
+            copy = wrapper.copy()
+            copy.set("this", inner)
+            inner = copy
+        return inner
+
+    return agg, rewrap
+
+
 def _typed_parameters(tree: exp.Expr, parameters: tuple[str | None, ...]) -> None:
     """Each ``$n`` of a known type as a NULL of that type (keeping its id): typed as it."""
     for parameter in list(tree.find_all(exp.Parameter)):

@@ -132,19 +132,9 @@ def aggregate(node: exp.Expr, ctx: Context) -> exp.Expr | None:
         return None
     if isinstance(node, exp.Filter) and _percentiles(node.this):  # its filter is inside (pgfunctions)
         return node.this.copy()
-    chain, agg = [], node
-    while isinstance(agg, exp.Filter | exp.Window):
-        chain.append(agg)
-        agg = agg.this
+    agg, rewrap = pgkinds.under_wrappers(node)
     if not isinstance(agg, exp.Avg | exp.Sum):
         return None
-
-    def rewrap(inner: exp.Expr) -> exp.Expr:
-        for wrapper in reversed(chain):
-            copy = wrapper.copy()
-            copy.set("this", inner)
-            inner = copy
-        return inner
 
     source = pgkinds.aggregated(agg)
     kind, source_type = ctx.kind(source), ctx.type(source)
