@@ -49,6 +49,10 @@ def spark_session(settings: Settings) -> SparkSession:
 
         from pitstop.connectors import registry
 
+        if not settings.local:
+            from pitstop.engine import cluster
+
+            cluster.reach_master(settings.master)  # before Spark, which tries for minutes
         log.info("starting Spark (%s)", settings.master)
         conf = SparkConf().setAppName("pitstop").setMaster(with_task_retries(settings.master))
         # On a cluster, shuffle partitions follow the executors' cores once they register
@@ -94,14 +98,25 @@ def spark_session(settings: Settings) -> SparkSession:
             if opts is not None:
                 os.environ[jvm.ENV] = opts
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
-        SparkContext(conf=conf, gateway=gateway)
-        # The builder adopts the running context and registers the session as the JVM's default
-        # and active one, which streaming threads and foreachBatch rely on.
-        session = SparkSession.builder.config(conf=conf).getOrCreate()
-        session.sparkContext.setLogLevel("ERROR")
-        for connector in registry.CONNECTORS:
-            if connector.source:
-                session.dataSource.register(connector.stream_source())
+        try:
+            SparkContext(conf=conf, gateway=gateway)
+            # The builder adopts the running context and registers the session as the JVM's
+            # default and active one, which streaming threads and foreachBatch rely on.
+            session = SparkSession.builder.config(conf=conf).getOrCreate()
+            session.sparkContext.setLogLevel("ERROR")
+            for connector in registry.CONNECTORS:
+                if connector.source:
+                    session.dataSource.register(connector.stream_source())
+        except Exception as exc:
+            if settings.local or not _stopped(exc):
+                raise
+            from pitstop.engine import cluster
+
+            # A master that took the connection but never registered the application: Spark
+            # stopped its context after a minute; a Py4J trace of 100 lines would say only that.
+            if SparkContext._active_spark_context is not None:  # noqa: SLF001
+                SparkContext._active_spark_context.stop()  # noqa: SLF001
+            raise cluster.gave_up(settings) from exc
         if not settings.local:
             from pitstop.engine import cluster
 
@@ -112,6 +127,20 @@ def spark_session(settings: Settings) -> SparkSession:
                 raise
         _session = session
         return session
+
+
+def _stopped(exc: Exception) -> bool:
+    """Whether Spark stopped its context under the session being built (a cluster's master gave
+    up on the application)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # noqa: SLF001
+    try:
+        if active is not None and active._jsc is not None:  # noqa: SLF001
+            return bool(active._jsc.sc().isStopped())  # noqa: SLF001
+    except Exception:  # noqa: S110 - the JVM is gone too: the text tells
+        pass
+    return "stopped SparkContext" in str(exc)
 
 
 REPLAY_POOL = "replay"
