@@ -306,6 +306,25 @@ def test_executors_that_may_not_run_python_are_told_so(cluster: SparkCluster, tm
     assert "(errno 13)" in said and "install" not in said, said
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the executors' Python as another user (root only)")
+def test_an_executor_user_that_may_not_use_the_home_is_named(cluster: SparkCluster, tmp_path: Path) -> None:
+    # The executors' Python runs as 'nobody'; the home is the driver's (root), under pytest's
+    # tmp_path (mode 0700): nobody may not read the driver's token there.
+    python = tmp_path / "python-as-nobody"
+    python.write_text(
+        f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    said = refused_at_start(cluster, tmp_path, PYSPARK_PYTHON=str(python))
+    home = tmp_path / "home"
+    assert re.search(
+        rf"executor \d+ on 127\.0\.0\.1 runs as user 'nobody', who may not read and write the home "
+        rf"{home} \({home}/\.cluster-probe/[0-9a-f]+/driver: Permission denied\): .*give that user "
+        r"read and write access to the home",
+        said,
+    ), said
+
+
 def test_folders_the_workers_do_not_see_as_the_driver_does_are_refused_at_start(
     cluster: SparkCluster, tmp_path: Path
 ) -> None:
