@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitstop.engine import forkserver, jvm
+from pitstop.errors import PitstopError
 from pitstop.settings import Settings
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def spark_session(settings: Settings) -> SparkSession:
             if opts is not None:
                 os.environ[jvm.ENV] = opts
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
+        session: SparkSession | None = None
         try:
             SparkContext(conf=conf, gateway=gateway)
             # The builder adopts the running context and registers the session as the JVM's
@@ -107,24 +109,25 @@ def spark_session(settings: Settings) -> SparkSession:
             for connector in registry.CONNECTORS:
                 if connector.source:
                     session.dataSource.register(connector.stream_source())
-        except Exception as exc:
-            if settings.local or not _stopped(exc):
-                raise
-            from pitstop.engine import cluster
+            if not settings.local:
+                from pitstop.engine import cluster
 
-            # A master that took the connection but never registered the application: Spark
-            # stopped its context after a minute; a Py4J trace of 100 lines would say only that.
-            if SparkContext._active_spark_context is not None:  # noqa: SLF001
-                SparkContext._active_spark_context.stop()  # noqa: SLF001
-            raise cluster.gave_up(settings) from exc
-        if not settings.local:
-            from pitstop.engine import cluster
-
-            try:
                 cluster.connect(session, settings)
-            except BaseException:
-                session.stop()  # the next statement that needs Spark tries again
-                raise
+        except BaseException as exc:
+            stopped = not settings.local and isinstance(exc, Exception) and _stopped(exc)
+            # The next statement that needs Spark tries again.
+            if session is not None:
+                session.stop()
+            elif SparkContext._active_spark_context is not None:  # noqa: SLF001
+                SparkContext._active_spark_context.stop()  # noqa: SLF001
+            if stopped and not isinstance(exc, PitstopError):
+                from pitstop.engine import cluster
+
+                # A master that took the connection but never registered the application: Spark
+                # stopped its context after a minute, under one of the calls above; its Py4J
+                # trace of 100 lines would say only that.
+                raise cluster.gave_up(settings) from exc
+            raise
         _session = session
         return session
 
