@@ -21,7 +21,15 @@ import pytest
 
 import pitstop
 from pitstop.connectors.tables import TableReader
-from pitstop.engine.cluster import FILES_COMPARED, Executor, Placement, _files, reach_master
+from pitstop.engine.cluster import (
+    FILES_COMPARED,
+    Executor,
+    Placement,
+    _diff,
+    _files,
+    _still_differs,
+    reach_master,
+)
 from pitstop.engine.probe import ClusterError, Place, failure_text, probe
 from pitstop.errors import PitstopError
 from pitstop.settings import Settings, is_local
@@ -133,6 +141,25 @@ def test_an_empty_folder_has_no_file_to_compare_and_a_large_one_is_sampled(tmp_p
     sample = _files(tmp_path)
     assert len(sample) == FILES_COMPARED
     assert sample[0] == ["f00000.json", 2] and sample[1] == ["f00002.json", 2]
+
+
+def test_a_file_moved_away_on_the_driver_meanwhile_is_no_difference(tmp_path: Path) -> None:
+    """The driver lists, the executors list later: a file the driver no longer has (moved away
+    once read, or written to since) is not held against the folder; one it still has is."""
+    for name in ("a.json", "b.json", "c.json"):
+        (tmp_path / name).write_text("{}\n")
+    seen = {"state": "other", "missing": ["a.json", "b.json"], "sizes": [["c.json", 3, 1]], "count": 3}
+    (tmp_path / "a.json").unlink()
+    (tmp_path / "c.json").write_text('{"x": 1}\n')
+    left = _still_differs(tmp_path, seen)
+    assert left == {"state": "other", "missing": ["b.json"], "sizes": [], "count": 3}
+    assert _diff(left) == "1 of the driver's 3 files is not there (b.json)"
+    assert _diff(seen) == (
+        "2 of the driver's 3 files are not there (a.json, b.json); "
+        "1 has another size (c.json: 3 bytes on the driver, 1 there)"
+    )
+    (tmp_path / "b.json").unlink()
+    assert _still_differs(tmp_path, seen) == {"state": "same"}
 
 
 @pytest.fixture

@@ -357,10 +357,14 @@ def _diff(seen: dict[str, Any]) -> str:
     parts = []
     if seen["missing"]:
         names = ", ".join(seen["missing"][:SHOWN]) + (", ..." if len(seen["missing"]) > SHOWN else "")
-        parts.append(f"{len(seen['missing'])} of the driver's {seen['count']} files are not there ({names})")
+        verb = "is" if len(seen["missing"]) == 1 else "are"
+        parts.append(
+            f"{len(seen['missing'])} of the driver's {seen['count']} files {verb} not there ({names})"
+        )
     if seen["sizes"]:
         shown = ", ".join(f"{n}: {a:,} bytes on the driver, {b:,} there" for n, a, b in seen["sizes"][:SHOWN])
-        parts.append(f"{len(seen['sizes'])} have another size ({shown})")
+        verb = "has" if len(seen["sizes"]) == 1 else "have"
+        parts.append(f"{len(seen['sizes'])} {verb} another size ({shown})")
     return "; ".join(parts)
 
 
