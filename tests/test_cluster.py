@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -323,6 +324,48 @@ def test_an_executor_user_that_may_not_use_the_home_is_named(cluster: SparkClust
         r"read and write access to the home",
         said,
     ), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the executors' Python as another user (root only)")
+def test_a_source_folder_the_executors_user_may_not_read_is_named(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    # The executors' Python runs as 'nobody'; the home is open to every user (the driver runs
+    # with umask 0), the source folder is the driver's own (0700).
+    python = tmp_path / "python-as-nobody"
+    python.write_text(
+        f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    base = Path(tempfile.mkdtemp(prefix="pitstop-open-"))
+    try:
+        base.chmod(0o755)
+        home, data = base / "home", base / "orders"
+        make_orders.write_orders(data, 0, 10, files=1)
+        data.chmod(0o700)
+        env = driver_env(home, PYSPARK_PYTHON=str(python))
+        done = subprocess.run(
+            ["sh", "-c", 'umask 0 && exec "$@"', "sh", sys.executable, "-m", "pitstop.cli"]
+            + ["--master", cluster.master_url, "run", "-"],
+            input=f"""
+            CREATE MAPPING orders (order_id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{data}');
+            CREATE MAPPING n TYPE DuckDB;
+            CREATE JOB j AS INSERT INTO n SELECT order_id, ts FROM orders;
+            """,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert re.search(
+            rf"job 'j': mapping 'orders' reads {data}, which executor \d+ on 127\.0\.0\.1 may not read "
+            rf"as user 'nobody' \({data}: Permission denied\): let that user read the folder and its files",
+            done.stderr,
+        ), done.stderr
+        assert "job 'j' started" not in done.stdout
+    finally:
+        shutil.rmtree(base)
 
 
 def test_folders_the_workers_do_not_see_as_the_driver_does_are_refused_at_start(
