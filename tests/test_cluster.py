@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -263,20 +266,185 @@ def wait_for(ready: Any, what: str, timeout_s: float = 300, fail: bool = True) -
         time.sleep(0.02)  # the driver's task list raises no event a test can wait on
 
 
-def test_a_cluster_whose_workers_lack_pitstop_is_refused_at_start(
+def refused_at_start(cluster: SparkCluster, tmp_path: Path, **env: str) -> str:
+    """``pitstop serve`` on the cluster with ``env``: it must exit 1 before listening; its stderr."""
+    cmd = [sys.executable, "-m", "pitstop.cli", "serve", "--master", cluster.master_url, "--port", "0"]
+    done = subprocess.run(
+        cmd, env=driver_env(tmp_path / "home", **env), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "listening" not in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stderr
+
+
+def test_a_worker_without_pitstop_beside_a_good_one_is_named_at_start(
     cluster: SparkCluster, tmp_path: Path
 ) -> None:
-    # Python without site-packages: what a worker without pitstop installed runs.
-    bare = tmp_path / "python-without-site"
-    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
-    bare.chmod(0o755)
-    env = driver_env(tmp_path / "home", PYSPARK_PYTHON=str(bare))
-    cmd = [sys.executable, "-m", "pitstop.cli", "serve", "--master", cluster.master_url, "--port", "0"]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1
-    assert "the executors cannot import 'pitstop'" in done.stderr, done.stderr
-    assert "install pitstop" in done.stderr
-    assert "listening" not in done.stdout
+    # Worker 1's executors run Python without site-packages and with nothing but Spark's own zips
+    # on PYTHONPATH (what a worker without pitstop runs: their tasks fail), worker 0's the
+    # driver's. Spark's retries once let the good executor answer for both.
+    python = tmp_path / "python-per-worker"
+    python.write_text(
+        "#!/bin/sh\n"
+        'case "$PWD" in */worker-1/*)\n'
+        "  kept=; IFS=:; for p in $PYTHONPATH; do case $p in *.zip) kept=${kept:+$kept:}$p ;; esac; done\n"
+        f'  PYTHONPATH=$kept exec {sys.executable} -S "$@" ;;\n'
+        "esac\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    said = refused_at_start(cluster, tmp_path, PYSPARK_PYTHON=str(python))
+    assert re.search(r"executor \d+ on 127\.0\.0\.1 cannot import 'pitstop': install pitstop", said), said
+
+
+def test_executors_that_may_not_run_python_are_told_so(cluster: SparkCluster, tmp_path: Path) -> None:
+    python = tmp_path / "python-not-executable"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o644)  # not even root may run it: errno 13
+    said = refused_at_start(cluster, tmp_path, PYSPARK_PYTHON=str(python))
+    assert re.search(rf"executor \d+ on 127\.0\.0\.1 may not run {python}: permission denied", said), said
+    assert "(errno 13)" in said and "install" not in said, said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the executors' Python as another user (root only)")
+def test_an_executor_user_that_may_not_use_the_home_is_named(cluster: SparkCluster, tmp_path: Path) -> None:
+    # The executors' Python runs as 'nobody'; the home is the driver's (root), under pytest's
+    # tmp_path (mode 0700): nobody may not read the driver's token there.
+    python = tmp_path / "python-as-nobody"
+    python.write_text(
+        f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    said = refused_at_start(cluster, tmp_path, PYSPARK_PYTHON=str(python))
+    home = tmp_path / "home"
+    assert re.search(
+        rf"executor \d+ on 127\.0\.0\.1 runs as user 'nobody', who may not read and write the home "
+        rf"{home} \({home}/\.cluster-probe/[0-9a-f]+/driver: Permission denied\): .*give that user "
+        r"read and write access to the home",
+        said,
+    ), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the executors' Python as another user (root only)")
+def test_a_source_folder_the_executors_user_may_not_read_is_named(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    # The executors' Python runs as 'nobody'; the home is open to every user (the driver runs
+    # with umask 0), the source folder is the driver's own (0700).
+    python = tmp_path / "python-as-nobody"
+    python.write_text(
+        f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    base = Path(tempfile.mkdtemp(prefix="pitstop-open-"))
+    try:
+        base.chmod(0o755)
+        home, data = base / "home", base / "orders"
+        make_orders.write_orders(data, 0, 10, files=1)
+        data.chmod(0o700)
+        env = driver_env(home, PYSPARK_PYTHON=str(python))
+        done = subprocess.run(
+            ["sh", "-c", 'umask 0 && exec "$@"', "sh", sys.executable, "-m", "pitstop.cli"]
+            + ["--master", cluster.master_url, "run", "-"],
+            input=f"""
+            CREATE MAPPING orders (order_id BIGINT, ts TIMESTAMP) TYPE File OPTIONS ('path'='{data}');
+            CREATE MAPPING n TYPE DuckDB;
+            CREATE JOB j AS INSERT INTO n SELECT order_id, ts FROM orders;
+            """,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert re.search(
+            rf"job 'j': mapping 'orders' reads {data}, which executor \d+ on 127\.0\.0\.1 may not read "
+            rf"as user 'nobody' \({data}: Permission denied\): let that user read the folder and its files",
+            done.stderr,
+        ), done.stderr
+        assert "job 'j' started" not in done.stdout
+    finally:
+        shutil.rmtree(base)
+
+
+def test_folders_the_workers_do_not_see_as_the_driver_does_are_refused_at_start(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    if cluster.hide is None:
+        pytest.skip("this machine does not let the workers run in a mount namespace of their own")
+    clicks, users = tmp_path / "clicks", tmp_path / "users"
+    make_orders.write_orders(clicks, 0, 30, files=2)
+    users.mkdir()
+    (users / "users.json").write_text("".join(f'{{"id": {i}, "name": "u{i}"}}\n' for i in range(30)))
+    hidden_users = cluster.hide / "users"  # the driver's; the workers have no such folder
+    shutil.copytree(users, hidden_users, dirs_exist_ok=True)
+    copied = cluster.hide  # the driver sees the orders in it; the workers an empty folder
+    make_orders.write_orders(copied, 0, 30, files=2)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pitstop.cli",
+            "serve",
+            "--master",
+            cluster.master_url,
+            "--port",
+            str(PG_PORT),
+        ],
+        env=driver_env(tmp_path / "home"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # connecting
+        line = proc.stdout.readline()
+        assert "listening on postgresql://127.0.0.1" in line, line + proc.stderr.read()
+        with psycopg.connect(f"postgresql://ops@127.0.0.1:{PG_PORT}/pitstop", autocommit=True) as conn:
+            columns = "(order_id BIGINT, region VARCHAR, amount DECIMAL(12,2), ts TIMESTAMP)"
+            for name, folder in [("clicks", clicks), ("copied", copied)]:
+                conn.execute(f"CREATE MAPPING {name} {columns} TYPE File OPTIONS ('path'='{folder}')")
+            for name, folder in [("users", users), ("hidden_users", hidden_users)]:
+                conn.execute(
+                    f"CREATE MAPPING {name} (id BIGINT, name VARCHAR) TYPE File OPTIONS ('path'='{folder}')"
+                )
+            conn.execute("CREATE MAPPING enriched TYPE DuckDB")
+            join = "SELECT c.order_id, u.name FROM clicks c JOIN {users} u ON c.order_id = u.id"
+
+            # 1. A static join's folder the workers cannot see: refused, not read as an empty table.
+            with pytest.raises(psycopg.Error) as refused:
+                conn.execute(f"CREATE JOB hidden AS INSERT INTO enriched {join.format(users='hidden_users')}")
+            said = str(refused.value)
+            assert re.search(
+                rf"job 'hidden': mapping 'hidden_users', which the job joins as a table, reads "
+                rf"{hidden_users}, which executor \d+ on 127\.0\.0\.1 cannot see \(No such file or "
+                r"directory\); File folders a job reads must be on a mount every worker sees",
+                said,
+            ), said
+            # 2. A source folder the workers see, holding other files than the driver's: refused.
+            with pytest.raises(psycopg.Error) as refused:
+                conn.execute("CREATE JOB copies AS INSERT INTO enriched SELECT order_id, region FROM copied")
+            said = str(refused.value)
+            assert re.search(
+                rf"job 'copies': mapping 'copied' reads {copied}, where executor \d+ on 127\.0\.0\.1 "
+                r"sees other files than the driver: 2 of the driver's 2 files are not there "
+                r"\(orders-0000000\.json, orders-0000015\.json\)",
+                said,
+            ), said
+            assert not conn.execute("SHOW JOBS").fetchall()
+            # 3. Folders every worker sees: the job starts, and every click is enriched.
+            conn.execute(f"CREATE JOB shared AS INSERT INTO enriched {join.format(users='users')}")
+            conn.execute("AWAIT JOB shared TIMEOUT INTERVAL '300' SECOND")
+            rows = conn.execute("SELECT order_id, name FROM enriched ORDER BY order_id").fetchall()
+            assert rows == [(i, f"u{i}") for i in range(30)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_home_the_workers_cannot_see_is_refused_at_start(cluster: SparkCluster, tmp_path: Path) -> None:
@@ -296,7 +464,7 @@ def test_a_home_the_workers_cannot_see_is_refused_at_start(cluster: SparkCluster
         timeout=600,
     )
     assert out.returncode == 1
-    assert f"the home {home} is not the same folder on the executor on" in out.stderr, out.stderr
+    assert re.search(rf"the home {home} is not the same folder on executor \d+ on 127\.0\.0\.1", out.stderr)
     assert "put the home on a mount every worker sees at the same path" in out.stderr
     assert "job 'j' started" not in out.stdout
     assert not list((home / "runs").glob("*")), "nothing of the job may be left in the home"

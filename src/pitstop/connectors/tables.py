@@ -10,7 +10,9 @@ by the next batch that reads the table (had the partitions listed the files, an 
 never be seen).
 
 - ``TYPE File``: the mapping's folder, every file in it (not hidden ``.x`` or temp ``_x`` ones),
-  read in its format; a malformed record fails the batch, naming the file.
+  read in its format; a malformed record fails the batch, naming the file. A folder that is gone
+  (or that this machine may not list) fails the batch too: read as empty, it would join nothing,
+  in silence (on a cluster, a folder the executors do not see is refused when the job starts).
 - ``TYPE DuckDB``: the table lives in the home's DuckDB file, which the manager holds open for
   writing, so no Spark worker may open it. The manager *publishes* it instead: it writes the
   table's rows to a Parquet file of the run's own (temp file, then rename) when the query starts
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,9 +68,15 @@ class TableReader(DataSourceReader):
 
         schema = arrow_schema(self.schema)
         folder = Path(partition.value)
-        names = (
-            sorted(n for n in os.listdir(folder) if not n.startswith((".", "_"))) if folder.is_dir() else []
-        )
+        try:
+            names = sorted(n for n in os.listdir(folder) if not n.startswith((".", "_")))
+        except OSError as exc:  # a folder that is gone is not an empty table (one that is empty is)
+            raise PitstopError(
+                f"mapping '{self.mapping}', read as a table: its folder {folder} cannot be listed on "
+                f"{socket.gethostname()} ({exc.strerror or exc}); create it (an empty folder is an "
+                "empty table) or point the mapping's 'path' at the folder that holds its files, on "
+                "storage every machine that runs the job sees"
+            ) from exc
         for name in names:
             try:
                 table = read_file(str(folder / name), self.format, schema, self.header)

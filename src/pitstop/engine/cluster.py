@@ -21,21 +21,24 @@ cluster needs:
 
 What can be checked is checked when Spark starts, before any job runs (:func:`connect`):
 
-1. Wait for the first executor to register (``PITSTOP_EXECUTOR_WAIT_S``); none means no worker
-   can give ``spark.executor.memory`` and a core, or the master is unreachable.
-2. Wait until the number of executors holds still, then size shuffle partitions to their cores
+1. Before Spark starts: the master answers at its address (:func:`reach_master`), within
+   :data:`MASTER_WAIT_S`; Spark itself would try for a minute and more, then fail with a trace.
+2. Wait for the first executor to register (``PITSTOP_EXECUTOR_WAIT_S``); none means no worker
+   can give ``spark.executor.memory`` and a core, or the master gave up on the application.
+3. Wait until the number of executors holds still, then size shuffle partitions to their cores
    (unless ``PITSTOP_SHUFFLE_PARTITIONS`` says otherwise).
-3. Run a probe task per core: it imports pitstop (the task fails if the workers lack it), reports
-   its versions, reads a token the driver wrote into the home, and writes one back, which the
-   driver reads: a home the workers cannot see, or see elsewhere, is refused here, with what to
-   change, instead of half-way through a snapshot.
+4. Run the probe on every executor (:mod:`pitstop.engine.probe`: one task pinned to each, a
+   failed attempt names its executor): it imports pitstop (the task fails if the workers lack it),
+   reports its versions, reads a token the driver wrote into the home, and writes one back, which
+   the driver reads: a home the workers cannot see, see elsewhere, or may not write, is refused
+   here, with what to change, instead of half-way through a snapshot.
 
-A job's File source folders are probed the same way when the job starts (:func:`check_folders`).
+When a job starts, the File folders it reads (its sources, and a join's static tables) are probed
+the same way, by content (:func:`check_folders`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -48,9 +51,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pitstop
-from pitstop.errors import PitstopError
+from pitstop.engine.probe import SHOWN, ClusterError, run_probe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,11 +65,8 @@ log = logging.getLogger(__name__)
 PROBE_DIR = ".cluster-probe"
 SETTLE_S = 3.0  # executors of one application register within a few seconds of each other
 SETTLE_MAX_S = 20.0
-EXECUTOR_DEPENDENCIES = ("pyarrow", "confluent_kafka")
-
-
-class ClusterError(PitstopError):
-    """The cluster cannot run pitstop's jobs as it is; the message says what to change."""
+MASTER_WAIT_S = 10.0  # to open a connection to the master; refused is at once
+FILES_COMPARED = 2000  # of a File folder's files, by name and size
 
 
 @dataclass(frozen=True)
@@ -130,11 +131,65 @@ def executors(spark: SparkSession) -> tuple[Executor, ...]:
 
 
 # -- connecting --------------------------------------------------------------------------------------
+def reach_master(master: str, wait_s: float = MASTER_WAIT_S) -> None:
+    """Step 1: ClusterError unless a standalone master (``spark://h1:7077[,h2:7077]``) accepts a
+    connection at one of its addresses within ``wait_s``. Other masters (YARN, Kubernetes) are
+    left to Spark."""
+    if not master.startswith("spark://"):
+        return
+    tried = []
+    for address in master[len("spark://") :].split(","):
+        try:
+            parts = urlsplit(f"//{address.strip()}")
+            host, port = parts.hostname, parts.port or 7077
+        except ValueError as exc:
+            raise ClusterError(
+                f"the Spark master URL {master} is not spark://host:port ({exc}); correct --master "
+                "or PITSTOP_SPARK_MASTER"
+            ) from exc
+        if not host:
+            raise ClusterError(
+                f"the Spark master URL {master} names no host: write spark://host:7077 in --master "
+                "or PITSTOP_SPARK_MASTER"
+            )
+        try:
+            with socket.create_connection((host, port), timeout=wait_s):
+                return
+        except OSError as exc:
+            tried.append(f"{host}:{port}: {_reason(exc)}")
+    raise ClusterError(
+        f"cannot reach the Spark master {master} ({'; '.join(tried)}): start the master "
+        "($SPARK_HOME/sbin/start-master.sh) or correct --master / PITSTOP_SPARK_MASTER, then try again"
+    )
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "no answer"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror})"
+    return str(exc.strerror or exc).lower()
+
+
+def gave_up(settings: Settings) -> ClusterError:
+    """Spark stopped its context: the master (which took a connection) never registered the
+    application, or stopped answering."""
+    return ClusterError(
+        f"the Spark master {settings.master} did not register pitstop's application (Spark gave up "
+        "on it and stopped): check that a Spark master of the same release as pitstop's pyspark "
+        f"listens there and that its log shows no error; Spark's log: {_spark_log(settings)}"
+    )
+
+
 def connect(spark: SparkSession, settings: Settings) -> int:
-    """Steps 1-3 of the module's protocol; the cluster's cores. ClusterError if it cannot work."""
-    # Step 1. The first executor.
+    """Steps 2-4 of the module's protocol; the cluster's cores. ClusterError if it cannot work."""
+    # Step 2. The first executor.
     deadline = time.monotonic() + settings.executor_wait_s
-    while not executors(spark):
+    while True:
+        if spark.sparkContext._jsc.sc().isStopped():  # noqa: SLF001 - Spark gave up on the master
+            raise gave_up(settings)
+        if executors(spark):
+            break
         if time.monotonic() > deadline:
             raise ClusterError(
                 f"no executor registered with {settings.master} within {settings.executor_wait_s:g} s: "
@@ -144,7 +199,7 @@ def connect(spark: SparkSession, settings: Settings) -> int:
                 f"{settings.home / 'logs' / 'spark.log'}"
             )
         time.sleep(0.5)  # registration raises no event pitstop can wait on
-    # Step 2. Executors that hold still; their cores.
+    # Step 3. Executors that hold still; their cores.
     found, since, start = executors(spark), time.monotonic(), time.monotonic()
     while time.monotonic() - since < SETTLE_S and time.monotonic() - start < SETTLE_MAX_S:
         time.sleep(0.5)
@@ -161,129 +216,160 @@ def connect(spark: SparkSession, settings: Settings) -> int:
         cores,
         ", ".join(e.host_port for e in found),
     )
-    # Step 3. The probe.
-    check_home(spark, settings, max(cores, len(found)))
+    # Step 4. The probe, on every executor.
+    check_home(spark, settings)
     return cores
 
 
-def check_home(spark: SparkSession, settings: Settings, tasks: int) -> None:
+def check_home(spark: SparkSession, settings: Settings) -> None:
+    """Step 4: every executor reads the token the driver wrote into the home and writes one back."""
     home = settings.home
-    probe = home / PROBE_DIR / uuid.uuid4().hex
-    probe.mkdir(parents=True)
+    folder = home / PROBE_DIR / uuid.uuid4().hex
+    folder.mkdir(parents=True)
     try:
         token = uuid.uuid4().hex
-        (probe / "driver").write_text(token)
-        reports = _run_probe(spark, settings, tasks, {"home": str(probe)}, token)
+        (folder / "driver").write_text(token)
+        reports = run_probe(spark, {"home": str(folder), "token": token}, _spark_log(settings))
         for r in reports:
-            if r["pitstop"] != pitstop.__version__:
+            seen = r.seen
+            if seen["pitstop"] != pitstop.__version__:
                 raise ClusterError(
-                    f"the executor on {r['host']} runs pitstop {r['pitstop']} from {r['python']}, the "
-                    f"driver {pitstop.__version__}: install the same pitstop on every worker"
+                    f"{r.place} runs pitstop {seen['pitstop']} from {seen['python']}, the driver "
+                    f"{pitstop.__version__}: install the same pitstop on every worker"
                 )
-            if r["missing"]:
+            if seen["missing"]:
                 raise ClusterError(
-                    f"the executor on {r['host']} cannot import {', '.join(r['missing'])} with "
-                    f"{r['python']}: install pitstop with its dependencies on every worker, at the "
-                    f"driver's interpreter path ({sys.executable})"
+                    f"{r.place} cannot import {', '.join(seen['missing'])} with {seen['python']}: "
+                    "install pitstop with its dependencies on every worker, at the driver's "
+                    f"interpreter path ({sys.executable})"
                 )
-            if r["home"] != "same":
+            state, detail = seen["home"]["state"], seen["home"]["detail"]
+            if state == "denied":
                 raise ClusterError(
-                    f"the home {home} is not the same folder on the executor on {r['host']} "
-                    f"({r['home']}): checkpoints, runs and snapshots are written there by the "
-                    "executors; put the home on a mount every worker sees at the same path "
-                    "(NFS or another shared file system), or run in local mode"
+                    f"{r.place} runs as user '{seen['user']}', who may not read and write the "
+                    f"home {home} ({detail}): checkpoints, runs and snapshots are written there by "
+                    "the executors; give that user read and write access to the home (the same uid "
+                    "on every machine, or a group they share)"
                 )
-        written = {p.name for p in probe.iterdir() if p.name != "driver"}
-        wanted = {r["wrote"] for r in reports}
-        if not wanted <= written:
-            hosts = sorted({r["host"] for r in reports if r["wrote"] not in written})
+            if state != "same":
+                raise ClusterError(
+                    f"the home {home} is not the same folder on {r.place} ({_said(state, detail)}): "
+                    "checkpoints, runs and snapshots are written there by the executors; put the "
+                    "home on a mount every worker sees at the same path (NFS or another shared "
+                    "file system), or run in local mode"
+                )
+        written = {p.name for p in folder.iterdir() if p.name != "driver"}
+        lost = [r for r in reports if r.seen["wrote"] not in written]
+        if lost:
             raise ClusterError(
-                f"files the executors on {', '.join(hosts)} wrote into the home {home} do not reach "
-                "the driver: the home must be one shared folder, not a copy on each machine"
+                f"files that {', '.join(str(r.place) for r in lost)} wrote into the home {home} do "
+                "not reach the driver: the home must be one shared folder, not a copy on each machine"
             )
     finally:
-        shutil.rmtree(probe, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-def check_folders(spark: SparkSession, settings: Settings, job: str, folders: dict[str, Path]) -> None:
-    """Refuse to start ``job`` when a File source folder (mapping -> folder) is not visible to
-    the executors, which read its files."""
+def _said(state: str, detail: str) -> str:
+    return {
+        "absent": f"not found there: {detail}",
+        "other": detail,
+        "unwritable": f"not writable there: {detail}",
+    }.get(state, detail)
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A File folder a job reads: as a stream (``source``) or whole, as a join's static table."""
+
+    mapping: str
+    path: Path
+    source: bool = True
+
+    def what(self) -> str:
+        how = "" if self.source else ", which the job joins as a table,"
+        return f"mapping '{self.mapping}'{how} reads {self.path}"
+
+
+def check_folders(spark: SparkSession, settings: Settings, job: str, folders: list[Folder]) -> None:
+    """Refuse to start ``job`` when an executor does not see a File folder it reads as the driver
+    does: absent there, not readable by the executor's user, or holding other files (a copy, or
+    another folder at the same path). Compared: the names and sizes of the files the driver lists
+    (up to :data:`FILES_COMPARED` of them, spread over the listing), not a token written into the
+    folder, since pitstop only reads a source folder (it may be read-only, and a token would be a
+    file its other readers see). An empty folder has no file to compare: it is only checked to
+    exist there."""
     if not folders:
         return
-    paths = {name: str(folder) for name, folder in folders.items()}
-    tasks = max(1, spark.sparkContext.defaultParallelism)
-    for r in _run_probe(spark, settings, tasks, paths, None):
-        for name, seen in r["folders"].items():
-            if not seen:
+    listed = {f.mapping: _files(f.path) for f in folders}
+    args = {"folders": {f.mapping: {"path": str(f.path), "files": listed[f.mapping]} for f in folders}}
+    for r in run_probe(spark, args, _spark_log(settings)):
+        for f in folders:
+            seen = r.seen["folders"][f.mapping]
+            if seen["state"] == "other":
+                seen = _still_differs(f.path, seen)
+            if seen["state"] == "same":
+                continue
+            where = f"job '{job}': {f.what()}"
+            if seen["state"] == "denied":
                 raise ClusterError(
-                    f"job '{job}': mapping '{name}' reads {folders[name]}, which the executor on "
-                    f"{r['host']} cannot see; File source folders must be on a mount every worker "
-                    "sees at the same path (the executors read the files)"
+                    f"{where}, which {r.place} may not read as user '{r.seen['user']}' ({seen['detail']}): "
+                    "let that user read the folder and its files (the same uid on every machine, or a "
+                    "group they share)"
                 )
+            shared = (
+                "File folders a job reads must be on a mount every worker sees at the same path (the "
+                "executors read the files)"
+            )
+            if seen["state"] == "absent":
+                raise ClusterError(f"{where}, which {r.place} cannot see ({seen['detail']}); {shared}")
+            raise ClusterError(
+                f"{where}, where {r.place} sees other files than the driver: {_diff(seen)}; "
+                f"{shared}, not a copy on each machine"
+            )
 
 
-def _run_probe(
-    spark: SparkSession, settings: Settings, tasks: int, paths: dict[str, str], token: str | None
-) -> list[dict[str, Any]]:
-    args = json.dumps({"paths": paths, "token": token})
-    rdd = spark.sparkContext.parallelize(range(tasks), tasks)
+def _files(folder: Path) -> list[list[Any]]:
+    """The data files the driver sees in ``folder`` (as a File mapping reads them: not hidden,
+    not ``_``-prefixed), as [name, size], at most FILES_COMPARED spread over the sorted names."""
     try:
-        return [json.loads(r) for r in rdd.map(lambda _i: probe(args)).collect()]
-    except Exception as exc:  # Py4JJavaError carries the executor's Python error as text
-        text = str(exc)
-        if "No module named" in text:
-            missing = text.split("No module named", 1)[1].split("\n", 1)[0].strip(" '\"")
-            raise ClusterError(
-                f"the executors cannot import '{missing}': install pitstop (the same version, "
-                f"with its dependencies) on every worker, reachable as {sys.executable} "
-                "(or set PYSPARK_PYTHON to the workers' interpreter that has it)"
-            ) from exc
-        if "Cannot run program" in text or "error=2" in text:
-            raise ClusterError(
-                f"the executors cannot start Python as {os.environ.get('PYSPARK_PYTHON', sys.executable)}: "
-                "install the same Python with pitstop at that path on every worker, or set "
-                "PYSPARK_PYTHON to the workers' interpreter"
-            ) from exc
-        first = text.strip().split("\n", 1)[0]
-        raise ClusterError(
-            f"a probe task on {settings.master} failed: {first}; Spark's log: "
-            f"{settings.home / 'logs' / 'spark.log'}"
-        ) from exc
+        with os.scandir(folder) as entries:
+            files = sorted(
+                [e.name, e.stat().st_size] for e in entries if e.is_file() and e.name[0] not in "._"
+            )
+    except OSError:
+        return []  # the driver's own start reports it
+    if len(files) > FILES_COMPARED:
+        step = len(files) / FILES_COMPARED
+        files = [files[int(i * step)] for i in range(FILES_COMPARED)]
+    return files
 
 
-def probe(args_json: str) -> str:
-    """Runs on an executor: what it sees (versions, dependencies, the home's token, folders)."""
-    args = json.loads(args_json)
-    report: dict[str, Any] = {
-        "host": socket.gethostname(),
-        "python": sys.executable,
-        "pitstop": pitstop.__version__,
-        "missing": [m for m in EXECUTOR_DEPENDENCIES if importlib.util.find_spec(m) is None],
-        "folders": {},
-        "home": "same",
-        "wrote": "",
-    }
-    paths: dict[str, str] = args["paths"]
-    if args["token"] is not None:
-        folder = Path(paths["home"])
-        try:
-            seen = (folder / "driver").read_text()
-        except OSError as exc:
-            seen = ""
-            report["home"] = f"not found there: {exc.strerror or exc}"
-        else:
-            if seen != args["token"]:
-                report["home"] = "a different folder of the same name"
-        if report["home"] == "same":
-            name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            try:
-                (folder / name).write_text("seen")
-                report["wrote"] = name
-            except OSError as exc:
-                report["home"] = f"not writable there: {exc.strerror or exc}"
-    else:
-        report["folders"] = {name: os.path.isdir(p) for name, p in paths.items()}
-    return json.dumps(report)
+def _still_differs(folder: Path, seen: dict[str, Any]) -> dict[str, Any]:
+    """The differences the probe found, less those gone on the driver meanwhile (a file moved
+    away or written to between the driver's listing and the executor's)."""
+    now = {name: size for name, size in _files(folder)}
+    missing = [n for n in seen["missing"] if n in now]
+    sizes = [s for s in seen["sizes"] if now.get(s[0]) == s[1]]
+    return {**seen, "missing": missing, "sizes": sizes} if missing or sizes else {"state": "same"}
+
+
+def _diff(seen: dict[str, Any]) -> str:
+    parts = []
+    if seen["missing"]:
+        names = ", ".join(seen["missing"][:SHOWN]) + (", ..." if len(seen["missing"]) > SHOWN else "")
+        verb = "is" if len(seen["missing"]) == 1 else "are"
+        parts.append(
+            f"{len(seen['missing'])} of the driver's {seen['count']} files {verb} not there ({names})"
+        )
+    if seen["sizes"]:
+        shown = ", ".join(f"{n}: {a:,} bytes on the driver, {b:,} there" for n, a, b in seen["sizes"][:SHOWN])
+        verb = "has" if len(seen["sizes"]) == 1 else "have"
+        parts.append(f"{len(seen['sizes'])} {verb} another size ({shown})")
+    return "; ".join(parts)
+
+
+def _spark_log(settings: Settings) -> Path:
+    return settings.home / "logs" / "spark.log"
 
 
 def _cores(n: int) -> str:

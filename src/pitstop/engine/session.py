@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pitstop.engine import forkserver, jvm
+from pitstop.errors import PitstopError
 from pitstop.settings import Settings
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ def spark_session(settings: Settings) -> SparkSession:
 
         from pitstop.connectors import registry
 
+        if not settings.local:
+            from pitstop.engine import cluster
+
+            cluster.reach_master(settings.master)  # before Spark, which tries for minutes
         log.info("starting Spark (%s)", settings.master)
         conf = SparkConf().setAppName("pitstop").setMaster(with_task_retries(settings.master))
         # On a cluster, shuffle partitions follow the executors' cores once they register
@@ -94,24 +99,51 @@ def spark_session(settings: Settings) -> SparkSession:
             if opts is not None:
                 os.environ[jvm.ENV] = opts
             gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
-        SparkContext(conf=conf, gateway=gateway)
-        # The builder adopts the running context and registers the session as the JVM's default
-        # and active one, which streaming threads and foreachBatch rely on.
-        session = SparkSession.builder.config(conf=conf).getOrCreate()
-        session.sparkContext.setLogLevel("ERROR")
-        for connector in registry.CONNECTORS:
-            if connector.source:
-                session.dataSource.register(connector.stream_source())
-        if not settings.local:
-            from pitstop.engine import cluster
+        session: SparkSession | None = None
+        try:
+            SparkContext(conf=conf, gateway=gateway)
+            # The builder adopts the running context and registers the session as the JVM's
+            # default and active one, which streaming threads and foreachBatch rely on.
+            session = SparkSession.builder.config(conf=conf).getOrCreate()
+            session.sparkContext.setLogLevel("ERROR")
+            for connector in registry.CONNECTORS:
+                if connector.source:
+                    session.dataSource.register(connector.stream_source())
+            if not settings.local:
+                from pitstop.engine import cluster
 
-            try:
                 cluster.connect(session, settings)
-            except BaseException:
-                session.stop()  # the next statement that needs Spark tries again
-                raise
+        except BaseException as exc:
+            stopped = not settings.local and isinstance(exc, Exception) and _stopped(exc)
+            # The next statement that needs Spark tries again.
+            if session is not None:
+                session.stop()
+            elif SparkContext._active_spark_context is not None:  # noqa: SLF001
+                SparkContext._active_spark_context.stop()  # noqa: SLF001
+            if stopped and not isinstance(exc, PitstopError):
+                from pitstop.engine import cluster
+
+                # A master that took the connection but never registered the application: Spark
+                # stopped its context after a minute, under one of the calls above; its Py4J
+                # trace of 100 lines would say only that.
+                raise cluster.gave_up(settings) from exc
+            raise
         _session = session
         return session
+
+
+def _stopped(exc: Exception) -> bool:
+    """Whether Spark stopped its context under the session being built (a cluster's master gave
+    up on the application)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # noqa: SLF001
+    try:
+        if active is not None and active._jsc is not None:  # noqa: SLF001
+            return bool(active._jsc.sc().isStopped())  # noqa: SLF001
+    except Exception:  # noqa: S110 - the JVM is gone too: the text tells
+        pass
+    return "stopped SparkContext" in str(exc)
 
 
 REPLAY_POOL = "replay"

@@ -68,13 +68,7 @@ class JobControl(RowCollection):
         sink_rollback.finish(self.catalog, self.home, run)  # before any query writes
         spark = self.spark()
         if not self.settings.local:
-            folders = {
-                m.name: folder
-                for name in plan.sources
-                if (folder := registry.connector((m := active.mappings[name]).type).cluster_folder(m))
-                is not None
-            }
-            cluster.check_folders(spark, self.settings, job, folders)
+            cluster.check_folders(spark, self.settings, job, self._folders(plan, active.mappings))
         try:
             active.start(spark, self.catalog, self.settings.trigger_ms, self.shuffle_partitions)
         except BaseException:
@@ -82,6 +76,19 @@ class JobControl(RowCollection):
             raise
         self.runs[job.lower()] = active
         return active
+
+    @staticmethod
+    def _folders(plan: JobPlan, mappings: dict[str, Mapping]) -> list[cluster.Folder]:
+        """The folders the executors of a cluster read for a job: its sources', and its static
+        joins' (a File table is read whole on the executors, for every micro-batch)."""
+        tables = [b.join.right for b in plan.branches if b.join is not None and b.join.kind == "table"]
+        out: dict[str, cluster.Folder] = {}
+        for name, source in [*((s, True) for s in plan.sources), *((t, False) for t in tables)]:
+            m = mappings[name]
+            folder = registry.connector(m.type).cluster_folder(m)
+            if folder is not None and m.name not in out:
+                out[m.name] = cluster.Folder(m.name, folder, source)
+        return list(out.values())
 
     def create_job(
         self,
