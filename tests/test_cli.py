@@ -94,6 +94,28 @@ def test_check_plans_without_running(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_an_explain_s_verdict_follows_its_rows_in_a_script(tmp_path: Path, fmt: str) -> None:
+    """A result with rows printed its rows alone: EXPLAIN's verdict (and EXPLAIN ANALYZE's summary,
+    which names the diff's tables) was never shown by `pitstop run` or the shell, only sent to a
+    server's clients as a notice. After the rows in a table; on stderr beside csv or json rows."""
+    explain = (
+        "EXPLAIN CREATE JOB revenue AS INSERT INTO daily_revenue SELECT window_start, window_end, region, "
+        "SUM(amount) AS revenue FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end, region;"
+    )
+    script = tmp_path / "explain.sql"
+    script.write_text(MAPPINGS.format(path=tmp_path / "orders") + explain)
+    done = pitstop("run", "--format", fmt, str(script), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    verdict = "CREATE JOB revenue would start 1 branch(es); nothing was started"
+    rows, said = (done.stdout, done.stdout) if fmt == "table" else (done.stdout, done.stderr)
+    assert "daily_revenue.aggregate" in rows
+    assert said.strip().endswith(verdict), said
+    if fmt != "table":
+        assert verdict not in done.stdout  # the csv or json stays what it says it is
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
 def test_select_over_the_catalog_in_each_format(tmp_path: Path, fmt: str) -> None:
     done = pitstop("run", "--format", fmt, "-c", "SELECT 41 + 1 AS answer", home=tmp_path / "home")
     assert done.returncode == 0, done.stderr

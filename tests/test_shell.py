@@ -167,6 +167,24 @@ def test_special_commands_list_describe_and_explain(terminal: Terminal, tmp_path
     terminal.run("\\jbos", r"unknown command \\jbos; did you mean \\jobs\?")
 
 
+def test_an_explain_s_verdict_follows_its_rows(terminal: Terminal, tmp_path: Path) -> None:
+    """The shell printed a result's rows alone: EXPLAIN's verdict (EXPLAIN ANALYZE's summary and
+    the diff's name) was never shown."""
+    terminal.run(
+        "CREATE MAPPING clicks (region VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) "
+        f"TYPE File OPTIONS ('path'='{tmp_path / 'clicks'}', 'format'='json');",
+        "mapping 'clicks' created",
+    )
+    terminal.run("CREATE MAPPING hourly TYPE DuckDB;", "mapping 'hourly' created")
+    out = terminal.run(
+        "EXPLAIN CREATE JOB j AS INSERT INTO hourly SELECT window_start, window_end, region, COUNT(*) AS n "
+        "FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' HOUR)) "
+        "GROUP BY window_start, window_end, region;",
+        r"CREATE JOB j would start 1 branch\(es\); nothing was started",
+    )
+    assert "hourly.aggregate" in out and "(1 row)" in out
+
+
 def test_include_runs_a_file_and_its_errors_name_the_file(terminal: Terminal, tmp_path: Path) -> None:
     script = tmp_path / "setup.sql"
     script.write_text("CREATE MAPPING s TYPE Console;\n\nDROP JOB gone;\n")

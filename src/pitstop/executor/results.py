@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pitstop.errors import PitstopError, subject_offset
+from pitstop.sql import nodes
 from pitstop.sql.parser import ParsedStatement
 
 
@@ -22,6 +23,17 @@ class Result:
     @property
     def has_rows(self) -> bool:
         return bool(self.columns)
+
+    def said_beside_rows(self, stmt: ParsedStatement) -> tuple[str, ...]:
+        """What a result with rows says besides them, each front end in its way (the server as
+        notices, the shell and scripts after the rows): an EXPLAIN's message (its verdict; EXPLAIN
+        ANALYZE's summary and the diff's name), else its warnings (SHOW JOBS: the supervisor's
+        trouble). Nothing for a result without rows, whose message is all it says."""
+        if not self.has_rows:
+            return ()
+        if isinstance(stmt.node, nodes.Explain | nodes.ExplainAnalyze):
+            return (self.message,) if self.message else ()
+        return self.warnings
 
 
 def positioned(err: PitstopError, stmt: ParsedStatement) -> PitstopError:

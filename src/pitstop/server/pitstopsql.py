@@ -52,10 +52,10 @@ def executor_outcome(parsed: ParsedStatement, result: Result) -> Outcome:
             Column(name, pg_type_of_value([row[i] for row in result.rows]))
             for i, name in enumerate(result.columns)
         )
-        if isinstance(parsed.node, nodes.Explain | nodes.ExplainAnalyze):
-            notices = [Notice(result.message)]
-        else:  # the rows say the rest; a warning is said (SHOW JOBS: the supervisor's trouble)
-            notices = [Notice(w, "WARNING") for w in result.warnings]
+        notices = [
+            Notice(text, "WARNING" if text in result.warnings else "NOTICE")
+            for text in result.said_beside_rows(parsed)
+        ]
         return Outcome("SELECT", columns, iter(result.rows), notices)
     notices = []
     for line in result.message.split("\n"):

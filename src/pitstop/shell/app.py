@@ -193,7 +193,7 @@ class Shell:
             where = f" (the traceback is in {logs.log_file()})" if logs.log_file() is not None else ""
             self.warn(f"ERROR: internal error while running `{_first_line(stmt.text)}`: {exc}{where}")
             return False
-        self.show(result)
+        self.show(result, stmt)
         if self.timing:
             self.echo(f"Time: {elapsed:.3f} s")
         return True
@@ -254,8 +254,10 @@ class Shell:
             self.session.editing_mode = EditingMode.VI if self._vi else EditingMode.EMACS
 
     # -- output ----------------------------------------------------------------------------------
-    def show(self, result: Result) -> None:
+    def show(self, result: Result, stmt: ParsedStatement | None = None) -> None:
         self.echo(render(result, self.output), page=True)
+        for line in result.said_beside_rows(stmt) if stmt is not None else ():
+            self.echo(line)  # after the rows: an EXPLAIN's verdict, SHOW JOBS's warnings
 
     def echo(self, text: str, page: bool = False) -> None:
         rows = shutil.get_terminal_size().lines

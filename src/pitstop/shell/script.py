@@ -81,7 +81,12 @@ class ScriptRunner:
     def _execute(self, stmt: ParsedStatement) -> None:
         if self.options.echo:
             self.out(stmt.text + ";")
-        self.out(render(self.driver.run(stmt), self.options.output))
+        result = self.driver.run(stmt)
+        self.out(render(result, self.options.output))
+        # After the rows; beside csv or json rows on the error stream (psql's notices), so that
+        # the output stays what its format says.
+        for line in result.said_beside_rows(stmt):
+            (self.out if self.options.output.fmt == "table" else self.err)(line)
 
     def _report(self, error: PitstopError) -> None:
         self.failed = True
