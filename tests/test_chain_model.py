@@ -203,6 +203,23 @@ def test_a_crashed_pit_stop_is_valid_where_its_pit_stop_is_and_at_its_own_protoc
     assert not valid([*start, Suspend(), Crash(Snapshot(), "export.renamed")])  # a suspended job's
 
 
+def test_a_crash_at_a_stage_s_export_is_drawn_only_for_a_job_that_has_a_stage() -> None:
+    """Seed 7223 killed the pit stop of a job of joined rows alone (no stage) at
+    export.stage_written, a step such a job never reaches: the process ended well, and the chain
+    failed on the generator's mistake ("the process was to die at export.stage_written: exit 0")."""
+    joined = Branch("j1", "j1_s0", 0, (), enrich=True)
+    start = [Input(1, 5, 10, 0), Start((joined,)), Input(2, 5, 10, 0)]
+    assert not valid([*start, Crash(Update((joined, TEN)), "export.stage_written")])
+    assert valid([*start, Crash(Update((joined, TEN)), "export.renamed")])
+    assert valid([*start, Update((joined, TEN)), Crash(Snapshot(), "export.stage_written")])
+    assert generate(7223, 8, pg=True, kafka=True)[3] == Crash(
+        generate(7223, 8, pg=True, kafka=True)[3].step,
+        "export.renamed",  # type: ignore[union-attr]
+    )
+    for seed in range(500):
+        assert valid(generate(seed, 8, pg=True, kafka=True)), seed
+
+
 def test_a_running_aggregate_replaces_its_groups_and_a_restore_from_rows_writes_every_group() -> None:
     totals = Branch("r1", "r1_s0", 0, ("n", "total"))
     m = Model()

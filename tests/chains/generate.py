@@ -23,6 +23,7 @@ from chains.model import (
 from chains.steps import (
     RESTORE_CRASHES,
     SNAPSHOT_CRASHES,
+    STAGE_WRITTEN,
     UPDATE_CRASHES,
     Analyze,
     Crash,
@@ -36,6 +37,7 @@ from chains.steps import (
     Step,
     Suspend,
     Update,
+    exports_a_stage,
 )
 
 FIXED_PG_AGGS = ("n", "total")
@@ -358,14 +360,23 @@ def _with_crashes(seed: int, chain: list[Step]) -> list[Step]:
     (:class:`Crash`). Drawn from a generator of its own, as :func:`_with_analyses`."""
     rnd = random.Random(seed * 104_729 + 3)
     out: list[Step] = []
+    job: Job = ()  # the job a pit stop snapshots
+
+    def of(points: tuple[str, ...]) -> tuple[str, ...]:
+        return points if exports_a_stage(job) else tuple(p for p in points if p != STAGE_WRITTEN)
+
     for step in chain:
         if isinstance(step, Update) and rnd.random() < 0.15:
-            step = Crash(step, rnd.choice(UPDATE_CRASHES))
+            step = Crash(step, rnd.choice(of(UPDATE_CRASHES)))
         elif isinstance(step, Snapshot) and rnd.random() < 0.15:
-            step = Crash(step, rnd.choice(SNAPSHOT_CRASHES))
+            step = Crash(step, rnd.choice(of(SNAPSHOT_CRASHES)))
         elif isinstance(step, Restore) and rnd.random() < 0.2:
             points = RESTORE_CRASHES if step.rollback else RESTORE_CRASHES[:1]
             step = Crash(step, rnd.choice(points))
+        if isinstance(step, Start | Update | Restore):
+            job = step.job
+        elif isinstance(step, Crash) and isinstance(step.step, Update | Restore):
+            job = step.step.job
         out.append(step)
     return out
 

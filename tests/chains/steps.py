@@ -126,6 +126,15 @@ UPDATE_CRASHES = (
     "restore.prepared",
 )
 RESTORE_CRASHES = ("restore.prepared", "rollback.deleted", "rollback.committed")
+STAGE_WRITTEN = "export.stage_written"
+
+
+def exports_a_stage(job: Job) -> bool:
+    """Whether a snapshot of ``job`` writes a stage's state (one of appended joined rows alone has
+    none: a process to be killed at :data:`STAGE_WRITTEN` would end well)."""
+    return any(not b.enrich for b in job)
+
+
 SNAPSHOT_CRASHES = ("drain.fenced", "export.stage_written", "export.renamed", "snapshot.recorded")
 
 
@@ -152,6 +161,7 @@ def valid(chain: list[Step]) -> bool:
     """Whether every step can run where it stands."""
     state, snapshots = "none", 0
     gapped: set[int] = set()
+    job: Job = ()
     for s in chain:
         if isinstance(s, Crash):
             points = {Update: UPDATE_CRASHES, Restore: RESTORE_CRASHES, Snapshot: SNAPSHOT_CRASHES}
@@ -159,7 +169,11 @@ def valid(chain: list[Step]) -> bool:
                 return False
             if s.at.startswith("rollback.") and not (isinstance(s.step, Restore) and s.step.rollback):
                 return False
+            if s.at == STAGE_WRITTEN and not exports_a_stage(job):
+                return False
             s = s.step
+        if isinstance(s, Start | Update | Restore):
+            job = s.job
         if isinstance(s, Start):
             if state != "none":
                 return False
