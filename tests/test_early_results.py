@@ -167,7 +167,7 @@ def write_windows(out: Any) -> None:
     """Batch 0 (no watermark yet): two open windows. Batch 1 (watermark 1:30): the second grows;
     the first, closed, is marked final though the batch has no row of it. Batch 2 (watermark
     2:00, no rows): the second is final."""
-    window_rows(out, "window_end", WATERMARKS.__getitem__, early=True)
+    window_rows(out, "window_end", WATERMARKS.__getitem__, keeps_unwritten=True)
     out.prepare(WINDOW_SCHEMA)
     out.write(window_batch((0, "eu", 1), (1, "eu", 2)), 0)
     out.write(window_batch((1, "eu", 5)), 1)
@@ -177,12 +177,14 @@ def write_windows(out: Any) -> None:
 
 def close_without_early(out: Any) -> None:
     """Early results turned off at a pit stop, a HAVING put in: a window branch without early
-    results writes the table the early-results job keyed, whose rows at the cut are both windows
-    early. Batch 1 (watermark 1:30) writes the first window's final row; batch 2 (watermark 2:00)
-    writes none, though it closes the second window: the branch's SQL does not keep it (its
-    HAVING), and its early row goes. (It was marked final: a row the job does not write, found
-    by the update chains, seeds 7004 and 7106.)"""
-    window_rows(out, "window_end", WATERMARKS.__getitem__, early=False)
+    results, its stage restored from the snapshot, writes the table the early-results job keyed,
+    whose rows at the cut are both windows early. Batch 1 (watermark 1:30) writes the first
+    window's final row; batch 2 (watermark 2:00) writes none, though it closes the second window:
+    the branch's SQL does not keep it (its HAVING), and its early row goes. (It was marked final:
+    a row the job does not write, found by the update chains, seeds 7004 and 7106. A stage new at
+    the pit stop holds no window of the cut: there the early row is the old query's and is marked
+    final, chain seed 1000.)"""
+    window_rows(out, "window_end", WATERMARKS.__getitem__, keeps_unwritten=False)
     out.prepare(WINDOW_SCHEMA)
     out.write(window_batch((0, "eu", 4)), 1)
     out.write(window_batch(), 2)
@@ -254,7 +256,7 @@ def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_
         0,
         KEYS,
     )
-    window_rows(flat, "window_end", WATERMARKS.__getitem__, early=True)
+    window_rows(flat, "window_end", WATERMARKS.__getitem__, keeps_unwritten=True)
     flat.prepare(WINDOW_SCHEMA)
     flat.write(window_batch((1, "us", 3)), 0)
     assert duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM flat ORDER BY 1") == [

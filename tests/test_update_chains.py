@@ -739,3 +739,24 @@ def test_early_results_turned_off_under_a_having_leave_no_row_the_job_does_not_w
             ),
         ],
     )
+
+
+def test_early_rows_of_a_stage_renamed_with_early_results_off_are_final_when_their_windows_close(
+    tmp_path: Path,
+) -> None:
+    """Chain seed 1000, shrunk: the same turn (early results off) with the stage renamed, so the
+    new stage holds none of the windows open at the cut. Their early rows are the old query's
+    output up to the cut and are marked final when the clock passes their end; the first fix of
+    7004's bug deleted them (`sink w1: 6 row(s) missing`)."""
+    hop = Branch("w1", "w1_s0", 30, ("last", "n"), where=25, slide=10, joined=True)
+    play(
+        tmp_path,
+        [
+            Input(seed=1049766685, n=11, advance=60, late=0, dup=0),
+            Start((hop,), early=True),
+            Update((replace(hop, stage="w1_s1"),), "canonical", early=False, delay=5),
+            Suspend(),
+            Resume(),
+            Input(seed=233765861, n=13, advance=30, late=0.1, dup=0),
+        ],
+    )

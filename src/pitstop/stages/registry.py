@@ -61,7 +61,7 @@ def manifest_entry(stage: AggregateStage) -> dict[str, Any]:
 def entry_format(entry: dict[str, Any]) -> tuple[str, int]:
     """A manifest stage entry's kind and format version. An entry without them was written before
     kinds had modules: a window aggregate (its plan's window kind) in format 1."""
-    kind = entry.get("kind") or entry["plan"]["window"]["kind"]
+    kind = entry.get("kind") or stage_from_json(entry["plan"]).kind
     return str(kind), int(entry.get("format_version", 1))
 
 
