@@ -22,7 +22,6 @@ from pitstop.connectors import registry
 from pitstop.connectors.duckdb.connector import DuckDBConnector
 from pitstop.connectors.duckdb.upsert import UpsertSink
 from pitstop.connectors.generator.source import generate
-from pitstop.connectors.postgres.sink import PostgresSink
 from pitstop.connectors.rollback import Span
 from pitstop.connectors.upsert import finishing_keys, window_rows
 from pitstop.engine import checkpoint
@@ -167,31 +166,13 @@ def write_windows(out: Any) -> None:
     """Batch 0 (no watermark yet): two open windows. Batch 1 (watermark 1:30): the second grows;
     the first, closed, is marked final though the batch has no row of it. Batch 2 (watermark
     2:00, no rows): the second is final."""
-    window_rows(out, "window_end", WATERMARKS.__getitem__, keeps_unwritten=True)
+    window_rows(out, "window_end", WATERMARKS.__getitem__)
     out.prepare(WINDOW_SCHEMA)
     out.write(window_batch((0, "eu", 1), (1, "eu", 2)), 0)
     out.write(window_batch((1, "eu", 5)), 1)
     out.write(window_batch((1, "eu", 9)), 1)  # replayed: skipped
     out.write(window_batch(), 2)
 
-
-def close_without_early(out: Any) -> None:
-    """Early results turned off at a pit stop, a HAVING put in: a window branch without early
-    results, its stage restored from the snapshot, writes the table the early-results job keyed,
-    whose rows at the cut are both windows early. Batch 1 (watermark 1:30) writes the first
-    window's final row; batch 2 (watermark 2:00) writes none, though it closes the second window:
-    the branch's SQL does not keep it (its HAVING), and its early row goes. (It was marked final:
-    a row the job does not write, found by the update chains, seeds 7004 and 7106. A stage new at
-    the pit stop holds no window of the cut: there the early row is the old query's and is marked
-    final, chain seed 1000.)"""
-    window_rows(out, "window_end", WATERMARKS.__getitem__, keeps_unwritten=False)
-    out.prepare(WINDOW_SCHEMA)
-    out.write(window_batch((0, "eu", 4)), 1)
-    out.write(window_batch(), 2)
-
-
-CLOSED_WITHOUT_EARLY = [(hour(0), "eu", 4, False)]
-BEFORE_CLOSED = [(1, False, hour(0), 1, True), (2, False, hour(1), 2, True)]  # for a rollback
 
 FINAL = [(hour(0), "eu", 1, False), (hour(1), "eu", 5, False)]
 BEFORE = [  # batch, absent, window_start, n, early
@@ -227,12 +208,6 @@ def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_
         duckdb_type.rollback_in_catalog(manager.catalog, mapping, rollback, tx)
     at_cut = duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1")
     assert at_cut == [(hour(0), "eu", 1, True), (hour(1), "eu", 2, True)]
-    close_without_early(UpsertSink(manager.catalog, mapping, "j", "r3", 0, KEYS))
-    assert duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1") == (
-        CLOSED_WITHOUT_EARLY
-    )
-    before = f'SELECT batch_id, absent, window_start, n, {EARLY} FROM pitstop."wins__before" WHERE run_id'
-    assert duck_rows(manager, before + " = 'r3' ORDER BY 1, 3") == BEFORE_CLOSED
 
     # A window job without early results writing this table later replaces rows by these keys;
     # writing a table no early-results job wrote, it appends.
@@ -256,7 +231,7 @@ def test_duckdb_window_rows_are_early_until_the_watermark_passes_and_keep_their_
         0,
         KEYS,
     )
-    window_rows(flat, "window_end", WATERMARKS.__getitem__, keeps_unwritten=True)
+    window_rows(flat, "window_end", WATERMARKS.__getitem__)
     flat.prepare(WINDOW_SCHEMA)
     flat.write(window_batch((1, "us", 3)), 0)
     assert duck_rows(manager, f"SELECT window_start, region, n, {EARLY} FROM flat ORDER BY 1") == [
@@ -280,17 +255,6 @@ def test_postgres_window_rows_are_early_until_the_watermark_passes_and_keep_thei
         )
         == BEFORE
     )
-    # Back at batch 0's cut, then a branch without early results writes the table (another run).
-    postgres.query(db, f"UPDATE wins SET n = 2, {EARLY} = true WHERE window_start = %s", [hour(1)])
-    postgres.query(db, f"UPDATE wins SET {EARLY} = true WHERE window_start = %s", [hour(0)])
-    again = PostgresSink(manager.catalog, out.mapping, "j", "j-1", 0, KEYS)
-    close_without_early(again)
-    again.interrupt()
-    assert postgres.query(db, f"SELECT window_start, region, n, {EARLY} FROM wins ORDER BY 1") == (
-        CLOSED_WITHOUT_EARLY
-    )
-    before = f"SELECT batch_id, absent, window_start, n, {EARLY} FROM \"wins__before\" WHERE run_id = 'j-1'"
-    assert postgres.query(db, before + " ORDER BY 1, 3") == BEFORE_CLOSED
 
 
 # -- on real Spark ---------------------------------------------------------------------------------------

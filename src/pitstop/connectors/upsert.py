@@ -65,27 +65,17 @@ def check_keys(batch: pa.Table, keys: tuple[str, ...], batch_id: int, about: str
 
 @dataclass(frozen=True)
 class WindowRows:
-    """A window branch's rows in an upsert sink: the column holding each window's end, the
-    watermark (ms) each batch runs with, and what becomes of an early row its window closed.
-
-    A row still early when a batch's watermark passes its window's end, and not written by that
-    batch, is kept and marked final (``keeps_unwritten``) when its values are the window's final
-    ones: the branch writes early results and the window's last change came before it closed, or
-    the window is not one of the branch's stage (an early-results job's, open at a cut its stage
-    was not restored from: the old query's output up to the cut). It is deleted when the branch
-    writes no early results and its stage was restored with the windows open at the cut: such a
-    branch writes every window it keeps in the batch whose watermark closes it, so one it does
-    not write there is one its SQL does not keep (a HAVING or a filter after the window)."""
+    """A window branch's rows in an upsert sink: the column holding each window's end, and the
+    watermark (ms) each batch runs with."""
 
     end: str
     watermark_ms: Callable[[int], int]
-    keeps_unwritten: bool = True
 
 
-def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int], keeps_unwritten: bool) -> None:
+def window_rows(sink: Any, end: str, watermark_ms: Callable[[int], int]) -> None:
     """Tell an upsert sink (DuckDB or PostgreSQL) that it writes a window branch's rows."""
     if hasattr(sink, "windows"):
-        sink.windows = WindowRows(end, watermark_ms, keeps_unwritten)
+        sink.windows = WindowRows(end, watermark_ms)
 
 
 def finishing_keys(

@@ -108,12 +108,15 @@ def branch_frame(
     right_start: Any = None,
     checkpoint: str | None = None,
     keep: late.Keep | None = None,
+    keyed: bool = False,
 ) -> DataFrame:
     """``seeds``: the seed of each restored stage of the branch, by stage name; ``right``: a
     join's right mapping (``right_start``: where an interval join starts reading it);
     ``checkpoint``: the query's, where its sources learn each batch's watermark to count late rows
     by (None: the sources are not stamped, and only the rows a restored stage drops itself are
-    counted); ``keep``: where late rows are kept."""
+    counted); ``keep``: where late rows are kept; ``keyed``: the sink replaces rows by key
+    (:func:`_updated_rows`), also where the branch has no upsert keys of its own (a window table
+    an early-results job keyed: a window closed by a HAVING it no longer passes loses its row)."""
     from pyspark.sql import functions as F
 
     steps = [*branch.before]
@@ -169,7 +172,7 @@ def branch_frame(
         watermarked = watermarked or kind.clock(stage, 0) is not None
         if i < len(steps) - 1:
             df = _project(df, step.layers)
-    if branch.upsert_keys:
+    if branch.upsert_keys or keyed:
         return _updated_rows(df, branch)
     return _project(df, branch.layers)
 

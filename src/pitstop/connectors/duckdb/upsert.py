@@ -218,8 +218,7 @@ class UpsertSink(DuckDBSink):
 
     def finalize(self, tx: duckdb.DuckDBPyConnection, batch: Batch, in_batch: bool) -> None:
         """Step 2b: mark final the early rows whose window ended at or before ``batch.closed``
-        (and, ``in_batch``, that are not rows of this batch), keeping their before-images, or
-        delete them (:class:`~pitstop.connectors.upsert.WindowRows`)."""
+        (and, ``in_batch``, that are not rows of this batch), keeping their before-images."""
         assert self.windows is not None and batch.closed is not None
         target = f"main.{quote_ident(self.table)}"
         outside = f"NOT EXISTS (SELECT 1 FROM __pitstop_batch b WHERE {self._on()})" if in_batch else "true"
@@ -229,10 +228,7 @@ class UpsertSink(DuckDBSink):
             f"? AS batch_id, false AS absent, t.* FROM {target} t WHERE {which}",
             [self.job, self.run_id, self.branch, batch.batch_id, batch.closed],
         )
-        if self.windows.keeps_unwritten:
-            tx.execute(f"UPDATE {target} t SET {quote_ident(EARLY)} = false WHERE {which}", [batch.closed])
-        else:  # (WindowRows)
-            tx.execute(f"DELETE FROM {target} t WHERE {which}", [batch.closed])
+        tx.execute(f"UPDATE {target} t SET {quote_ident(EARLY)} = false WHERE {which}", [batch.closed])
 
     def _on(self) -> str:
         """A table row ``t`` and a batch row ``b`` of the same key."""

@@ -193,7 +193,7 @@ class Writes:
     def finalize(self, conn: psycopg.Connection[Any], batch: Batch, in_batch: bool) -> None:
         """Step 2b: mark final the early rows whose window ended at or before ``batch.closed``
         and, ``in_batch``, that are not rows of this batch, keeping their before-images (as
-        :mod:`pitstop.connectors.upsert`); or deletes them (``WindowRows``)."""
+        :mod:`pitstop.connectors.upsert`)."""
         from psycopg import sql
 
         to = self.to
@@ -216,11 +216,8 @@ class Writes:
             ),
             [to.job, to.run_id, to.branch, batch.batch_id, batch.closed],
         )
-        if to.windows.keeps_unwritten:
-            finalize = sql.SQL("UPDATE {} t SET {} = false WHERE {}")
-            conn.execute(finalize.format(self.target, sql.Identifier(EARLY), which), [batch.closed])
-        else:  # (WindowRows)
-            conn.execute(sql.SQL("DELETE FROM {} t WHERE {}").format(self.target, which), [batch.closed])
+        finalize = sql.SQL("UPDATE {} t SET {} = false WHERE {}")
+        conn.execute(finalize.format(self.target, sql.Identifier(EARLY), which), [batch.closed])
 
     def record(self, conn: psycopg.Connection[Any], batch: Batch) -> None:
         """Step 3: nothing more; the bookkeeping row is in since step 1 (:meth:`claim`)."""

@@ -55,10 +55,10 @@ class RunStarting(RunState):
                     catalog, mapping, self.job, self.run.run_id, branch.index, keys
                 )
             )
+            if keys:
+                self._keyed.add(branch.index)
             if keys and branch.stage is not None and branch.stage.window is not None:
-                holds_the_cut = self._restored(branch.stage.name)
-                keeps = branch.early_results_ms > 0 or not holds_the_cut  # (WindowRows)
-                window_rows(sink, end_column(branch), partial(batch_watermark, ckpt), keeps)
+                window_rows(sink, end_column(branch), partial(batch_watermark, ckpt))
             bq = BranchQuery(branch, ckpt, Gate(), sink)
             self._publish(branch)
             df = self._frame(branch)
@@ -100,14 +100,6 @@ class RunStarting(RunState):
             and registry.connector(self.mappings[join.right].type).whole == "catalog"
         )
 
-    def _restored(self, stage: str) -> bool:
-        """Whether ``stage`` was restored from a snapshot (natively, or from its rows): it holds
-        the windows open at the cut (a stage new at the pit stop starts on the clock alone)."""
-        seed = self.seeds.get(stage)
-        if seed is not None and not seed.clock_only:
-            return True
-        return self.run.restore is not None and stage in self.run.restore.get("native", ())
-
     def _publish(self, branch: Branch) -> None:
         """A static join's DuckDB table, as it is now, where the branch's query reads it
         (:mod:`pitstop.connectors.tables`)."""
@@ -138,6 +130,7 @@ class RunStarting(RunState):
             self.start_of(right.name) if right is not None and right.name in branch.sources else None,
             str(ckpt),
             keep,
+            keyed=branch.index in self._keyed,
         )
 
     def _start_query(self, df: DataFrame, bq: BranchQuery, trigger_ms: int) -> StreamingQuery:

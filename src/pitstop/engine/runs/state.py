@@ -46,3 +46,6 @@ class RunState:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stopping: bool = field(default=False, init=False, repr=False)
     _logged: set[tuple[int, int]] = field(default_factory=set, init=False, repr=False)
+    _keyed: set[int] = field(default_factory=set, init=False, repr=False)
+    """The branches whose sink replaces rows by key (its upsert keys, or a window table an
+    early-results job keyed): their HAVING marks rows rather than drops them."""
