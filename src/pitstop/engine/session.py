@@ -110,8 +110,6 @@ def spark_session(settings: Settings) -> SparkSession:
                 if connector.source:
                     session.dataSource.register(connector.stream_source())
             if not settings.local:
-                from pitstop.engine import cluster
-
                 cluster.connect(session, settings)
         except BaseException as exc:
             stopped = not settings.local and isinstance(exc, Exception) and _stopped(exc)
@@ -121,8 +119,6 @@ def spark_session(settings: Settings) -> SparkSession:
             elif SparkContext._active_spark_context is not None:  # noqa: SLF001
                 SparkContext._active_spark_context.stop()  # noqa: SLF001
             if stopped and not isinstance(exc, PitstopError):
-                from pitstop.engine import cluster
-
                 # A master that took the connection but never registered the application: Spark
                 # stopped its context after a minute, under one of the calls above; its Py4J
                 # trace of 100 lines would say only that.
