@@ -337,6 +337,26 @@ def test_a_master_that_never_registers_the_application_is_one_sentence(
     assert "Traceback" not in done.stderr and "py4j" not in done.stderr.lower(), done.stderr
 
 
+def test_spark_giving_up_on_the_master_is_read_from_what_this_start_wrote_to_its_log(tmp_path: Path) -> None:
+    """When Spark stops the context while PySpark still sets it up, PySpark raises a
+    NullPointerException (SparkFiles with no SparkEnv) and stops what is left: no context to ask,
+    so the reason is Spark's own line in spark.log (1 start in 4 under load gave the Py4J trace)."""
+    from pitstop.engine.session import GAVE_UP, _gave_up_said
+
+    killed = "ERROR StandaloneSchedulerBackend: Application has been killed. Reason:"
+    log = tmp_path / "spark.log"
+    log.write_text(f"26/11/27 19:53:58 {killed} {GAVE_UP}\n")
+    start = log.stat().st_size  # an earlier start gave up; this one has said nothing yet
+    assert not _gave_up_said(log, start)
+    with log.open("a") as handle:
+        handle.write("26/11/27 20:01:02 INFO StandaloneAppClient$ClientEndpoint: Connecting to master\n")
+    assert not _gave_up_said(log, start)
+    with log.open("a") as handle:
+        handle.write(f"26/11/27 20:02:02 {killed} {GAVE_UP}\n")
+    assert _gave_up_said(log, start)
+    assert not _gave_up_said(tmp_path / "no-such.log", 0)
+
+
 def test_a_static_tables_folder_that_is_gone_is_an_error_not_an_empty_table(tmp_path: Path) -> None:
     from pyspark.sql.datasource import InputPartition
     from pyspark.sql.types import LongType, StructField, StructType

@@ -90,6 +90,7 @@ def spark_session(settings: Settings) -> SparkSession:
         logs = settings.home / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / "spark.log", "ab") as handle:
+            said_from = handle.tell()  # where what this start's JVM says begins
             if own_script:  # the JVM, and the worker script it runs, inherit the variable
                 if _forkserver is not None:  # from a start that failed
                     _forkserver.stop()
@@ -112,7 +113,11 @@ def spark_session(settings: Settings) -> SparkSession:
             if not settings.local:
                 cluster.connect(session, settings)
         except BaseException as exc:
-            stopped = not settings.local and isinstance(exc, Exception) and _stopped(exc)
+            stopped = (
+                not settings.local
+                and isinstance(exc, Exception)
+                and (_stopped(exc) or _gave_up_said(logs / "spark.log", said_from))
+            )
             # The next statement that needs Spark tries again.
             if session is not None:
                 session.stop()
@@ -140,6 +145,22 @@ def _stopped(exc: Exception) -> bool:
     except Exception:  # noqa: S110 - the JVM is gone too: the text tells
         pass
     return "stopped SparkContext" in str(exc)
+
+
+GAVE_UP = "All masters are unresponsive! Giving up."  # StandaloneSchedulerBackend.dead's reason
+
+
+def _gave_up_said(spark_log: Path, offset: int) -> bool:
+    """Whether Spark's log says, since ``offset``, that it gave up on the master. When it stops the
+    context while PySpark is still setting it up (SparkFiles' root directory, with the SparkEnv
+    already gone), PySpark stops it again and raises a NullPointerException, and no context is
+    left to ask; the log keeps the reason."""
+    try:
+        with open(spark_log, "rb") as handle:
+            handle.seek(offset)
+            return GAVE_UP.encode() in handle.read()
+    except OSError:
+        return False
 
 
 REPLAY_POOL = "replay"

@@ -199,11 +199,9 @@ class JobStatements(JobPlanning):
         job = self.catalog.listed_job(name) if self.catalog is not None else None
         if job is None or self.catalog is None:
             raise self._unknown("job", name)
-        if self.manager is not None and self.manager.spark_started:
-            self.manager.refresh_failures()
-            self.manager.collect_all_rejects()
-            self.manager.collect_all_late()
-            job = self.catalog.listed_job(name) or job
+        # As SHOW JOBS: no refresh of failures, rejects or late rows here. The supervisor records
+        # them every second (AWAIT JOB, SUSPEND and DROP too); doing it here, under the manager's
+        # locks, queued DESCRIBE JOB from many clients behind each other (bench/server.py).
         run = self.catalog.listed_run(job.run_id)
         plan = JobPlan.from_json(run.plan)
         place = self._placement() if self._runs_here(job) else None
