@@ -450,6 +450,11 @@ SELECT 'ab'::char(4) AS v UNION ALL SELECT 'abc'::varchar(5) UNION ALL SELECT 'x
 SELECT 'x' AS v, 1 AS n UNION ALL (SELECT 'c'::char(4), 2 UNION ALL SELECT 'd'::char(4), 3);
 SELECT region AS v FROM region_totals WHERE region = 'eu' UNION ALL SELECT 'ab'::char(4);
 SELECT 'ab'::char(4) AS v UNION SELECT 'ab'::char(5);
+SELECT c FROM (SELECT region::char(3) AS c FROM region_totals) s ORDER BY c NULLS FIRST;
+WITH s AS (SELECT 'a'::char(3) AS c UNION ALL SELECT 'bb'::char(3)) SELECT c, length(c) AS n FROM s ORDER BY c;
+SELECT t.c AS v FROM (SELECT c FROM (SELECT 'x'::char(5) AS c) u) t;
+SELECT c FROM (SELECT 'a'::char(3) AS c UNION ALL SELECT 'bb'::char(4)) s;
+SELECT '23:59:59.996'::time(2)::text AS a, '23:59:59.95'::time(1)::text AS b, '23:59:59.5'::time(0)::text AS c, '24:00:00'::time(2)::text AS d, '23:59:59.994'::time(2)::text AS e;
 
 -- kind: null_handling
 -- source: COALESCE / NULLIF / IS DISTINCT FROM / NULL ordering, as BI tools and users write them
@@ -493,6 +498,10 @@ SELECT greatest(window_start, date '2024-03-01') AS v FROM sales_windows ORDER B
 SELECT greatest(region, 1) FROM sales_windows;
 SELECT coalesce(region, 0) FROM sales_windows;
 SELECT NULL / revenue AS a, orders * NULL AS b, lo + NULL AS c FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 5;
+SELECT coalesce(revenue, revenue) AS v, CASE WHEN orders > 5 THEN revenue ELSE revenue END AS w FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 20;
+SELECT CASE WHEN orders > 5 THEN revenue END AS v, nullif(revenue, 0) AS w, greatest(revenue, revenue) AS x, least(revenue, revenue) AS y FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 20;
+SELECT coalesce(revenue, total) AS v, CASE WHEN n > 5 THEN total ELSE revenue END AS w, coalesce(revenue, revenue * 1) AS x FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 20;
+SELECT v FROM (SELECT coalesce(revenue::numeric(8,1), revenue::numeric(8,1)) AS v FROM sales_windows) s ORDER BY v NULLS FIRST LIMIT 10;
 
 -- kind: string_functions
 -- source: String functions in dashboard SQL and Metabase's custom expressions (lower, upper, length, substring, concat, replace, trim, split_part, left, right, regexp_replace)

@@ -282,10 +282,14 @@ def _is_interval(value: exp.Expr, ctx: Kinds) -> bool:
 _PG_EPOCH_US = 946_684_800_000_000
 """2000-01-01 in microseconds since 1970: PostgreSQL's timestamps count from it, and round
 half away from it."""
+_DAY_US = 86_400_000_000
 _ROUNDED_TIMES = {
     D.TIMESTAMP: f"make_timestamp({{us}} + {_PG_EPOCH_US})",
     D.TIMESTAMPTZ: f"make_timestamptz({{us}} + {_PG_EPOCH_US})",
-    D.TIME: "TIME '00:00:00' + to_microseconds({us})",
+    # Rounded up from the day's last instant: PostgreSQL's 24:00:00 (DuckDB's time keeps it; its
+    # time + interval wraps to 00:00:00).
+    D.TIME: f"CASE WHEN {{us}} >= {_DAY_US} THEN TIME '24:00:00' "
+    "ELSE TIME '00:00:00' + to_microseconds({us}) END",
 }
 _ROUNDED = "sign(pgs_us) * ((abs(pgs_us) + {half}) // {unit} * {unit})"
 

@@ -11,9 +11,11 @@ and scale of every result column that is not such a reference (:func:`declared_c
 A cast to a time type with a precision (``ts::timestamp(0)``) is described with it
 (:func:`time_precisions`); DuckDB's types have none.
 
-Known gaps: ``CASE`` and ``coalesce`` keep a typmod in PostgreSQL when every branch has the same
-one; they are described unconstrained here. A UNION of two columns of different precisions is
-described as DuckDB's common type.
+``CASE``, ``coalesce``, ``greatest`` and ``least`` keep the type modifier their alternatives share
+(PostgreSQL's ``exprTypmod``: every branch, the ``ELSE`` included, the same; a ``CASE`` without
+``ELSE`` has a NULL there, of none), and ``nullif`` its first argument's.
+
+Known gap: a UNION of two columns of different precisions is described as DuckDB's common type.
 """
 
 from __future__ import annotations
@@ -106,9 +108,29 @@ def _origin(node: exp.Expr, scope: Scope, schema: dict[str, dict[str, str]], dep
         node = node.this
     if isinstance(node, exp.Cast):
         return node.to.sql(dialect="duckdb").upper() if node.to.expressions else None
-    if isinstance(node, exp.Column) and depth < _DEPTH:
+    if depth >= _DEPTH:
+        return None
+    if isinstance(node, exp.Column):
         return _column_origin(node, scope, schema, depth)
-    return None
+    if isinstance(node, exp.Nullif):
+        return _origin(node.this, scope, schema, depth + 1)
+    alternatives = _alternatives(node)
+    if not alternatives:
+        return None
+    origins = {_origin(a, scope, schema, depth + 1) for a in alternatives}
+    return origins.pop() if len(origins) == 1 else None
+
+
+def _alternatives(node: exp.Expr) -> list[exp.Expr]:
+    """The values a CASE, coalesce, greatest or least may give (none for anything else)."""
+    if isinstance(node, exp.Case):
+        default = node.args.get("default")
+        if default is None:
+            return []  # no ELSE: a NULL of no type modifier
+        return [*(branch.args["true"] for branch in node.args.get("ifs") or []), default]
+    if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
+        return [node.this, *node.expressions]
+    return []
 
 
 def _column_origin(column: exp.Column, scope: Scope, schema: dict[str, dict[str, str]], depth: int) -> Origin:

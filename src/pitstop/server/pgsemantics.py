@@ -445,7 +445,11 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     _small_parameters(tree, parameters)
     declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
     try:
-        times = {**pgmodifiers.time_precisions(tree), **pgtext.set_operation_chars(tree)}
+        times = {
+            **pgmodifiers.time_precisions(tree),
+            **pgtext.set_operation_chars(tree),
+            **pgtext.referenced_chars(tree),
+        }
     except pgfunctions.Refused as exc:
         raise PgError(exc.code, exc.message) from None
     if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):

@@ -8,6 +8,9 @@ rewrite of one node, given the types of its parts):
 - a result column cast to ``varchar`` or ``char`` is described as PostgreSQL's ``varchar``
   (1043) or ``bpchar`` (1042) with its length as the type modifier, not as ``text``
   (:attr:`pitstop.server.pgsemantics.Translation.column_types`);
+- a result column that names a subquery's or a CTE's ``char(n)`` column (``SELECT c FROM (SELECT
+  x::char(3) AS c ...) s``) is padded there and described as ``character(n)``
+  (:func:`referenced_chars`);
 - ``format('%s has %s', region, orders)`` is PostgreSQL's: ``%s`` prints a NULL as nothing, ``%L``
   as ``NULL`` and a value quoted, ``%%`` is ``%``, ``%2$s`` takes the second argument, ``%-10s`` /
   ``%10s`` pad to a width (sqlglot passes it on as DuckDB's ``format``, whose placeholders are
@@ -20,12 +23,13 @@ from __future__ import annotations
 import re
 
 from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, build_scope
 
 from pitstop.server.pgfunctions import Kinds, Refused
 from pitstop.server.pgnumtext import TEXT, call
 from pitstop.server.pgtypes import BPCHAR, VARCHAR, PgType
 
-__all__ = ["DESCRIBED", "PADDED", "char_cast", "format_text", "set_operation_chars"]
+__all__ = ["DESCRIBED", "PADDED", "char_cast", "format_text", "referenced_chars", "set_operation_chars"]
 
 D = exp.DType
 DESCRIBED = "pgs_described"
@@ -148,6 +152,78 @@ def set_operation_chars(tree: exp.Expr) -> dict[int, PgType]:
         for cast in chars:
             cast.meta[PADDED] = True
     return found
+
+
+_DEPTH = 16
+
+
+def referenced_chars(tree: exp.Expr) -> dict[int, PgType]:
+    """The outermost SELECT's result columns that name a subquery's or a CTE's ``char(n)`` column
+    (a cast there, or a UNION ALL whose every branch casts to the same ``char(n)``): padded to n
+    here, where they are result columns (inside the subquery a ``bpchar``'s trailing spaces do
+    not count), and described as ``character(n)``; by 0-based index. Rewrites ``tree``.
+
+    Raises Refused (0A000) for such a column whose branches are ``char`` values of different
+    lengths, or ``char`` and text: PostgreSQL pads each value to its own branch's length."""
+    if not isinstance(tree, exp.Select) or not tree.args.get("from_"):
+        return {}
+    try:
+        scope = build_scope(tree)
+    except Exception:  # sqlglot's scoping refuses some statements: nothing known
+        return {}
+    if scope is None:
+        return {}
+    found: dict[int, PgType] = {}
+    for index, projection in enumerate(tree.expressions):
+        column = projection.this if isinstance(projection, exp.Alias) else projection
+        if not isinstance(column, exp.Column) or isinstance(column.this, exp.Star):
+            continue
+        length = _char_column(column, scope, 0)
+        if length is None:
+            continue
+        padded = call("rpad", column.copy(), exp.Literal.number(length), exp.Literal.string(" "))
+        if projection is column:
+            projection.replace(exp.alias_(padded, column.name, quoted=True))
+        else:
+            column.replace(padded)
+        found[index] = _described(BPCHAR, length)
+    return found
+
+
+def _char_column(column: exp.Column, scope: Scope, depth: int) -> int | None:
+    """The n of the ``char(n)`` a subquery's or CTE's column named by ``column`` is; None when it
+    is not one (or not known)."""
+    sources = [source for _, source in scope.selected_sources.values()]
+    if column.table:
+        named = scope.selected_sources.get(column.table)
+        sources = [named[1]] if named else []
+    for source in sources:
+        if not isinstance(source, Scope) or depth >= _DEPTH:
+            continue
+        branches = _branches(source.expression)
+        if not branches or any(isinstance(p, exp.Star) for b in branches for p in b.expressions):
+            continue
+        names = [p.alias_or_name for p in branches[0].expressions]
+        if column.name not in names:
+            continue
+        index = names.index(column.name)
+        values = [b.expressions[index] for b in branches if len(b.expressions) > index]
+        values = [v.this if isinstance(v, exp.Alias) else v for v in values]
+        if len(values) == 1 and isinstance(values[0], exp.Column):
+            return _char_column(values[0], source, depth + 1)  # a column of a subquery of its own
+        chars = [v for v in values if isinstance(v, exp.Cast) and v.to.this in _CHAR_TYPES]
+        first = next((v for v in values if not (isinstance(v, exp.Literal) and v.is_string)), None)
+        if first is None or first not in chars:
+            return None
+        lengths = {_length(v.to) for v in chars}
+        if len(chars) < len(values) or len(lengths) > 1 or None in lengths:
+            raise Refused(
+                "0A000",
+                f"pitstop cannot pad the char values of column {column.name!r} as PostgreSQL does "
+                "(each to its own branch's length); cast every branch's column to one char(n)",
+            )
+        return lengths.pop()
+    return None
 
 
 # -- format ----------------------------------------------------------------------------------------
