@@ -502,6 +502,10 @@ SELECT coalesce(revenue, revenue) AS v, CASE WHEN orders > 5 THEN revenue ELSE r
 SELECT CASE WHEN orders > 5 THEN revenue END AS v, nullif(revenue, 0) AS w, greatest(revenue, revenue) AS x, least(revenue, revenue) AS y FROM sales_windows ORDER BY window_start, region NULLS FIRST LIMIT 20;
 SELECT coalesce(revenue, total) AS v, CASE WHEN n > 5 THEN total ELSE revenue END AS w, coalesce(revenue, revenue * 1) AS x FROM sales_windows, region_totals ORDER BY window_start, sales_windows.region NULLS FIRST, lo LIMIT 20;
 SELECT v FROM (SELECT coalesce(revenue::numeric(8,1), revenue::numeric(8,1)) AS v FROM sales_windows) s ORDER BY v NULLS FIRST LIMIT 10;
+VALUES (1.5, 'a'), (2, NULL) ORDER BY 1 DESC;
+SELECT * FROM (VALUES (1.5), (2), (NULL)) AS v(x) ORDER BY x NULLS FIRST;
+SELECT x, count(*) AS n, sum(x) AS s, x * 2 AS d FROM (VALUES (1.5), (2), (2), (10), (NULL)) AS v(x) WHERE x > 1 GROUP BY x ORDER BY x;
+SELECT pg_typeof(revenue) AS a, pg_typeof(orders) AS b, pg_typeof(region) AS c, pg_typeof(window_start) AS d, pg_typeof(1.5) AS e, pg_typeof(1) AS f, pg_typeof(now()) AS g FROM sales_windows LIMIT 1;
 
 -- kind: string_functions
 -- source: String functions in dashboard SQL and Metabase's custom expressions (lower, upper, length, substring, concat, replace, trim, split_part, left, right, regexp_replace)

@@ -55,7 +55,7 @@ _SIMPLE_TYPES = re.compile(
     r"DECIMAL\(\d+,\d+\))"
 )
 _NEEDS_TYPES = re.compile(
-    r"/|avg|sum|numeric|decimal|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
+    r"/|avg|sum|numeric|decimal|typeof|to_char|extract|date_part|percentile|coalesce|round|sign|bool|stddev|var|text|-|"
     r"greatest|least|format|exp|gcd|lcm|char|null|real|float4|interval|sqrt|ln|log|pow|\^|union|intersect|except|"
     r"\d[eE][+-]?\d",
     re.I,

@@ -20,7 +20,9 @@ rounded one, when it has more than 24 decimals or 14 integer digits). The rewrit
 - ``::numeric`` without precision keeps the value's own scale: a literal becomes a DECIMAL of its
   digits, anything else goes through ``pgs_numeric_in``;
 - ``coalesce``, ``CASE``, ``greatest`` and ``least`` whose values are numerics of different
-  scales, or numeric texts, give each value's own scale (``coalesce(revenue, 0)`` is ``0``).
+  scales, or numeric texts, give each value's own scale (``coalesce(revenue, 0)`` is ``0``);
+- a ``VALUES`` column of numeric constants of different scales (``(1.5), (2)``) keeps each one's
+  (``2``, not DuckDB's common ``2.0``): its cells are numeric texts (:func:`values_texts`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "math",
     "numeric_text",
     "paren",
+    "values_texts",
     "when",
 ]
 
@@ -87,6 +90,51 @@ def fitted(node: exp.Expr) -> exp.Expr:
         return node
     node.meta.pop(TEXT)
     return call("pgs_fit", node)
+
+
+def values_texts(tree: exp.Expr) -> bool:
+    """A SELECT from ``VALUES`` (``SELECT x FROM (VALUES (1.5), (2)) v(x)``; a bare ``VALUES`` is
+    one, :func:`pitstop.server.pgcatalog.naming.values_names`): each column of numeric constants
+    of different scales becomes numeric texts, and the SELECT's references to it are flagged
+    :data:`TEXT`, so that each value keeps its own scale, as PostgreSQL's numeric does. Whether
+    it changed anything."""
+    if not isinstance(tree, exp.Select) or tree.args.get("joins"):
+        return False
+    source = tree.args.get("from_")
+    rows = source.this if source is not None else None
+    alias = rows.args.get("alias") if isinstance(rows, exp.Values | exp.Subquery) else None
+    if isinstance(rows, exp.Subquery):
+        rows = rows.this
+    if not isinstance(rows, exp.Values) or alias is None or not alias.columns:
+        return False
+    table = alias.name
+    cells = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in rows.expressions]
+    changed = False
+    for index, name in enumerate(alias.columns):
+        column = [row[index] for row in cells if len(row) > index]
+        numbers = [c for c in column if isinstance(c, exp.Literal) and not c.is_string]
+        if not numbers or len(numbers) + sum(isinstance(c, exp.Null) for c in column) < len(column):
+            continue
+        try:
+            texts = [pgnumeric.numeric_in(n.name) for n in numbers]
+        except pgnumeric.NumericError:
+            continue
+        if len({t.partition(".")[2].__len__() for t in texts}) < 2 or not any("." in t for t in texts):
+            continue  # one scale (or integers): DuckDB's type says it
+        for number, text in zip(numbers, texts, strict=True):
+            number.replace(exp.Literal.string(text))
+        scale = max(len(t.partition(".")[2]) for t in texts)
+        for ref in list(tree.find_all(exp.Column)):
+            if ref.name != name.name or ref.table not in ("", table) or isinstance(ref.this, exp.Star):
+                continue
+            if ref.find_ancestor(exp.Group) is not None:
+                continue  # grouped by its text, which the result column then is
+            if ref.find_ancestor(exp.AggFunc) is not None:  # summed at the greatest scale, as PostgreSQL
+                ref.replace(exp.cast(ref.copy(), exp.DataType.build(f"DECIMAL(38, {scale})")))
+            else:
+                numeric_text(ref)
+        changed = True
+    return changed
 
 
 def div(node: exp.Div, ctx: Context) -> exp.Expr | None:

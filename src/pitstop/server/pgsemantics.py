@@ -51,6 +51,7 @@ from pitstop.server import (
     pgnumtext,
     pgtext,
     pgtochar,
+    pgtypes,
 )
 from pitstop.server.pgkinds import NO_SCHEMA, Schema, read_schema, schema_of
 from pitstop.server.pgnumtext import TEXT, TEXT_SCALE, as_text, call, fitted, numeric_text
@@ -232,10 +233,50 @@ def _anonymous(node: exp.Anonymous, ctx: _Context) -> exp.Expr | None:
         return _to_char(node, ctx)
     if name == "date_part":
         return pgfunctions.date_part(node, ctx)
+    if name == "pg_typeof" and len(node.expressions) == 1:
+        return _pg_typeof(node.expressions[0], ctx)
     if name == "log10" and len(node.expressions) == 1 and ctx.kind(node.expressions[0]) == "numeric":
         ten = exp.Literal.string("10")  # log10(numeric) is log(10, x), a numeric (pgmath)
         return numeric_text(call("pgs_numeric_log", ten, as_text(node.expressions[0])))
     return pgfunctions.int4_gcd(node, ctx)
+
+
+_DESCRIBED_AS = {"INT": "INTEGER", "TEXT": "VARCHAR", "DECIMAL": "DECIMAL(18,3)", "REAL": "FLOAT",
+                 "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}  # fmt: skip
+"""sqlglot's DuckDB type names that DuckDB's result descriptions write otherwise."""
+
+
+def _pg_typeof(value: exp.Expr, ctx: _Context) -> exp.Expr | None:
+    """``pg_typeof(x)``: PostgreSQL's name of x's type (``numeric``, not DuckDB's ``decimal(2,1)``),
+    a ``regtype``."""
+    datatype = ctx.type(value)
+    if value.meta.get(TEXT):  # a numeric held as its text
+        datatype = exp.DataType.build("DECIMAL")
+    elif isinstance(value, exp.CurrentTimestamp):  # now(): sqlglot types it as a timestamp
+        datatype = exp.DataType.build("TIMESTAMPTZ")
+    if datatype is None:
+        return None
+    written = datatype.sql(dialect="duckdb").upper()
+    pgtype = pgtypes.pg_type_by_oid(pgtypes.pg_type_of(_DESCRIBED_AS.get(written, written)).oid)
+    named = exp.Literal.string(pgtype.format_type)
+    named.meta[pgtext.DESCRIBED] = pgtypes.REGTYPE
+    return named
+
+
+def _values_as_select(tree: exp.Expr) -> exp.Expr:
+    """``SELECT * FROM (VALUES ...) v(a, b)`` as the SELECT of ``a, b``: its columns are then typed
+    and written as any SELECT's (a numeric column of ``(1.5), (2)`` is 1.5 and 2)."""
+    if (
+        isinstance(tree, exp.Select)
+        and len(tree.expressions) == 1
+        and isinstance(tree.expressions[0], exp.Star)
+    ):
+        source = tree.args.get("from_")
+        rows = source.this if source is not None else None
+        alias = rows.args.get("alias") if isinstance(rows, exp.Values) else None
+        if alias is not None and alias.columns and not tree.args.get("joins"):
+            tree.set("expressions", [exp.column(c.copy()) for c in alias.columns])
+    return tree
 
 
 def _window(node: exp.Window, ctx: _Context) -> exp.Expr | None:
@@ -442,6 +483,7 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     """Rewrite a parsed statement to PostgreSQL's semantics: the rewritten tree and what its result
     columns are. ``parameters``: the type of each ``$n`` (``DECIMAL``, ``BIGINT``...; None: not
     known). Raises PgError for what pitstop refuses."""
+    tree = _values_as_select(tree)
     _small_parameters(tree, parameters)
     declared = pgmodifiers.declared_columns(tree, {t: dict(c) for t, c in schema.tables})
     try:
@@ -452,7 +494,8 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
         }
     except pgfunctions.Refused as exc:
         raise PgError(exc.code, exc.message) from None
-    if not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
+    texts = pgnumtext.values_texts(tree)
+    if not texts and not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
         return Applied(tree, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}

@@ -108,6 +108,7 @@ ARRAYS: tuple[PgType, ...] = tuple(
     if s.oid in _ARRAY_OIDS
 )
 _BY_OID: dict[int, PgType] = {t.oid: t for t in SCALARS + ARRAYS}
+_BY_NAME: dict[str, PgType] = {t.format_type: t for t in SCALARS + ARRAYS}  # a regtype's text
 
 # DuckDB type names (as ``str(description type)`` prints them) -> PostgreSQL type. UINTEGER is
 # PostgreSQL's oid, an unsigned 32-bit number: the emulated catalog holds its OIDs as UINTEGER
@@ -403,7 +404,7 @@ _BINARY: dict[int, Callable[[Any], bytes]] = {
     1186: _bin_interval,
     1700: _bin_numeric,
     2205: lambda v: struct.pack(">I", int(v)),
-    2206: lambda v: struct.pack(">I", int(v)),
+    2206: lambda v: struct.pack(">I", v if isinstance(v, int) else _BY_NAME.get(str(v), TEXT).oid),
     2950: lambda v: (v if isinstance(v, uuid.UUID) else uuid.UUID(str(v))).bytes,
     3802: lambda v: b"\x01" + _bin_text(v),
 }

@@ -135,7 +135,13 @@ def values_names(tree: exp.Expr) -> exp.Expr:
         return tree
     first = tree.expressions[0]
     width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
-    alias = exp.TableAlias(
-        this=exp.to_identifier("v"), columns=[exp.to_identifier(f"column{i + 1}") for i in range(width)]
-    )
-    return exp.select("*").from_(exp.Subquery(this=tree, alias=alias))
+    names = [f"column{i + 1}" for i in range(width)]
+    alias = exp.TableAlias(this=exp.to_identifier("v"), columns=[exp.to_identifier(n) for n in names])
+    # The columns by name, not ``*``: they are then typed and written as any SELECT's (a numeric
+    # column of ``(1.5), (2)`` is 1.5 and 2, as PostgreSQL writes it).
+    rows = tree.copy()
+    select = exp.select(*names).from_(exp.Subquery(this=rows, alias=alias))
+    for part in ("order", "limit", "offset"):
+        if rows.args.get(part) is not None:
+            select.set(part, rows.args[part].pop())
+    return select
