@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from pitstop import describe
-from pitstop.catalog.rows import RUNNING, Job, Snapshot
+from pitstop.catalog.rows import RUNNING, Job, Run, Snapshot
 from pitstop.connectors.rollback import SinkRollback
 from pitstop.engine import lag
 from pitstop.errors import DuplicateObjectError, PlanError, UnknownOptionError
@@ -202,8 +202,7 @@ class JobStatements(JobPlanning):
         # As SHOW JOBS: no refresh of failures, rejects or late rows here. The supervisor records
         # them every second (AWAIT JOB, SUSPEND and DROP too); doing it here, under the manager's
         # locks, queued DESCRIBE JOB from many clients behind each other (bench/server.py).
-        run = self.catalog.listed_run(job.run_id)
-        plan = JobPlan.from_json(run.plan)
+        run, plan = self._run_and_plan(job)
         place = self._placement() if self._runs_here(job) else None
         waiting = self.manager.sinks_waiting().get(job.name.lower()) if self.manager is not None else None
         rows = describe.describe_job(
@@ -211,7 +210,7 @@ class JobStatements(JobPlanning):
             run,
             plan,
             self.catalog.reject_summary(job.name),
-            self._lags(job),
+            self._lags(job, (run, plan)),
             waiting,
             place,
             self.catalog.late_summary(job.name),
@@ -228,16 +227,21 @@ class JobStatements(JobPlanning):
             log.warning("cannot tell where jobs run", exc_info=True)
             return None
 
+    def _run_and_plan(self, job: Job) -> tuple[Run, JobPlan]:
+        assert self.catalog is not None
+        run = self.catalog.listed_run(job.run_id)
+        return run, JobPlan.from_json(run.plan)
+
     def _runs_here(self, job: Job) -> bool:
         return self.manager is not None and job.status == RUNNING and job.name.lower() in self.manager.runs
 
-    def _lags(self, job: Job) -> list[tuple[str, str]]:
+    def _lags(self, job: Job, read: tuple[Run, JobPlan] | None = None) -> list[tuple[str, str]]:
         """Each source's lag, for SHOW JOBS and DESCRIBE JOB (from the run's folder; a run that
-        cannot be read shows none, it does not fail the listing)."""
+        cannot be read shows none, it does not fail the listing). ``read``: the job's run and
+        plan, when the caller has them."""
         assert self.catalog is not None
         try:
-            run = self.catalog.listed_run(job.run_id)
-            plan = JobPlan.from_json(run.plan)
+            run, plan = read if read is not None else self._run_and_plan(job)
             mappings = {m.name: m for m in (self.catalog.listed_mapping(src) for src in plan.sources) if m}
             return lag.source_lags(run, plan, mappings)
         except Exception:  # noqa: BLE001 - a listing shows what it can
