@@ -760,3 +760,22 @@ def test_early_rows_of_a_stage_renamed_with_early_results_off_are_final_when_the
             Input(seed=233765861, n=13, advance=30, late=0.1, dup=0),
         ],
     )
+
+
+def test_a_session_restored_from_rows_on_a_shorter_gap_and_delay_closes_on_its_own_clock(
+    tmp_path: Path,
+) -> None:
+    """Chain seed 20000, shrunk: a SESSION stage beside an interval join, its gap 10 -> 5 minutes
+    and ev's delay 5 -> 2 at a canonical pit stop. A session open at the cut whose re-formed end
+    (last event + new gap) is at or below the stage's clock must be written at once
+    (`sink w3: 1 row(s) missing`)."""
+    w3 = Branch("w3", "w3_s0", 10, ("mean", "total", "first"), session=True)
+    i1 = Branch("i1", "i1_s0", 0, (), interval=(30, 60))
+    play(
+        tmp_path,
+        [
+            Start((w3, i1), early=False),
+            Input(seed=1018219184, n=7, advance=30, late=0.1, dup=0),
+            Update((replace(w3, size=5), i1), "canonical", early=False, delay=2),
+        ],
+    )

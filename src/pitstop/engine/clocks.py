@@ -34,6 +34,12 @@ the query's own thread, so nothing races it):
    (:func:`pitstop.engine.checkpoint.copy_checkpoint`) and a natively restored stage goes on on
    its streams' clocks. A stage restored from rows gets its seeds through each side's watermark in
    its first batch, which counts them like this.
+5. A query of one stream whose stages were restored from rows (or started on the job's clock)
+   starts with no watermark: Spark's comes from the rows it reads, so a window the stage's clock
+   had already closed -- a session re-formed on a shorter gap -- would stay open until live rows
+   moved it. Such a query's first batch gets its stages' clock the same way (``initial``: the
+   least of its stages' old watermarks plus the delay now), so Spark's watermark after it is the
+   snapshot's and closes those windows at once, as the job would have.
 
 A failure to read or set the JVM's figures is logged, not raised (the job goes on as Spark alone
 would run it); a failure to write the file (a full disk) fails the batch, as the sink's would.
@@ -45,6 +51,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,10 +161,11 @@ class StreamClocks:
     computed (a new one for each start of the query: step 3 runs in its first call). Holds the JVM
     session and plain values only (see :meth:`pitstop.engine.runs.starting.RunStarting._start_query`)."""
 
-    def __init__(self, session: Any, checkpoint: str, query_name: str) -> None:
+    def __init__(self, session: Any, checkpoint: str, query_name: str, initial: int | None = None) -> None:
         self._session = session
         self._checkpoint = checkpoint
         self._query_name = query_name
+        self._initial = initial  # step 5: a one-stream query's clock when its checkpoint has none
         self._clocks: tuple[Clock | None, ...] | None = None  # read at the first call
 
     def __call__(self, batch_id: int) -> None:
@@ -186,6 +194,8 @@ class StreamClocks:
             return
         first = self._clocks is None
         recorded = read_clocks(self._checkpoint) if self._clocks is None else self._clocks
+        if first and not recorded and self._initial is not None and len(seen) == 1:
+            recorded = (Clock(seen[0].column, self._initial),)  # step 5
         if len(recorded) != len(seen) or any(
             r is not None and r.column != s.column for r, s in zip(recorded, seen, strict=False)
         ):
@@ -233,6 +243,19 @@ class StreamClocks:
                 was.column,
                 was.max_ms,
             )
+
+
+def restored_clock(stages: Iterable[Any], seeds: Mapping[str, Any]) -> int | None:
+    """Step 5: the greatest event time a one-stream query whose stages were restored from a
+    snapshot goes on from, in ms: the least over those stages of the snapshot's watermark plus the
+    stage's watermark delay now (so that the new watermark is the snapshot's, whatever the delay);
+    None when no stage had one."""
+    found = [
+        seeds[s.name].old_watermark_ms + s.watermark_delay_micros // 1000
+        for s in stages
+        if s.name in seeds and seeds[s.name].old_watermark_ms > 0
+    ]
+    return min(found) if found else None
 
 
 def _seen(op: Any) -> Seen:

@@ -11,7 +11,7 @@ from pitstop.connectors import positions, registry, tables
 from pitstop.connectors.base import Positions
 from pitstop.connectors.upsert import KEEP, finishing_keys, window_rows
 from pitstop.engine import checkpoint, late
-from pitstop.engine.clocks import StreamClocks
+from pitstop.engine.clocks import StreamClocks, restored_clock
 from pitstop.engine.frames import branch_frame
 from pitstop.engine.runs.branch import (
     BranchQuery,
@@ -160,10 +160,13 @@ class RunStarting(RunState):
             else None
         )
         # Its streams' own watermarks, kept across a restart (pitstop.engine.clocks): a branch
-        # that reads two watermarked streams (an interval join). A new one for each start.
+        # that reads two watermarked streams (an interval join); or, one stream, the clock of the
+        # stages a restore seeded (step 5). A new one for each start.
+        two = two_streams(bq.branch)
+        initial = None if two else restored_clock(bq.branch.stages, self.seeds)
         clocks = (
-            StreamClocks(self._spark._jsparkSession, str(bq.checkpoint), name)
-            if two_streams(bq.branch)
+            StreamClocks(self._spark._jsparkSession, str(bq.checkpoint), name, initial)
+            if two or initial is not None
             else None
         )
 
