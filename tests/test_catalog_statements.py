@@ -60,7 +60,15 @@ def revenue_job(name: str = "revenue", header: str = "") -> str:
 # -- mappings --------------------------------------------------------------------------------------
 def test_created_mapping_is_listed_with_its_columns_and_options(manager: Manager, tmp_path: Path) -> None:
     results = run(manager, orders_mapping(tmp_path / "orders") + "SHOW MAPPINGS;")
-    assert results[0].message == "mapping 'orders' created"
+    assert results[0].message == (
+        f"mapping 'orders' created; its folder {tmp_path / 'orders'} did not exist and was made, empty "
+        "(check the path if you meant another)"
+    )
+    assert (tmp_path / "orders").is_dir()
+    again = run(
+        manager, orders_mapping(tmp_path / "orders").replace("CREATE MAPPING", "CREATE OR REPLACE MAPPING")
+    )
+    assert again[0].message == "mapping 'orders' replaced"  # the folder is there now: nothing to say
     listing = results[1]
     assert listing.columns == ("name", "type", "columns", "options")
     assert len(listing.rows) == 1

@@ -341,7 +341,7 @@ def test_harmless_names_create_and_drop_mappings_and_views(
         DROP VIEW {view};
         DROP MAPPING {n};""",
     )
-    assert results[0].message == f"mapping '{name}' created"
+    assert results[0].message.startswith(f"mapping '{name}' created; its folder ")
     assert results[-1].message == f"mapping '{name}' dropped"
     with pytest.raises(PitstopError, match="unknown job"):
         run(manager, f"DESCRIBE JOB {n};")  # a valid name: looked up, not refused

@@ -256,8 +256,10 @@ class Connector:
             return mapping.options[name]
         return next((o.default for o in self.options if o.name == name), None)
 
-    def created(self, mapping: Mapping) -> None:
-        """Called once a mapping is stored (e.g. a File mapping makes its folder)."""
+    def created(self, mapping: Mapping) -> str | None:
+        """Called once a mapping is stored (e.g. a File mapping makes its folder); what CREATE
+        MAPPING should say besides, if anything."""
+        return None
 
     # -- a source ------------------------------------------------------------------------------------
     def stream_source(self) -> type[DataSource]:

@@ -34,8 +34,10 @@ class MappingStatements(ExecutorBase):
             return Result("OK")
         assert self.catalog is not None
         self.catalog.put_mapping(mapping, replace=exists)
-        registry.connector(mapping.type).created(mapping)
-        return Result(f"mapping '{mapping.name}' {'replaced' if exists else 'created'}")
+        said = registry.connector(mapping.type).created(mapping)
+        return Result(
+            f"mapping '{mapping.name}' {'replaced' if exists else 'created'}" + (f"; {said}" if said else "")
+        )
 
     def _drop_mapping(self, node: nodes.DropMapping, stmt: ParsedStatement) -> Result:
         name = name_of(node.this)

@@ -58,8 +58,13 @@ class FileConnector(Connector):
     def cluster_folder(self, mapping: Mapping) -> Path | None:
         return Path(mapping.options["path"]) if "path" in mapping.options else None
 
-    def created(self, mapping: Mapping) -> None:
-        Path(mapping.options["path"]).mkdir(parents=True, exist_ok=True)
+    def created(self, mapping: Mapping) -> str | None:
+        folder = Path(mapping.options["path"])
+        if folder.is_dir():
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        # Said, not silent: a misspelt path is an empty folder a job would read nothing from.
+        return f"its folder {folder} did not exist and was made, empty (check the path if you meant another)"
 
     def stream_source(self) -> type[DataSource]:
         from pitstop.connectors.file.source import FileSource
