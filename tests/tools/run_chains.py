@@ -2,7 +2,8 @@
 summary: chains, steps by kind, failures. The sinks include PostgreSQL tables (a cluster started
 from Debian's package, as the tests do) and a Kafka topic (the tests' Tansu broker). A failing
 chain is shrunk, and its seed, its shrunk chain (ready to paste into tests/test_update_chains.py)
-and the SQL it ran are printed. Exit status 1 if any chain failed.
+and the SQL it ran are printed once it is shrunk (a run stopped early keeps what it found), and
+the failing seeds again beside the summary. Exit status 1 if any chain failed.
 
     make chains N=200 [SEED=1] [STEPS=8] [JOBS=2]
     .venv/bin/python tests/tools/run_chains.py --n 200 --seed 1 --steps 8 --jobs 2
@@ -112,6 +113,8 @@ def main() -> int:
                 + ",\n  ".join(repr(s) for s in small)
                 + f"\nits SQL:\n{found.script}\n"
             )
+            # At once, as well as at the end: a long run stopped early keeps what it found.
+            print(failures[-1], flush=True)
     finally:
         stop_session()
         if pg is not None:
@@ -119,7 +122,8 @@ def main() -> int:
         if kafka is not None:
             kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print("\n".join(failures))
+    if failures:  # each printed with its shrunk chain when it was found
+        print("failing chain seeds: " + ", ".join(f.split(" ", 3)[2] for f in failures), flush=True)
     print(summary(args.n, kinds, len(failures), time.monotonic() - started))
     print("summary-json: " + json.dumps({"n": args.n, "kinds": kinds, "failures": len(failures)}), flush=True)
     return 1 if failures else 0
