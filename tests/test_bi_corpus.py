@@ -230,7 +230,7 @@ REFUSED: dict[str, tuple[str, str]] = {
 
 # Known differences, not fixed yet: id -> what differs and why.
 DIFFERENT: dict[str, str] = {
-    "null_handling-46": "sum of a VALUES column of numerics of different scales: pitstop sums at the "
+    "null_handling-48": "sum of a VALUES column of numerics of different scales: pitstop sums at the "
     "column's greatest scale (2 + 2 is 4.0), PostgreSQL at the greatest of the rows summed (4) "
     "(pgnumtext.values_texts)",
 }

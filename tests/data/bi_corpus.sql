@@ -504,6 +504,8 @@ SELECT coalesce(revenue, total) AS v, CASE WHEN n > 5 THEN total ELSE revenue EN
 SELECT v FROM (SELECT coalesce(revenue::numeric(8,1), revenue::numeric(8,1)) AS v FROM sales_windows) s ORDER BY v NULLS FIRST LIMIT 10;
 VALUES (1.5, 'a'), (2, NULL) ORDER BY 1 DESC;
 SELECT * FROM (VALUES (1.5), (2), (NULL)) AS v(x) ORDER BY x NULLS FIRST;
+SELECT 1.5 AS a, 'x' AS b UNION ALL SELECT 2, 'y' UNION ALL SELECT NULL, 'z' UNION ALL SELECT 10, 'w' ORDER BY a DESC NULLS LAST;
+SELECT 0.25 AS v UNION SELECT 3 UNION SELECT 3;
 SELECT x, count(*) AS n, sum(x) AS s, x * 2 AS d FROM (VALUES (1.5), (2), (2), (10), (NULL)) AS v(x) WHERE x > 1 GROUP BY x ORDER BY x;
 SELECT pg_typeof(revenue) AS a, pg_typeof(orders) AS b, pg_typeof(region) AS c, pg_typeof(window_start) AS d, pg_typeof(1.5) AS e, pg_typeof(1) AS f, pg_typeof(now()) AS g FROM sales_windows LIMIT 1;
 

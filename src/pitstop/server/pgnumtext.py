@@ -22,11 +22,13 @@ rounded one, when it has more than 24 decimals or 14 integer digits). The rewrit
 - ``coalesce``, ``CASE``, ``greatest`` and ``least`` whose values are numerics of different
   scales, or numeric texts, give each value's own scale (``coalesce(revenue, 0)`` is ``0``);
 - a ``VALUES`` column of numeric constants of different scales (``(1.5), (2)``) keeps each one's
-  (``2``, not DuckDB's common ``2.0``): its cells are numeric texts (:func:`values_texts`).
+  (``2``, not DuckDB's common ``2.0``): its cells are numeric texts (:func:`values_texts`); so
+  does such a column of a ``UNION ALL`` of SELECTs of constants (:func:`union_texts`).
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Protocol
 
 from sqlglot import exp
@@ -52,6 +54,7 @@ __all__ = [
     "math",
     "numeric_text",
     "paren",
+    "union_texts",
     "values_texts",
     "when",
 ]
@@ -92,6 +95,70 @@ def fitted(node: exp.Expr) -> exp.Expr:
     return call("pgs_fit", node)
 
 
+def _mixed_scales(column: list[exp.Expr]) -> list[tuple[exp.Literal, str]] | None:
+    """A column's numeric constants and their texts, when every value is one (or NULL) and they
+    have different scales (a constant with a decimal point among them); None otherwise."""
+    numbers = [c for c in column if isinstance(c, exp.Literal) and not c.is_string]
+    if not numbers or len(numbers) + sum(isinstance(c, exp.Null) for c in column) < len(column):
+        return None
+    try:
+        texts = [pgnumeric.numeric_in(n.name) for n in numbers]
+    except pgnumeric.NumericError:
+        return None
+    if len({len(t.partition(".")[2]) for t in texts}) < 2 or not any("." in t for t in texts):
+        return None  # one scale (or integers): DuckDB's type says it
+    return list(zip(numbers, texts, strict=True))
+
+
+def union_texts(tree: exp.Expr) -> frozenset[int]:
+    """``SELECT 1.5 UNION ALL SELECT 2``: each result column whose values are numeric constants of
+    different scales becomes numeric texts (each keeps its own scale, as PostgreSQL's numeric
+    does); their 0-based indexes. An ORDER BY that names one (or its position) sorts by its
+    number; a UNION that removes duplicates is left to DuckDB where two of the constants are one
+    number written with different scales (PostgreSQL keeps one of them)."""
+    if not isinstance(tree, exp.Union):
+        return frozenset()
+    branches: list[exp.Select] = []
+    distinct = False
+    nodes: list[exp.Expr] = [tree]
+    while nodes:
+        node = nodes.pop()
+        while isinstance(node, exp.Subquery | exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Union) and (node is tree or node.args.get("order") is None):
+            distinct = distinct or bool(node.args.get("distinct"))
+            nodes += [node.expression, node.this]
+        elif isinstance(node, exp.Select) and not any(isinstance(p, exp.Star) for p in node.expressions):
+            branches.append(node)
+        else:
+            return frozenset()
+    found: dict[int, int] = {}  # index -> greatest scale
+    for index in range(min(len(b.expressions) for b in branches)):
+        column = [b.expressions[index] for b in branches]
+        column = [c.this if isinstance(c, exp.Alias) else c for c in column]
+        mixed = _mixed_scales(column)
+        if mixed is None:
+            continue
+        if distinct and len({t for _, t in mixed}) != len({Decimal(t) for _, t in mixed}):
+            continue
+        for number, text in mixed:
+            number.replace(exp.Literal.string(text))
+        found[index] = max(len(text.partition(".")[2]) for _, text in mixed)
+    order = tree.args.get("order")
+    if found and isinstance(order, exp.Order):
+        names = [p.alias_or_name for p in branches[0].expressions]
+        for ordered in order.expressions:
+            key = ordered.this
+            at: int | None = None
+            if isinstance(key, exp.Column) and not key.table and key.name in names:
+                at = names.index(key.name)
+            elif isinstance(key, exp.Literal) and key.is_int:
+                at = int(key.name) - 1
+            if at is not None and at in found:
+                key.replace(exp.cast(exp.column(names[at], quoted=True), f"DECIMAL(38, {found[at]})"))
+    return frozenset(found)
+
+
 def values_texts(tree: exp.Expr) -> bool:
     """A SELECT from ``VALUES`` (``SELECT x FROM (VALUES (1.5), (2)) v(x)``; a bare ``VALUES`` is
     one, :func:`pitstop.server.pgcatalog.naming.values_names`): each column of numeric constants
@@ -111,19 +178,12 @@ def values_texts(tree: exp.Expr) -> bool:
     cells = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in rows.expressions]
     changed = False
     for index, name in enumerate(alias.columns):
-        column = [row[index] for row in cells if len(row) > index]
-        numbers = [c for c in column if isinstance(c, exp.Literal) and not c.is_string]
-        if not numbers or len(numbers) + sum(isinstance(c, exp.Null) for c in column) < len(column):
+        mixed = _mixed_scales([row[index] for row in cells if len(row) > index])
+        if mixed is None:
             continue
-        try:
-            texts = [pgnumeric.numeric_in(n.name) for n in numbers]
-        except pgnumeric.NumericError:
-            continue
-        if len({t.partition(".")[2].__len__() for t in texts}) < 2 or not any("." in t for t in texts):
-            continue  # one scale (or integers): DuckDB's type says it
-        for number, text in zip(numbers, texts, strict=True):
+        for number, text in mixed:
             number.replace(exp.Literal.string(text))
-        scale = max(len(t.partition(".")[2]) for t in texts)
+        scale = max(len(text.partition(".")[2]) for _, text in mixed)
         for ref in list(tree.find_all(exp.Column)):
             if ref.name != name.name or ref.table not in ("", table) or isinstance(ref.this, exp.Star):
                 continue

@@ -495,8 +495,9 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     except pgfunctions.Refused as exc:
         raise PgError(exc.code, exc.message) from None
     texts = pgnumtext.values_texts(tree)
+    union = pgnumtext.union_texts(tree)
     if not texts and not any(_rewritten(node) for node in tree.find_all(*_REWRITES)):
-        return Applied(tree, column_types=times, declared=declared)
+        return Applied(tree, union, column_types=times, declared=declared)
     types = pgkinds.types(tree, schema, _TYPED, parameters)
     columns: dict[str, exp.DataType] = {}
     for column in tree.find_all(exp.Column):
@@ -506,7 +507,7 @@ def apply(tree: exp.Expr, schema: Schema, parameters: tuple[str | None, ...] = (
     ctx = _Context(types, tree, columns)
     may_fail = _client_casts(tree)
     tree = _rewrite(tree, ctx)
-    numeric = _numeric_columns(tree)
+    numeric = _numeric_columns(tree) | union
     if may_fail:
         _casts_before_limit(tree)
     return Applied(tree, numeric, {**times, **_column_types(tree)}, declared)
