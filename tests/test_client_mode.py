@@ -24,6 +24,7 @@ SHOW MAPPINGS;
 def test_a_script_through_a_server_prints_what_it_prints_locally(served: Served, tmp_path: Path) -> None:
     script = tmp_path / "setup.sql"
     script.write_text(SCRIPT.format(path=tmp_path / "orders"))
+    (tmp_path / "orders").mkdir()  # else the first run says it made it, and the second does not
     remote = pitstop("run", "--connect", served.url(), str(script), home=tmp_path / "elsewhere")
     local = pitstop("run", str(script), home=tmp_path / "local")
     assert remote.returncode == 0 and local.returncode == 0, remote.stderr + local.stderr
