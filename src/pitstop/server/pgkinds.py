@@ -30,7 +30,9 @@ __all__ = [
     "aggregated",
     "kind_of",
     "read_schema",
+    "removes_duplicates",
     "schema_of",
+    "set_branches",
     "types",
 ]
 
@@ -251,3 +253,19 @@ def types(
         log.debug("not annotated", exc_info=True)
         return {}
     return {node.meta[ID]: node.type for node in copy.walk() if ID in node.meta and node.type is not None}
+
+
+# -- set operations ------------------------------------------------------------------------------
+def set_branches(node: exp.Expr) -> list[exp.Select] | None:
+    """The SELECTs of a set operation, left to right; None when one is not a SELECT."""
+    while isinstance(node, exp.Subquery | exp.Paren):
+        node = node.this
+    if isinstance(node, exp.SetOperation):
+        left, right = set_branches(node.this), set_branches(node.expression)
+        return None if left is None or right is None else left + right
+    return [node] if isinstance(node, exp.Select) else None
+
+
+def removes_duplicates(node: exp.Expr) -> bool:
+    """Whether a set operation (or one inside it) removes duplicates (UNION, not UNION ALL)."""
+    return any(op.args.get("distinct") for op in node.find_all(exp.SetOperation))

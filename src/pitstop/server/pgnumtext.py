@@ -116,22 +116,10 @@ def union_texts(tree: exp.Expr) -> frozenset[int]:
     does); their 0-based indexes. An ORDER BY that names one (or its position) sorts by its
     number; a UNION that removes duplicates is left to DuckDB where two of the constants are one
     number written with different scales (PostgreSQL keeps one of them)."""
-    if not isinstance(tree, exp.Union):
+    branches = pgkinds.set_branches(tree) if isinstance(tree, exp.Union) else None
+    if not branches or any(isinstance(p, exp.Star) for b in branches for p in b.expressions):
         return frozenset()
-    branches: list[exp.Select] = []
-    distinct = False
-    nodes: list[exp.Expr] = [tree]
-    while nodes:
-        node = nodes.pop()
-        while isinstance(node, exp.Subquery | exp.Paren):
-            node = node.this
-        if isinstance(node, exp.Union) and (node is tree or node.args.get("order") is None):
-            distinct = distinct or bool(node.args.get("distinct"))
-            nodes += [node.expression, node.this]
-        elif isinstance(node, exp.Select) and not any(isinstance(p, exp.Star) for p in node.expressions):
-            branches.append(node)
-        else:
-            return frozenset()
+    distinct = pgkinds.removes_duplicates(tree)
     found: dict[int, int] = {}  # index -> greatest scale
     for index in range(min(len(b.expressions) for b in branches)):
         column = [b.expressions[index] for b in branches]

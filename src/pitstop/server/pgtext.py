@@ -26,6 +26,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, build_scope
 
 from pitstop.server.pgfunctions import Kinds, Refused
+from pitstop.server.pgkinds import removes_duplicates, set_branches
 from pitstop.server.pgnumtext import TEXT, call
 from pitstop.server.pgtypes import BPCHAR, VARCHAR, PgType
 
@@ -98,21 +99,6 @@ def _described(base: PgType, length: int | None) -> PgType:
 
 
 # -- UNION ----------------------------------------------------------------------------------------
-def _branches(node: exp.Expr) -> list[exp.Select] | None:
-    """The SELECTs of a set operation, left to right; None when one is not a SELECT."""
-    while isinstance(node, exp.Subquery | exp.Paren):
-        node = node.this
-    if isinstance(node, exp.SetOperation):
-        left, right = _branches(node.this), _branches(node.expression)
-        return None if left is None or right is None else left + right
-    return [node] if isinstance(node, exp.Select) else None
-
-
-def _distinct(node: exp.Expr) -> bool:
-    """Whether a set operation (or one inside it) removes duplicates (UNION, not UNION ALL)."""
-    return any(op.args.get("distinct") for op in node.find_all(exp.SetOperation))
-
-
 def set_operation_chars(tree: exp.Expr) -> dict[int, PgType]:
     """``SELECT x::char(4) ... UNION ALL SELECT ...``: PostgreSQL's result column is a ``bpchar``
     when the first branch that is not a bare string constant has a ``char(n)`` there; each
@@ -126,7 +112,7 @@ def set_operation_chars(tree: exp.Expr) -> dict[int, PgType]:
     which DuckDB cannot be told."""
     if not isinstance(tree, exp.SetOperation):
         return {}
-    branches = _branches(tree)
+    branches = set_branches(tree)
     if not branches or any(isinstance(p, exp.Star) for b in branches for p in b.expressions):
         return {}
     found: dict[int, PgType] = {}
@@ -139,7 +125,7 @@ def set_operation_chars(tree: exp.Expr) -> dict[int, PgType]:
             continue
         lengths = {_length(v.to) for v in chars}
         if len(chars) < len(values) or len(lengths) > 1:
-            if _distinct(tree):
+            if removes_duplicates(tree):
                 raise Refused(
                     "0A000",
                     "pitstop cannot compare char(n) values of different lengths, or with text, in a "
@@ -200,7 +186,7 @@ def _char_column(column: exp.Column, scope: Scope, depth: int) -> int | None:
     for source in sources:
         if not isinstance(source, Scope) or depth >= _DEPTH:
             continue
-        branches = _branches(source.expression)
+        branches = set_branches(source.expression)
         if not branches or any(isinstance(p, exp.Star) for b in branches for p in b.expressions):
             continue
         names = [p.alias_or_name for p in branches[0].expressions]
